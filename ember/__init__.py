@@ -1,0 +1,16 @@
+"""ember: a just-in-time compiler frontend for PyTorch, in plain Python.
+
+    import ember
+    fast = ember.compile(model)                  # same knobs as torch.compile
+    ember.explain(model)(x)                      # graphs, breaks, guards, why
+"""
+from ember.config import config
+from ember.exc import Unsupported
+from ember.backends.registry import list_backends, lookup_backend, register_backend
+from ember.metrics import compile_times, stats
+from ember.api import compile, reset, explain
+
+__all__ = [
+    "compile", "reset", "explain", "config", "Unsupported", "lookup_backend",
+    "register_backend", "list_backends", "stats", "compile_times",
+]

@@ -1,0 +1,1 @@
+"""ember.aot — see docs/ and DESIGN.md."""

@@ -1,0 +1,1 @@
+"""ember.autograd — see docs/ and DESIGN.md."""

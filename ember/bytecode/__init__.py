@@ -1,0 +1,1 @@
+"""ember.bytecode — see docs/ and DESIGN.md."""

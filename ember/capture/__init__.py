@@ -1,0 +1,1 @@
+"""ember.capture — see docs/ and DESIGN.md."""

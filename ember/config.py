@@ -1,0 +1,75 @@
+"""ember's settings: one typed object, overridable from the environment.
+
+Every field can be set from the environment as ``EMBER_<NAME>`` (upper case),
+e.g. ``EMBER_RECOMPILE_LIMIT=4`` or ``EMBER_STRICT=1``; values are parsed by the
+field's type. Change settings in code with ``ember.config.recompile_limit = 4``
+or temporarily with ``with ember.config.patch(strict=True): ...``.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from typing import Any
+
+
+def _parse(kind: type, text: str) -> Any:
+    if kind is bool:
+        return text.strip().lower() in ("1", "true", "yes", "on")
+    if kind is int:
+        return int(text)
+    if kind is float:
+        return float(text)
+    return text
+
+
+@dataclasses.dataclass
+class Config:
+    # A code object recompiles at most this many times; after that it runs eagerly.
+    recompile_limit: int = 8
+    # Raise internal compiler errors instead of falling back to eager.
+    strict: bool = False
+    # Force every frame to run eagerly (debugging aid, like TORCH_COMPILE_DISABLE).
+    disable: bool = False
+    # Specialize Python ints/floats read from inputs (static until dynamic shapes land).
+    specialize_int: bool = True
+    specialize_float: bool = True
+    # Run the backward under the forward's autocast state ("same_as_forward"),
+    # under none ("off"), or a comma-separated autocast kwargs string.
+    backward_pass_autocast: str = "same_as_forward"
+    # Which partitioner aot_eager uses: "default" or "min_cut".
+    aot_eager_partitioner: str = "default"
+    # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
+    logs: str = ""
+
+    def patch(self, **changes: Any):
+        """Context manager that sets fields and restores them on exit."""
+        return _patch(self, changes)
+
+    def load_env(self) -> None:
+        for f in dataclasses.fields(self):
+            text = os.environ.get("EMBER_" + f.name.upper())
+            if text is not None:
+                kind = type(getattr(self, f.name))
+                setattr(self, f.name, _parse(kind, text))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in {f.name for f in dataclasses.fields(Config)}:
+            raise AttributeError(f"ember.config has no setting {name!r}")
+        object.__setattr__(self, name, value)
+
+
+@contextlib.contextmanager
+def _patch(cfg: Config, changes: dict[str, Any]):
+    old = {k: getattr(cfg, k) for k in changes}
+    for k, v in changes.items():
+        setattr(cfg, k, v)
+    try:
+        yield cfg
+    finally:
+        for k, v in old.items():
+            setattr(cfg, k, v)
+
+
+config = Config()
+config.load_env()

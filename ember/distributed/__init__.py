@@ -1,0 +1,1 @@
+"""ember.distributed — see docs/ and DESIGN.md."""

@@ -1,0 +1,1 @@
+"""ember.fake — see docs/ and DESIGN.md."""

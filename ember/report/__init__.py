@@ -1,0 +1,1 @@
+"""ember.report — see docs/ and DESIGN.md."""
