@@ -42,6 +42,7 @@ from .instructions import (
     HAS_LOCAL,
     HAS_NAME,
     HAVE_ARGUMENT,
+    NAME_FLAG_SHIFT,
     Instruction,
     inline_cache_entries,
     is_backward_jump,
@@ -182,8 +183,10 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
         if op in HAS_CONST:
             instr.arg = consts.index(instr.argval)
         elif op in HAS_NAME:
-            if instr.opname == "LOAD_GLOBAL":
-                instr.arg = (names.index(instr.argval) << 1) | ((instr.arg or 0) & 1)
+            shift = NAME_FLAG_SHIFT.get(instr.opname, 0)
+            if shift:
+                flags = (instr.arg or 0) & ((1 << shift) - 1)
+                instr.arg = (names.index(instr.argval) << shift) | flags
             else:
                 instr.arg = names.index(instr.argval)
         elif op in HAS_LOCAL or op in HAS_FREE:

@@ -55,6 +55,8 @@ __all__ = [
     "HAS_JREL",
     "HAS_JABS",
     "UNCONDITIONAL_EXITS",
+    "NAME_FLAG_SHIFT",
+    "GENERIC_JUMPS",
 ]
 
 _NO_ARGVAL = object()
@@ -87,6 +89,15 @@ UNCONDITIONAL_EXITS = frozenset(
         "JUMP_NO_INTERRUPT",
     )
 )
+
+
+# Name opcodes whose oparg carries flag bits below the co_names index
+# (``arg = index << shift | flags``).  3.11: LOAD_GLOBAL's bit 0 means "also
+# push NULL".  3.12 adds LOAD_ATTR (bit 0: method load) and LOAD_SUPER_ATTR
+# (two bits).  The emit-side helpers for these live in versions.py.
+NAME_FLAG_SHIFT = {"LOAD_GLOBAL": 1}
+if sys.version_info >= (3, 12):  # pragma: no cover - only 3.11 runs today
+    NAME_FLAG_SHIFT.update({"LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2})
 
 
 def inline_cache_entries(op: int) -> int:
@@ -188,9 +199,12 @@ def _describe(op: int, arg: Optional[int], code, localsplus, target_offset):
         value = code.co_consts[arg]
         return value, repr(value)
     if op in HAS_NAME:
-        if _opcode.opname[op] == "LOAD_GLOBAL":
-            name = code.co_names[arg >> 1]
-            return name, ("NULL + " + name) if arg & 1 else name
+        shift = NAME_FLAG_SHIFT.get(_opcode.opname[op], 0)
+        if shift:
+            name = code.co_names[arg >> shift]
+            if _opcode.opname[op] == "LOAD_GLOBAL" and arg & 1:
+                return name, "NULL + " + name
+            return name, name
         name = code.co_names[arg]
         return name, name
     if op in HAS_JREL or op in HAS_JABS:

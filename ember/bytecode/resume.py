@@ -1,0 +1,186 @@
+"""Resume functions: continue a frame from the middle, in a new function.
+
+At a graph break the capture layer compiles everything up to the breaking
+instruction into a graph, lets that one instruction run eagerly, and then
+needs to *continue the original function from the next instruction* - with
+the values that were on the interpreter stack and the locals that are still
+needed.  A resume function does exactly that::
+
+    def f(xs):                              def resume_at_24(___stack0, total, x):
+        total = 0                               # prologue (generated):
+        for x in xs:            break here ->   #   push ___stack0 (the list iterator)
+            total += x * 2                      #   jump to offset 24
+        return total                            # ... the original body of f, unchanged
+
+The arguments are the stack items, bottom first, then the live locals.  The
+body is a copy of the original instructions, so loops that jump back to
+before the resume point still work, and the exception table is preserved:
+3.11 try blocks cost nothing at run time (they are a static table), so
+jumping into the middle of a try body needs no setup at all.
+
+``with`` blocks: inside a ``with`` the bound ``__exit__`` of the context
+manager sits on the stack (see ``analysis.active_with_blocks``).  Passing it
+as one of the stack items is enough for the block to close correctly when
+the resumed function leaves it, normally or by an exception; this is tested.
+Re-*entering* a context manager (when the caller cannot hand over the live
+``__exit__``, e.g. because the manager was only simulated) is left to the
+capture layer: it must rebuild the manager and call ``__enter__`` itself.
+
+Not supported (``NotImplementedError``/``ValueError``): generators and
+coroutines (their frame cannot be re-entered this way), resuming inside an
+``except`` handler (the thread's "current exception" set by
+``PUSH_EXC_INFO`` would be missing), and live locals that are unbound at the
+break (the caller must not list them).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from .analysis import stack_depths
+from .assemble import assemble
+from .instructions import Instruction, copy_instructions, create_instruction, decode
+from .versions import jump
+
+__all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset"]
+
+_UNSUPPORTED_FLAGS = (
+    inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+)
+
+
+@dataclass
+class ResumeCode:
+    """A resume code object and how to call it."""
+
+    code: types.CodeType
+    offset: int  # offset in the original code of the first resumed instruction
+    stack_args: tuple[str, ...]  # argument names of the stack items that are passed
+    null_positions: tuple[int, ...]  # stack positions re-created as NULL, not passed
+    live_locals: tuple[str, ...]  # argument names after the stack items
+
+    @property
+    def argnames(self) -> tuple[str, ...]:
+        return self.stack_args + self.live_locals
+
+
+def _strip_prologue(body: list[Instruction]) -> list[Instruction]:
+    """Drop the original ``MAKE_CELL/COPY_FREE_VARS/RESUME 0`` prologue: the
+    resume function emits its own, and nothing jumps back into it."""
+    targeted = {id(i.target) for i in body if i.target is not None}
+    targeted |= {id(i.exn_tab_entry.target) for i in body if i.exn_tab_entry is not None}
+    k = 0
+    while k < len(body) and body[k].opname in ("MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP"):
+        if id(body[k]) in targeted:
+            break
+        done = body[k].opname == "RESUME"
+        k += 1
+        if done:
+            break
+    return body[k:]
+
+
+def make_resume_code(
+    code: types.CodeType,
+    index: int,
+    stack_depth: int,
+    live_locals: Sequence[str],
+    *,
+    null_positions: Sequence[int] = (),
+    instructions: Optional[list[Instruction]] = None,
+) -> ResumeCode:
+    """Build ``resume_at_<offset>(stack items..., live locals...)``.
+
+    ``index`` is the position in ``decode(code)`` (or in ``instructions`` if
+    given - they must be an unmodified decode of ``code``) of the first
+    instruction to run.  ``stack_depth`` must equal the analysed depth there;
+    stack positions in ``null_positions`` hold a call's NULL, which cannot be
+    passed as an argument and is pushed again by the prologue instead.
+    """
+    if code.co_flags & _UNSUPPORTED_FLAGS:
+        raise NotImplementedError(f"resume functions for generators/coroutines ({code.co_name})")
+    original = instructions if instructions is not None else decode(code)
+    depths = stack_depths(original)
+    if not 0 <= index < len(original):
+        raise IndexError(f"instruction index {index} out of range")
+    if depths[index] is None:
+        raise ValueError(f"instruction {original[index]!r} is unreachable")
+    if depths[index] != stack_depth:
+        raise ValueError(f"stack depth at {original[index]!r} is {depths[index]}, not {stack_depth}")
+    nulls = tuple(sorted(set(null_positions)))
+    if any(not 0 <= p < stack_depth for p in nulls):
+        raise ValueError(f"null positions {nulls} outside a stack of depth {stack_depth}")
+    unknown = [v for v in live_locals if v not in code.co_varnames and v not in code.co_cellvars]
+    if unknown:
+        raise ValueError(f"not locals of {code.co_name}: {unknown}")
+    if len(set(live_locals)) != len(live_locals):
+        raise ValueError(f"duplicate live locals: {list(live_locals)}")
+
+    body = copy_instructions(original)
+    target = body[index]
+    offset = original[index].offset
+    body = _strip_prologue(body)
+    if not any(i is target for i in body):  # pragma: no cover - resuming at the prologue
+        raise ValueError("cannot resume inside the function prologue")
+
+    taken = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+    stack_args = []
+    for p in range(stack_depth):
+        if p in nulls:
+            continue
+        name = f"___stack{p}"
+        while name in taken:
+            name = "_" + name
+        stack_args.append(name)
+    live = tuple(live_locals)
+    varnames = list(stack_args) + list(live)
+    varnames += [v for v in code.co_varnames if v not in varnames]
+
+    # The prologue takes the target's source position, so a traceback through
+    # it (there should be none) points at the resumed line.
+    prologue = [create_instruction("MAKE_CELL", argval=c) for c in code.co_cellvars]
+    if code.co_freevars:
+        prologue.append(create_instruction("COPY_FREE_VARS", arg=len(code.co_freevars)))
+    prologue.append(create_instruction("RESUME", arg=0))
+    args = iter(stack_args)
+    for p in range(stack_depth):
+        if p in nulls:
+            prologue.append(create_instruction("PUSH_NULL"))
+        else:
+            prologue.append(create_instruction("LOAD_FAST", argval=next(args)))
+    prologue += jump(target)
+    for instr in prologue:
+        instr.positions = target.positions
+
+    flags = code.co_flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    name = f"resume_at_{offset}"
+    new_code = assemble(
+        prologue + body,
+        code,
+        varnames=varnames,
+        co_name=name,
+        co_qualname=f"{code.co_qualname}.{name}",
+        co_argcount=len(stack_args) + len(live),
+        co_posonlyargcount=0,
+        co_kwonlyargcount=0,
+        co_flags=flags,
+    )
+    return ResumeCode(new_code, offset, tuple(stack_args), nulls, live)
+
+
+def make_resume_function(fn: types.FunctionType, resume: ResumeCode) -> types.FunctionType:
+    """A function object for ``resume.code`` sharing ``fn``'s globals and
+    closure cells (free variables stay shared with the original frame)."""
+    return types.FunctionType(resume.code, fn.__globals__, resume.code.co_name, None, fn.__closure__)
+
+
+def find_offset(instructions: Sequence[Instruction], offset: int) -> int:
+    """Index of the instruction at ``offset`` (as reported by ``dis``)."""
+    for k, instr in enumerate(instructions):
+        if instr.offset == offset:
+            return k
+    raise KeyError(f"no instruction at offset {offset}")
+
