@@ -19,6 +19,7 @@ from .instructions import (
     copy_instructions,
     create_instruction,
     decode,
+    insert_instructions,
     localsplus_names,
 )
 from .assemble import assemble, fix_jump_directions
@@ -50,6 +51,7 @@ __all__ = [
     "assemble",
     "create_instruction",
     "copy_instructions",
+    "insert_instructions",
     "localsplus_names",
     "fix_jump_directions",
     "stack_depths",

@@ -44,6 +44,7 @@ __all__ = [
     "decode",
     "create_instruction",
     "copy_instructions",
+    "insert_instructions",
     "localsplus_names",
     "inline_cache_entries",
     "is_jump",
@@ -406,3 +407,34 @@ def copy_instructions(instructions: list[Instruction]) -> list[Instruction]:
                 )
             new.exn_tab_entry = entries[id(e)]
     return copies
+
+
+def insert_instructions(
+    instructions: list[Instruction],
+    index: int,
+    new: list[Instruction],
+    *,
+    redirect_jumps: bool = False,
+) -> None:
+    """Insert ``new`` before ``instructions[index]``, in place.
+
+    New instructions without an exception entry join the anchor's try block
+    (``exn_tab_entry`` of ``instructions[index]``): code inserted into a try
+    body must be protected by it, or an exception it raises would skip the
+    handler.  With ``redirect_jumps`` every jump to the anchor now lands on
+    ``new[0]`` (the inserted code runs on every path into the anchor);
+    without it only the fall-through path runs it.  Exception handler
+    targets are never redirected: a handler's entry depth is fixed.
+    """
+    if not new:
+        return
+    anchor = instructions[index] if index < len(instructions) else None
+    if anchor is not None:
+        for instr in new:
+            if instr.exn_tab_entry is None:
+                instr.exn_tab_entry = anchor.exn_tab_entry
+        if redirect_jumps:
+            for instr in instructions:
+                if instr.target is anchor:
+                    instr.target = new[0]
+    instructions[index:index] = new

@@ -1,0 +1,33 @@
+"""Import ``ember.bytecode`` even while the top-level ``ember`` package is
+incomplete (other layers are being written concurrently; ``ember/__init__``
+imports modules such as ``ember.api`` that may not exist yet).
+
+ember.bytecode is standard-library only and does not depend on anything in
+``ember/__init__``, so when that import fails we register a bare namespace
+for ``ember`` and import the subpackage directly.  Once the top-level package
+imports cleanly this is a no-op.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+from pathlib import Path
+
+EMBER_DIR = Path(__file__).resolve().parents[2] / "ember"
+
+
+def import_bytecode_package():
+    try:
+        return importlib.import_module("ember.bytecode")
+    except ImportError as exc:
+        if (exc.name or "").startswith("ember.bytecode"):
+            raise  # a real error in our own package
+    for name in [n for n in sys.modules if n == "ember" or n.startswith("ember.")]:
+        del sys.modules[name]
+    shell = types.ModuleType("ember")
+    shell.__path__ = [str(EMBER_DIR)]
+    shell.__file__ = str(EMBER_DIR / "__init__.py")
+    sys.modules["ember"] = shell
+    return importlib.import_module("ember.bytecode")
