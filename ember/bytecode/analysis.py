@@ -186,9 +186,13 @@ def _uses_defs(instr: Instruction, freevars: frozenset) -> tuple[tuple, tuple]:
         return (), tuple(instr.argval)
     if name == "STORE_FAST_LOAD_FAST":  # pragma: no cover - 3.13
         return (instr.argval[1],), (instr.argval[0],)
-    if instr.opcode in HAS_FREE and instr.argval not in freevars and name != "COPY_FREE_VARS":
-        # A cell is shared with closures, so a store does not make the old
-        # binding dead: every cell access counts as a read.
+    if instr.opcode in HAS_FREE and instr.argval not in freevars:
+        # Cell variables: the *value* is what a resume function receives (it
+        # makes a fresh cell), so STORE_DEREF kills like STORE_FAST, and
+        # every other access (LOAD_DEREF, LOAD_CLOSURE - a closure will read
+        # it -, DELETE_DEREF, MAKE_CELL of an argument) reads it.
+        if name == "STORE_DEREF":
+            return (), (instr.argval,)
         return (instr.argval,), ()
     return (), ()
 
