@@ -1,0 +1,53 @@
+"""Test-wide setup: strict ember, a clean compiler state per test, slow tests.
+
+* ``ember.config.strict = True``: internal compiler errors raise instead of
+  silently falling back to eager.
+* Before each test: ``ember.reset()`` (or ``torch._dynamo.reset()`` under the
+  reference switch ``EMBER_TEST_REFERENCE=torch``, see tests/helpers.py).
+* Tests marked ``@pytest.mark.slow`` run only with ``EMBER_SLOW=1``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import helpers`
+
+REFERENCE = os.environ.get("EMBER_TEST_REFERENCE", "").strip().lower() == "torch"
+SLOW = os.environ.get("EMBER_SLOW", "") not in ("", "0")
+
+_ember = None
+_ember_import_error = None
+if not REFERENCE:
+    try:
+        import ember as _ember
+    except ImportError as e:  # other layers may still be being written
+        _ember_import_error = e
+    else:
+        _ember.config.strict = True
+
+
+def pytest_collection_modifyitems(config, items):
+    if SLOW:
+        return
+    skip_slow = pytest.mark.skip(reason="slow test: set EMBER_SLOW=1 to run it")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compiler_state():
+    if REFERENCE:
+        import torch._dynamo
+        torch._dynamo.reset()
+        yield
+        torch._dynamo.reset()
+        return
+    if _ember is not None:
+        _ember.reset()
+        _ember.config.strict = True
+    yield
