@@ -1,0 +1,82 @@
+"""Errors of the AOT layer, and the interpreter that locates them in the user's graph."""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from ember.exc import BackendCompilerFailed
+
+
+class AOTCompileError(BackendCompilerFailed):
+    """The AOT layer cannot compile this graph (it cannot be functionalized or traced).
+
+    Names the op and, when the graph recorded it, the user's source line::
+
+        ember.aot: cannot trace aten.nonzero.default (data-dependent output shape)
+          in node 'nonzero' = torch.nonzero(x)
+          File "model.py", line 12, in forward
+            idx = torch.nonzero(x)
+    """
+
+    def __init__(self, reason: str, *, node: torch.fx.Node | None = None, op: str | None = None):
+        self.reason = reason
+        self.node_name = node.name if node is not None else None
+        self.op = op
+        self.stack_trace = node.meta.get("stack_trace") if node is not None else None
+        msg = f"ember.aot: {reason}"
+        if node is not None:
+            msg += f"\n  in node {node.name!r} = {_describe_target(node)}"
+            if self.stack_trace:
+                msg += "\n" + "\n".join("  " + line for line in self.stack_trace.rstrip().splitlines()[-4:])
+        super().__init__(msg)
+
+
+class UnsupportedAliasedMutation(AOTCompileError):
+    """An input is mutated while another input aliases it (synthetic bases: a later issue)."""
+
+
+def _describe_target(node: torch.fx.Node) -> str:
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}(...)"
+    if node.op == "call_module":
+        return f"self.{t}(...)"
+    name = getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+    mod = getattr(t, "__module__", None)
+    if mod and mod not in ("builtins", "_operator") and not str(name).startswith(mod):
+        name = f"{mod}.{name}"
+    return f"{name}(...)"
+
+
+def _failing_op(exc: BaseException) -> str | None:
+    """Best effort: the aten op named by fake-tensor / functionalization exceptions."""
+    func = getattr(exc, "func", None)
+    if func is not None:
+        return str(func)
+    text = str(exc)
+    for word in text.replace("(", " ").replace(",", " ").split():
+        if word.startswith("aten.") or word.startswith("aten::"):
+            return word.rstrip(".:")
+    return None
+
+
+class LocatingInterpreter(torch.fx.Interpreter):
+    """Runs a GraphModule node by node; an exception names the node and its source line.
+
+    Used for every tracing run of the user's graph (metadata collection and joint
+    tracing). With ``torch.fx.traceback.preserve_node_meta()`` active, the nodes
+    ``make_fx`` records inherit each user node's ``stack_trace``.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        super().__init__(gm, garbage_collect_values=True)
+
+    def run_node(self, n: torch.fx.Node):
+        try:
+            return super().run_node(n)
+        except AOTCompileError:
+            raise
+        except Exception as e:  # noqa: BLE001 — re-raised with the location
+            op = _failing_op(e)
+            reason = f"cannot trace {op or _describe_target(n)}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            raise AOTCompileError(reason, node=n, op=op) from e

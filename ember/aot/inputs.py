@@ -1,0 +1,148 @@
+"""From the backend contract to a flat function on fake inputs.
+
+``backend(gm, example_inputs)`` gives a GraphModule and the inputs it will be
+called with. This module:
+
+* lifts the GraphModule's own parameters and buffers into leading inputs (a
+  ``symbolic_trace``d module keeps them as attributes; graphs captured by a
+  frontend usually already receive them as inputs), so that gradients reach
+  them and buffer mutations (BatchNorm running stats) are applied to them;
+* picks the fake mode: the one the frontend traced with (placeholder
+  ``example_value``/``val`` meta, or fake example inputs), else a fresh one;
+* builds one fake value per flat input, reusing the frontend's fake tensors
+  (they carry its symbolic shapes) when they agree with the real inputs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from ember.aot.errors import AOTCompileError, LocatingInterpreter
+
+
+@dataclass
+class FlatProgram:
+    """The user's graph as ``fn(*flat_args) -> list`` plus everything to call it."""
+
+    fn: Callable[..., list]
+    #: the GraphModule's own parameters and buffers, passed before the user inputs
+    lifted: list[torch.Tensor]
+    num_user_inputs: int
+    fake_args: list
+    fake_mode: FakeTensorMode
+    #: pytree spec of the GraphModule's return value
+    out_spec: Any = None
+    #: indices (in flat args) of parameters: static inputs for Inductor
+    static_input_indices: list[int] | None = None
+
+
+def placeholders(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def detect_fake_mode(gm: torch.fx.GraphModule, example_inputs: list) -> FakeTensorMode | None:
+    for x in example_inputs:
+        if isinstance(x, FakeTensor):
+            return x.fake_mode
+    for n in placeholders(gm):
+        v = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(v, FakeTensor):
+            return v.fake_mode
+        if isinstance(v, torch.SymInt):
+            pass
+    return None
+
+
+def _hints(values) -> tuple:
+    return tuple(v.node.hint if isinstance(v, torch.SymInt) else v for v in values)
+
+
+def _reusable(meta_val, real: torch.Tensor, fake_mode: FakeTensorMode) -> bool:
+    """The frontend's fake tensor for this input still describes the real input.
+
+    (A frontend may have run an in-place metadata op such as ``t_()`` on its fake
+    tensor while tracing; then it no longer matches and we fakeify afresh.)
+    """
+    return (isinstance(meta_val, FakeTensor) and meta_val.fake_mode is fake_mode
+            and meta_val.dtype == real.dtype and meta_val.device == real.device
+            and meta_val.requires_grad == real.requires_grad
+            and _hints(meta_val.shape) == tuple(real.shape)
+            and _hints(meta_val.stride()) == real.stride())
+
+
+def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
+                   fake_mode: FakeTensorMode) -> list:
+    """One fake value per flat input (lifted params first, then placeholders)."""
+    phs = placeholders(gm)
+    fakes = []
+    for i, a in enumerate(flat_args):
+        meta_val = None
+        if i >= num_lifted:
+            n = phs[i - num_lifted]
+            meta_val = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(a, FakeTensor):
+            fakes.append(a)
+        elif isinstance(a, torch.Tensor):
+            if _reusable(meta_val, a, fake_mode):
+                fakes.append(meta_val)
+            else:
+                fakes.append(fake_mode.from_tensor(a, static_shapes=True))
+        elif isinstance(a, torch.SymInt):
+            fakes.append(a)
+        elif isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            fakes.append(meta_val)
+        else:
+            fakes.append(a)
+    return fakes
+
+
+def flatten_program(gm: torch.fx.GraphModule, example_inputs: list) -> FlatProgram:
+    """Lift parameters/buffers, choose the fake mode and fake inputs, flatten outputs."""
+    names, lifted = [], []
+    seen = set()
+    for name, t in list(gm.named_parameters(remove_duplicate=False)) + list(gm.named_buffers(remove_duplicate=False)):
+        names.append(name)
+        lifted.append(t)
+        seen.add(id(t))
+    num_lifted = len(lifted)
+    num_user = len(example_inputs)
+    phs = placeholders(gm)
+    if len(phs) != num_user:
+        raise AOTCompileError(f"graph has {len(phs)} placeholders but {num_user} example inputs were given")
+
+    fake_mode = detect_fake_mode(gm, example_inputs)
+    if fake_mode is None:
+        fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
+    flat_args = lifted + list(example_inputs)
+    fake_args = fakeify_inputs(gm, flat_args, num_lifted, fake_mode)
+
+    spec_box: list = []
+    interp_gm = gm
+
+    if num_lifted:
+        def fn(*args):
+            params = dict(zip(names, args[:num_lifted]))
+            interp = LocatingInterpreter(interp_gm)
+            with torch.nn.utils.stateless._reparametrize_module(interp_gm, params):
+                out = interp.run(*args[num_lifted:])
+            flat, spec = pytree.tree_flatten(out)
+            spec_box[:] = [spec]
+            return flat
+    else:
+        def fn(*args):
+            out = LocatingInterpreter(interp_gm).run(*args)
+            flat, spec = pytree.tree_flatten(out)
+            spec_box[:] = [spec]
+            return flat
+
+    static = [i for i, a in enumerate(flat_args) if isinstance(a, torch.nn.Parameter)]
+    prog = FlatProgram(fn=fn, lifted=lifted, num_user_inputs=num_user, fake_args=fake_args,
+                       fake_mode=fake_mode, static_input_indices=static)
+    prog._spec_box = spec_box  # filled by the first run of fn
+    return prog

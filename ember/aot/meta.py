@@ -1,0 +1,203 @@
+"""Collect ``ViewAndMutationMeta`` from one functionalized run on fake inputs.
+
+Functionalization wraps every input in a ``FunctionalTensor``; mutations of
+an input then only update the wrapper, which records that (and whether it
+happened under ``no_grad``). Views are recorded as "view metas" on the
+wrapper, which we keep to replay them at run time. Outputs are classified by
+comparing their (functional) storages with the inputs' and with each other's.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+from typing import Callable
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ember.aot.errors import AOTCompileError, UnsupportedAliasedMutation
+from ember.aot.schemas import InputInfo, OutputInfo, OutputKind, ViewAndMutationMeta
+
+
+def functionalization_guard():
+    """Python functionalization must run with the C++ Functionalize key disabled above it."""
+    return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize))
+
+
+def to_functional(x):
+    return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
+
+
+def from_functional(x):
+    """The current (synced) value inside a FunctionalTensor."""
+    if isinstance(x, FunctionalTensor):
+        torch._sync(x)
+        return torch._from_functional_tensor(x.elem)
+    return x
+
+
+def _same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
+    from torch.fx.experimental.symbolic_shapes import guard_or_false, sym_eq
+    return (guard_or_false(sym_eq(a.size(), b.size()))
+            and guard_or_false(sym_eq(a.stride(), b.stride()))
+            and guard_or_false(a.storage_offset() == b.storage_offset()))
+
+
+def _input_info(arg, f_arg, idx: int) -> InputInfo:
+    if not isinstance(arg, torch.Tensor):
+        return InputInfo(is_tensor=False, is_leaf=False, requires_grad=False)
+    torch._sync(f_arg)
+    elem = f_arg.elem
+    after = torch._from_functional_tensor(elem)
+    if torch._functionalize_was_storage_changed(elem) and (
+            StorageWeakRef(after.untyped_storage()) != StorageWeakRef(arg.untyped_storage())):
+        raise AOTCompileError(f"input {idx} has its storage replaced (Tensor.set_ on a graph input); not supported yet")
+    mutates_data = bool(torch._functionalize_has_data_mutation(elem))
+    mutates_metadata = bool(torch._functionalize_has_metadata_mutation(elem)) and not _same_metadata(arg, after)
+    info = dict(
+        is_tensor=True,
+        is_leaf=arg.is_leaf,
+        requires_grad=arg.requires_grad,
+        mutates_data=mutates_data,
+        mutates_metadata=mutates_metadata,
+        mutations_under_no_grad=mutates_data and bool(
+            torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem)),
+        mutations_hidden_from_autograd=mutates_data and bool(
+            torch._functionalize_are_all_mutations_hidden_from_autograd(elem)),
+    )
+    if mutates_metadata:
+        info.update(updated_size=tuple(after.size()), updated_stride=tuple(after.stride()),
+                    updated_storage_offset=after.storage_offset())
+    return InputInfo(**info)
+
+
+def _view_metas(o: torch.Tensor):
+    if not isinstance(o, FunctionalTensor):
+        return None
+    seq = torch._C._functionalization.get_view_meta_sequence(o.elem)
+    if any(getattr(vm, "has_symbolic_inputs", False) for vm in seq):
+        return None
+    return seq
+
+
+def _is_custom_function_output(o: torch.Tensor) -> bool:
+    with FunctionalTensorMode():  # reading grad_fn may replay views lazily
+        grad_fn = o.grad_fn
+    return (isinstance(grad_fn, torch.autograd.function.BackwardCFunction)
+            or type(grad_fn).__name__ == "CppFunction")
+
+
+def _classify_outputs(f_args: list, f_outs: list, input_info: list[InputInfo]):
+    inp_storage = {}
+    for i, a in enumerate(f_args):
+        if isinstance(a, torch.Tensor):
+            inp_storage.setdefault(StorageWeakRef(a.untyped_storage()), i)
+    inp_ids = {id(a): i for i, a in enumerate(f_args) if isinstance(a, torch.Tensor)}
+    out_ids = {id(o): i for i, o in enumerate(f_outs) if isinstance(o, torch.Tensor)}
+    alias_count: collections.Counter = collections.Counter()
+    for o in f_outs:
+        if isinstance(o, torch.Tensor):
+            alias_count[StorageWeakRef(o.untyped_storage())] += 1
+
+    infos: list[OutputInfo] = []
+    bases: list[torch.Tensor] = []
+    base_index: dict[int, int] = {}
+    for o in f_outs:
+        if not isinstance(o, torch.Tensor):
+            infos.append(OutputInfo(OutputKind.NON_ALIAS, is_tensor=False, requires_grad=False))
+            continue
+        storage = StorageWeakRef(o.untyped_storage())
+        kind, base_idx, view_metas = OutputKind.NON_ALIAS, None, None
+        if storage in inp_storage:
+            if _is_custom_function_output(o):
+                kind = OutputKind.CUSTOM_FUNCTION_VIEW
+            elif id(o) in inp_ids:
+                kind, base_idx = OutputKind.IS_INPUT, inp_ids[id(o)]
+            else:
+                kind, base_idx = OutputKind.ALIAS_OF_INPUT, inp_storage[storage]
+                if not input_info[base_idx].mutates_metadata:
+                    view_metas = _view_metas(o)
+        elif o._base is not None and o.requires_grad and o._base.requires_grad:
+            if alias_count[storage] == 1:
+                kind = OutputKind.UNSAFE_VIEW_ALIAS
+            elif id(o._base) in out_ids:
+                kind, base_idx = OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT, out_ids[id(o._base)]
+            elif id(o._base) in base_index:
+                kind, base_idx = OutputKind.ALIAS_OF_INTERMEDIATE, base_index[id(o._base)]
+            else:
+                kind, base_idx = OutputKind.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT, len(bases)
+                base_index[id(o._base)] = len(bases)
+                bases.append(o._base)
+            if kind is not OutputKind.UNSAFE_VIEW_ALIAS:
+                view_metas = _view_metas(o)
+        elif alias_count[storage] > 1 and not o.requires_grad:
+            # (out, out.detach()): regenerate the detached alias from the differentiable one
+            twin = next((j for j, p in enumerate(f_outs)
+                         if isinstance(p, torch.Tensor) and p is not o and p.requires_grad
+                         and StorageWeakRef(p.untyped_storage()) == storage and _same_metadata(p, o)), None)
+            if twin is not None:
+                kind, base_idx = OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT, twin
+                view_metas = _view_metas(o)
+        differentiable = o.requires_grad and (o._base is None or o.grad_fn is not None)
+        infos.append(OutputInfo(kind, is_tensor=True, requires_grad=o.requires_grad, base_idx=base_idx,
+                                view_metas=view_metas, differentiable=differentiable))
+    return infos, bases
+
+
+def _check_aliased_mutations(fake_args: list, input_info: list[InputInfo]) -> None:
+    by_storage = collections.defaultdict(list)
+    for i, a in enumerate(fake_args):
+        if isinstance(a, torch.Tensor):
+            by_storage[StorageWeakRef(a.untyped_storage())].append(i)
+    for idxs in by_storage.values():
+        if len(idxs) > 1 and any(input_info[i].mutated for i in idxs):
+            mutated = [i for i in idxs if input_info[i].mutated]
+            raise UnsupportedAliasedMutation(
+                f"inputs {idxs} share storage and input(s) {mutated} are mutated by the graph; "
+                "mutating inputs that alias other inputs needs synthetic bases, which ember does not "
+                "implement yet")
+
+
+def _tangent_like(t: torch.Tensor) -> torch.Tensor:
+    return torch.empty(t.shape, dtype=t.dtype, device=t.device)
+
+
+def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTensorMode, *,
+                     keep_input_mutations: bool = False) -> ViewAndMutationMeta:
+    """Run ``fn`` once on functional wrappers of ``fake_args``; describe what it did.
+
+    ``keep_input_mutations`` (inference only): data-only mutations stay in the
+    graph as a trailing ``copy_`` instead of being returned and applied by the
+    epilogue. Decided by the caller after this run (it needs ``is_train``), so
+    here it is only recorded.
+    """
+    shape_env = fake_mode.shape_env
+    quiet = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else contextlib.nullcontext()
+    with fake_mode, functionalization_guard(), FunctionalTensorMode(), quiet:
+        f_args = [to_functional(a) for a in fake_args]
+        f_outs = fn(*f_args)
+        input_info = [_input_info(a, fa, i) for i, (a, fa) in enumerate(zip(fake_args, f_args))]
+        output_info, bases = _classify_outputs(f_args, f_outs, input_info)
+        is_train = torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in fake_args)
+        if not is_train and keep_input_mutations:
+            input_info = [
+                InputInfo(**{**info.__dict__, "mutated_in_graph": True})
+                if info.mutates_data and not info.mutates_metadata else info
+                for info in input_info
+            ]
+        meta = ViewAndMutationMeta(input_info=input_info, output_info=output_info,
+                                   num_intermediate_bases=len(bases), is_train=is_train)
+        if is_train:
+            returns = ([from_functional(f_args[i]) for i in meta.mutated_input_indices]
+                       + [from_functional(o) for o in f_outs]
+                       + [from_functional(b) for b in bases])
+            needs_tangent = [r for r, m in zip(returns, meta.tangent_mask) if m]
+    if is_train:
+        with fake_mode:
+            meta.traced_tangents = [_tangent_like(r) for r in needs_tangent]
+    fake_mode.epoch += 1  # nothing traced here: keep its memo from leaking into the real trace
+    _check_aliased_mutations(fake_args, input_info)
+    return meta

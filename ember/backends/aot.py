@@ -1,0 +1,157 @@
+"""Backends built on ember's AOT autograd: ``aot_eager``, ``inductor``, ``aot_autograd(...)``.
+
+Each has the torch.compile backend contract ``backend(gm, example_inputs) -> callable``
+and works both under ``ember.compile`` and as ``torch.compile(fn, backend=...)``::
+
+    torch.compile(model, backend=ember.lookup_backend("aot_eager"))
+    my_backend = ember.backends.aot_autograd(fw_compiler=my_compiler)
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+from typing import Callable
+
+import torch
+import torch.fx
+
+from ember.aot.compile import aot_compile, nop
+from ember.aot.errors import AOTCompileError
+from ember.aot.partition import default_partition
+from ember.backends.registry import register_backend
+from ember.exc import BackendCompilerFailed
+
+
+def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = None,
+                 inference_compiler: Callable | None = None, partition_fn: Callable = default_partition,
+                 decompositions: dict | None = None, keep_inference_input_mutations: bool = False) -> Callable:
+    """A backend from forward/backward compilers (like ``torch._dynamo.backends.common.aot_autograd``).
+
+    ``fw_compiler(gm, example_inputs)`` compiles the forward graph (and the
+    inference graph unless ``inference_compiler`` is given), ``bw_compiler``
+    the backward (default: ``fw_compiler``), lazily at the first backward.
+    ``partition_fn(joint, num_primals=, num_fw_returns=)`` returns a
+    ``PartitionResult``. ``decompositions`` is a decomposition table for tracing.
+    """
+    def backend(gm: torch.fx.GraphModule, example_inputs: list, **_options):
+        return _compile(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                        inference_compiler=inference_compiler, partition_fn=partition_fn,
+                        decompositions=decompositions,
+                        keep_inference_input_mutations=keep_inference_input_mutations)
+    return backend
+
+
+def _compile(gm, example_inputs, **kwargs):
+    try:
+        return aot_compile(gm, example_inputs, **kwargs)
+    except BackendCompilerFailed:
+        raise
+    except Exception as e:  # noqa: BLE001 — every compile failure reaches the caller as one type
+        raise AOTCompileError(f"{type(e).__name__}: {e}") from e
+
+
+@register_backend("aot_eager")
+def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, **_options):
+    """Functionalize, trace forward/backward, partition, and run the graphs as fx code."""
+    return _compile(gm, example_inputs, fw_compiler=nop, keep_inference_input_mutations=False)
+
+
+# ---------------------------------------------------------------------------
+# inductor
+
+_inductor_graph_ids = itertools.count()
+
+
+@functools.lru_cache(None)
+def _inductor_decompositions() -> dict:
+    from torch._inductor.decomposition import select_decomp_table
+    return select_decomp_table()
+
+
+def _mark_user_visible_outputs(gm: torch.fx.GraphModule, start: int, count: int) -> None:
+    """Tell Inductor which outputs the user sees (it keeps their eager strides)."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    vals = out.args[0]
+    out.meta["user_visible_output_idxs"] = [i for i in range(start, min(start + count, len(vals)))
+                                            if isinstance(vals[i], torch.fx.Node)]
+
+
+def _inductor_config(mode: str | None, options: dict | None):
+    import torch._inductor.config as inductor_config
+    patch = {}
+    if mode and mode != "default":
+        from torch._inductor import list_mode_options
+        patch.update(list_mode_options(mode))
+        patch.pop("triton.cudagraphs", None)  # cudagraphs need the cudagraph tree machinery: not yet
+    patch.update(options or {})
+    return inductor_config.patch(patch) if patch else contextlib.nullcontext()
+
+
+class _InductorCompilers:
+    """fw/bw/inference compilers for one graph, sharing graph_id and the forward device box."""
+
+    def __init__(self, mode=None, options=None):
+        from torch._inductor.cudagraph_utils import BoxedDeviceIndex
+        from torch._inductor.utils import BoxedBool
+        self.graph_id = next(_inductor_graph_ids)
+        self.device_box = BoxedDeviceIndex(None)
+        self.cudagraphs = BoxedBool(False)
+        self.mode, self.options = mode, options
+        self.num_user_outputs = 0
+        self.num_mutated_returns = 0
+        self.static_input_indices: list[int] = []
+
+    def _inner(self, gm, example_inputs, **kw):
+        from torch._guards import TracingContext, tracing
+        from torch._inductor.compile_fx import compile_fx_inner
+        from torch._subclasses.fake_tensor import FakeTensor
+        # Inductor takes its fake mode from the ambient TracingContext (a frontend
+        # may have installed one for a different mode): give it the one we traced with.
+        fake_mode = next(x.fake_mode for x in example_inputs if isinstance(x, FakeTensor))
+        with _inductor_config(self.mode, self.options), tracing(TracingContext(fake_mode)):
+            return compile_fx_inner(gm, example_inputs, cudagraphs=self.cudagraphs, graph_id=self.graph_id,
+                                    boxed_forward_device_index=self.device_box, **kw)
+
+    def forward(self, gm, example_inputs):
+        _mark_user_visible_outputs(gm, self.num_mutated_returns, self.num_user_outputs)
+        return self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
+                           is_backward=False, is_inference=False)
+
+    def inference(self, gm, example_inputs):
+        from torch._inductor.fx_passes.joint_graph import joint_graph_passes
+        gm = joint_graph_passes(gm)
+        _mark_user_visible_outputs(gm, self.num_mutated_returns, self.num_user_outputs)
+        return self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
+                           is_backward=False, is_inference=True)
+
+    def backward(self, gm, example_inputs):
+        out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        out.meta["user_visible_output_idxs"] = [i for i, v in enumerate(out.args[0]) if isinstance(v, torch.fx.Node)]
+        num_saved = sum(1 for n in gm.graph.nodes if n.op == "placeholder" and n.meta.get("ember_role") != "tangent")
+        return self._inner(gm, example_inputs, static_input_idxs=list(range(num_saved)), is_backward=True)
+
+    def partition(self, joint, *, num_primals, num_fw_returns):
+        from torch._inductor.fx_passes.joint_graph import joint_graph_passes
+        joint = joint_graph_passes(joint)
+        return default_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
+
+
+@register_backend("inductor")
+def inductor(gm: torch.fx.GraphModule, example_inputs: list, *, mode: str | None = None,
+             options: dict | None = None, **_ignored):
+    """ember's AOT autograd with Inductor's decompositions, compiled by ``compile_fx_inner``."""
+    compilers = _InductorCompilers(mode, options)
+
+    def fw_compiler(fw_gm, fw_inputs):
+        return compilers.forward(fw_gm, fw_inputs)
+
+    def on_metadata(meta, static_input_indices):
+        compilers.num_mutated_returns = meta.num_mutated_inputs
+        compilers.num_user_outputs = meta.num_outputs
+        compilers.static_input_indices = list(static_input_indices)
+
+    return _compile(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=compilers.backward,
+                    inference_compiler=compilers.inference, partition_fn=compilers.partition,
+                    decompositions=_inductor_decompositions(), keep_inference_input_mutations=True,
+                    on_metadata=on_metadata)
