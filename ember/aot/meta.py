@@ -59,7 +59,9 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
     info = dict(
         is_tensor=True,
         is_leaf=arg.is_leaf,
-        requires_grad=arg.requires_grad,
+        # after the run: ``x.add_(y)`` makes a non-grad x require grad, and then its
+        # updated value takes part in the backward
+        requires_grad=f_arg.requires_grad,
         mutates_data=mutates_data,
         mutates_metadata=mutates_metadata,
         mutations_under_no_grad=mutates_data and bool(

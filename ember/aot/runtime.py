@@ -113,13 +113,14 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         + [False] * meta.num_intermediate_bases
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
-    input_needs_grad = [info.requires_grad for info in meta.input_info]
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
             outs = list(fw(list(args)))
-            saved = outs[n_ret:n_ret + num_saved_tensors]
+            # Saved views are detached: the epilogue may change the metadata of the
+            # input they view, which autograd forbids for views made under no_grad.
+            saved = [t.detach() if t._is_view() else t for t in outs[n_ret:n_ret + num_saved_tensors]]
             ctx.save_for_backward(*saved)
             ctx.symints = outs[n_ret + num_saved_tensors:]
             returns = outs[:n_ret]
@@ -145,8 +146,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 g = grads[i]
                 tangents.append(g.contiguous() if g is not None else g)
             args = [*ctx.saved_tensors, *ctx.symints, *tangents]
-            out = bw(args)
-            return tuple(g if need else None for g, need in zip(out, input_needs_grad))
+            return tuple(bw(args))
 
     return CompiledFunction
 
@@ -204,7 +204,9 @@ class CompiledGraph:
                 else:
                     size, stride, offset = upd.size(), upd.stride(), upd.storage_offset()
                 ctx = torch.no_grad() if (inp.is_leaf and inp.requires_grad) else contextlib.nullcontext()
-                with ctx:
+                # a metadata change leaves the data alone: keep the version counter so that
+                # tensors saved for the backward from this input stay valid
+                with ctx, torch.autograd._unsafe_preserve_version_counter(inp):
                     inp.as_strided_(size, stride, offset)
             if info.mutates_data:
                 if info.mutations_hidden_from_autograd:
