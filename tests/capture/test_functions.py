@@ -1,0 +1,330 @@
+"""Calls: closures, *args/**kwargs, defaults, keyword-only args, nested
+functions, comprehensions, lambdas, methods, super(), decorators, recursion."""
+import functools
+
+import pytest
+import torch
+
+from helpers import CompileCounter, check_same, compile
+
+
+def t(*shape, grad=False, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).requires_grad_(grad)
+
+
+# -- helpers the programs call ------------------------------------------------
+
+def helper_affine(x, a=2.0, b=1.0):
+    return a * x + b
+
+
+def helper_varargs(*xs, scale=1.0):
+    return sum(xs) * scale
+
+
+def helper_kwargs(x, **kw):
+    for k in sorted(kw):
+        x = x + kw[k]
+    return x
+
+
+def helper_kwonly(x, *, p, q=3):
+    return x * p + q
+
+
+def helper_returns_tuple(x):
+    return x.sin(), x.cos()
+
+
+def helper_recursive(x, n):
+    if n == 0:
+        return x
+    return helper_recursive(x * 2, n - 1)
+
+
+def make_adder(c):
+    def add(x):
+        return x + c
+    return add
+
+
+def make_counter_closure():
+    count = 0
+
+    def bump(x):
+        nonlocal count
+        count += 1
+        return x * count
+    return bump
+
+
+def decorator(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs) + 1
+    return wrapper
+
+
+@decorator
+def decorated(x):
+    return x * 2
+
+
+class Base:
+    def __init__(self, w):
+        self.w = w
+
+    def apply(self, x):
+        return x * self.w
+
+    @staticmethod
+    def static_apply(x):
+        return x + 10
+
+    @classmethod
+    def class_apply(cls, x):
+        return x * cls.FACTOR
+
+    FACTOR = 3
+
+
+class Derived(Base):
+    def apply(self, x):
+        return super().apply(x) + 1
+
+    @property
+    def double_w(self):
+        return self.w * 2
+
+
+# -- programs -------------------------------------------------------------------
+
+def call_with_defaults(x):
+    return helper_affine(x), helper_affine(x, 3.0), helper_affine(x, b=-1.0)
+
+
+def call_varargs(x, y):
+    return helper_varargs(x, y, x), helper_varargs(x, scale=0.5)
+
+
+def call_kwargs(x, y):
+    return helper_kwargs(x, a=y, b=2.0, c=x)
+
+
+def call_kwonly(x):
+    return helper_kwonly(x, p=2), helper_kwonly(x, q=0, p=-1)
+
+
+def star_unpacking_call(x, y):
+    args = (x, y)
+    kwargs = {"scale": 2.0}
+    return helper_varargs(*args, **kwargs)
+
+
+def tuple_return_unpack(x):
+    s, c = helper_returns_tuple(x)
+    return s * s + c * c
+
+
+def recursion(x):
+    return helper_recursive(x, 3)
+
+
+def closure_over_tensor(x, y):
+    def inner(z):
+        return z + y
+    return inner(x) * inner(y)
+
+
+def closure_over_python_value(x):
+    scale = 3.0
+
+    def inner(z):
+        return z * scale
+    return inner(x)
+
+
+def closure_factory(x):
+    add5 = make_adder(5)
+    addt = make_adder(x)
+    return add5(x), addt(x)
+
+
+def nonlocal_mutation(x):
+    total = 0
+
+    def add(v):
+        nonlocal total
+        total += v
+    add(1)
+    add(2)
+    return x * total
+
+
+def nested_function_default_capture(x):
+    fns = [lambda z, i=i: z * i for i in range(3)]
+    return [f(x) for f in fns]
+
+
+def lambda_inline(x):
+    sq = lambda v: v * v  # noqa: E731
+    return sq(x) + sq(x + 1)
+
+
+def list_comprehension(x):
+    return [x * i for i in range(3)]
+
+
+def dict_comprehension(x):
+    return {f"k{i}": x + i for i in range(3)}
+
+
+def generator_expression_sum(x):
+    return sum(x * i for i in range(4))
+
+
+def nested_comprehension(x):
+    return [[x[i] * j for j in range(2)] for i in range(x.shape[0])]
+
+
+def comprehension_with_condition(xs):
+    return [x.relu() for x in xs if x.dim() == 1]
+
+
+def method_calls(x):
+    obj = Derived(2.0)
+    return obj.apply(x), Base.static_apply(x), Derived.class_apply(x), obj.double_w
+
+
+def bound_method_object(x):
+    obj = Base(x)
+    f = obj.apply
+    return f(x)
+
+
+def functools_partial(x):
+    f = functools.partial(helper_affine, a=5.0)
+    return f(x), f(x, b=0.0)
+
+
+def decorated_call(x):
+    return decorated(x)
+
+
+def map_and_filter(xs):
+    return list(map(lambda v: v * 2, xs)), list(filter(lambda v: v.numel() > 2, xs))
+
+
+def sorted_with_key(x):
+    parts = [x[2:], x[:1], x[1:2]]
+    return [p.sum() for p in sorted(parts, key=lambda p: p.numel())]
+
+
+def keyword_only_program(x, *, scale, shift=1.0):
+    return x * scale + shift
+
+
+def program_with_defaults(x, y=None, n=2, mode="add"):
+    if y is None:
+        y = torch.ones_like(x)
+    if mode == "add":
+        return x + y * n
+    return x * y * n
+
+
+def star_args_program(*args):
+    return sum(a * i for i, a in enumerate(args))
+
+
+def star_kwargs_program(x, **kwargs):
+    out = x
+    for k, v in kwargs.items():
+        out = out * v if k.startswith("m") else out + v
+    return out
+
+
+PROGRAMS = [
+    (call_with_defaults, (t(3, grad=True),), {}),
+    (call_varargs, (t(3, grad=True), t(3, seed=1)), {}),
+    (call_kwargs, (t(3), t(3, seed=1)), {}),
+    (call_kwonly, (t(3),), {}),
+    (star_unpacking_call, (t(2), t(2, seed=1)), {}),
+    (tuple_return_unpack, (t(4, grad=True),), {}),
+    (recursion, (t(2),), {}),
+    (closure_over_tensor, (t(3, grad=True), t(3, seed=2, grad=True)), {}),
+    (closure_over_python_value, (t(3),), {}),
+    (closure_factory, (t(3),), {}),
+    (nonlocal_mutation, (t(3),), {}),
+    (nested_function_default_capture, (t(2, grad=True),), {}),
+    (lambda_inline, (t(2, grad=True),), {}),
+    (list_comprehension, (t(2),), {}),
+    (dict_comprehension, (t(2),), {}),
+    (generator_expression_sum, (t(3, grad=True),), {}),
+    (nested_comprehension, (t(3, 2),), {}),
+    (comprehension_with_condition, ([t(3), t(2, 2), t(4)],), {}),
+    (method_calls, (t(3),), {}),
+    (bound_method_object, (t(3, grad=True),), {}),
+    (functools_partial, (t(3),), {}),
+    (decorated_call, (t(3),), {}),
+    (map_and_filter, ([t(2), t(3), t(4)],), {}),
+    (sorted_with_key, (t(6),), {}),
+    (keyword_only_program, (t(3),), {"scale": 2.0}),
+    (keyword_only_program, (t(3),), {"scale": t(3, seed=5), "shift": -1.0}),
+    (program_with_defaults, (t(3),), {}),
+    (program_with_defaults, (t(3), t(3, seed=1)), {"n": 3}),
+    (program_with_defaults, (t(3),), {"mode": "mul", "y": t(3, seed=2)}),
+    (star_args_program, (t(2), t(2, seed=1), t(2, seed=2)), {}),
+    (star_kwargs_program, (t(2),), {"madd": 2.0, "b": t(2, seed=1), "mul": 3}),
+]
+
+
+@pytest.mark.parametrize("fn,args,kwargs", PROGRAMS,
+                         ids=[f"{i}-{p[0].__name__}" for i, p in enumerate(PROGRAMS)])
+def test_functions(fn, args, kwargs):
+    check_same(fn, *args, **kwargs)
+
+
+def test_closure_cell_mutated_across_calls():
+    """A closure whose nonlocal counter advances each call: results match eager
+    call by call (the cell value is an input to the compiled code)."""
+    eager = make_counter_closure()
+    compiled = compile(make_counter_closure(), backend=CompileCounter(), fullgraph=True)
+    x = t(3)
+    for _ in range(3):
+        torch.testing.assert_close(compiled(x), eager(x))
+
+
+def test_compile_as_decorator():
+    cnt = CompileCounter()
+    from helpers import REFERENCE
+    if REFERENCE:
+        deco = torch.compile(backend=cnt, fullgraph=True)
+    else:
+        import ember
+        deco = ember.compile(backend=cnt, fullgraph=True)
+
+    @deco
+    def f(x, y=2):
+        return x * y
+
+    x = t(3)
+    torch.testing.assert_close(f(x), x * 2)
+    torch.testing.assert_close(f(x, y=2), x * 2)
+    assert cnt.frame_count == 1
+
+
+def test_compiled_function_calls_compiled_function():
+    """Calling a compiled function from inside a compiled function inlines it."""
+    inner_cnt = CompileCounter()
+    inner = compile(lambda x: x.sin() + 1, backend=inner_cnt, fullgraph=True)
+
+    def outer(x):
+        return inner(x) * 2
+    cnt = check_same(outer, t(4, grad=True))
+    assert cnt.op_count >= 3  # sin, add and mul all in the outer graph
+
+
+def test_method_of_object_as_compiled_fn():
+    obj = Derived(t(3, seed=11))
+    check_same(obj.apply, t(3, grad=True))
