@@ -1,0 +1,195 @@
+"""dict / list / tuple / set manipulation inside the program; nested outputs."""
+import collections
+
+import pytest
+import torch
+
+from helpers import check_same
+
+
+def t(*shape, grad=False, seed=0):
+    g = torch.Generator().manual_seed(seed + sum(shape))
+    return torch.randn(*shape, generator=g).requires_grad_(grad)
+
+
+Pair = collections.namedtuple("Pair", ["a", "b"])
+
+
+def build_and_index_list(x):
+    xs = [x, x * 2, x * 3]
+    xs.append(x.sum())
+    xs.insert(0, x - 1)
+    last = xs.pop()
+    return xs[1] + xs[-1] + last, len(xs)
+
+
+def list_extend_slice_reverse(x):
+    xs = [x]
+    xs.extend([x + 1, x + 2])
+    xs += [x + 3]
+    ys = xs[::-1]
+    ys.reverse()
+    return xs[1:3], ys[0]
+
+
+def list_mutation_inplace_index(x):
+    xs = [x, x, x]
+    xs[1] = xs[1] * 10
+    del xs[0]
+    return xs
+
+
+def dict_build_update_get(x):
+    d = {"a": x}
+    d["b"] = x * 2
+    d.update(c=x * 3)
+    d.setdefault("a", None)
+    return d.get("b") + d.get("missing", x), sorted(d.keys()), len(d)
+
+
+def dict_iteration(x):
+    d = {"x": x, "y": x + 1, "z": x + 2}
+    out = 0
+    for k, v in d.items():
+        out = out + v * len(k)
+    return out, list(d.values())[1], list(d)
+
+
+def dict_pop_del_in(x):
+    d = {"a": x, "b": x + 1, "c": x + 2}
+    b = d.pop("b")
+    del d["c"]
+    return b, "a" in d, "c" in d, d
+
+
+def dict_input_output(inputs):
+    return {"sum": inputs["a"] + inputs["b"], "prod": inputs["a"] * inputs["b"], "keys": tuple(inputs)}
+
+
+def dict_input_mutated(d):
+    d["new"] = d["a"] * 2
+    return d["a"] + 1
+
+
+def list_input_mutated(xs):
+    xs.append(xs[0] + 1)
+    return len(xs)
+
+
+def ordered_dict_and_defaultdict(x):
+    od = collections.OrderedDict()
+    od["first"] = x
+    od["second"] = x * 2
+    dd = collections.defaultdict(list)
+    dd["k"].append(x)
+    dd["k"].append(x + 1)
+    return od, dict(dd)
+
+
+def tuple_ops(x):
+    tup = (x, x + 1)
+    tup = tup + (x + 2,)
+    a, *rest = tup
+    return a, rest, len(rest), tup * 2
+
+
+def nested_structure_output(x):
+    return {"a": [x, (x + 1, {"b": x * 2})], "c": (1, "two", 3.0, None, True)}
+
+
+def namedtuple_output(x):
+    p = Pair(a=x, b=x + 1)
+    return Pair(p.b, p.a * 2), p._replace(a=x * 0)
+
+
+def namedtuple_input(p):
+    return p.a * p.b, p[0]
+
+
+def set_ops_on_constants(x):
+    s = {1, 2, 3}
+    s.add(4)
+    s.discard(2)
+    u = s | {7}
+    return x * len(u), 3 in s, sorted(s & {1, 3, 9})
+
+
+def zip_dict_construction(x):
+    keys = ["p", "q"]
+    vals = [x, x.neg()]
+    return dict(zip(keys, vals))
+
+
+def list_of_tensors_stack_cat(xs):
+    return torch.stack(xs), torch.cat(xs[:2]), sum(xs)
+
+
+def constants_mixed_in_output(x):
+    return x + 1, 42, "label", [3.5, None], {"flag": False}
+
+
+def only_constants_and_input(x):
+    return x, 1, (2, 3)
+
+
+def list_sort_and_minmax_constants(x):
+    vals = [3, 1, 2]
+    vals.sort()
+    return x * vals[0] + max(vals) - min(vals), vals
+
+
+def slice_assignment_list(x):
+    xs = [x, x + 1, x + 2, x + 3]
+    xs[1:3] = [x * 10]
+    return xs
+
+
+def dict_of_lists_comprehension(x):
+    groups = {"even": [], "odd": []}
+    for i in range(4):
+        groups["even" if i % 2 == 0 else "odd"].append(x * i)
+    return {k: torch.stack(v).sum(0) for k, v in groups.items()}
+
+
+PROGRAMS = [
+    (build_and_index_list, lambda: (t(3, grad=True),)),
+    (list_extend_slice_reverse, lambda: (t(2),)),
+    (list_mutation_inplace_index, lambda: (t(2, grad=True),)),
+    (dict_build_update_get, lambda: (t(3),)),
+    (dict_iteration, lambda: (t(2, grad=True),)),
+    (dict_pop_del_in, lambda: (t(2),)),
+    (dict_input_output, lambda: ({"a": t(3, grad=True), "b": t(3, seed=1)},)),
+    (dict_input_mutated, lambda: ({"a": t(3)},)),
+    (list_input_mutated, lambda: ([t(2), t(3)],)),
+    (ordered_dict_and_defaultdict, lambda: (t(2),)),
+    (tuple_ops, lambda: (t(2),)),
+    (nested_structure_output, lambda: (t(2, grad=True),)),
+    (namedtuple_output, lambda: (t(2, grad=True),)),
+    (namedtuple_input, lambda: (Pair(t(3), t(3, seed=1)),)),
+    (set_ops_on_constants, lambda: (t(2),)),
+    (zip_dict_construction, lambda: (t(3, grad=True),)),
+    (list_of_tensors_stack_cat, lambda: ([t(2, grad=True), t(2, seed=1), t(2, seed=2)],)),
+    (constants_mixed_in_output, lambda: (t(2),)),
+    (list_sort_and_minmax_constants, lambda: (t(2),)),
+    (slice_assignment_list, lambda: (t(2),)),
+    (dict_of_lists_comprehension, lambda: (t(3, grad=True),)),
+]
+
+
+@pytest.mark.parametrize("fn,make_args", PROGRAMS,
+                         ids=[f"{i}-{f.__name__}" for i, (f, _) in enumerate(PROGRAMS)])
+def test_containers(fn, make_args):
+    check_same(fn, *make_args())
+
+
+def test_returning_input_and_constants_only_makes_no_graph():
+    """Nothing to compute: the backend is not called (an empty graph)."""
+    check_same(only_constants_and_input, t(2), graphs=0)
+
+
+def test_list_input_mutation_visible_to_caller():
+    from helpers import CompileCounter, compile
+    xs = [t(2)]
+    n = compile(list_input_mutated, backend=CompileCounter(), fullgraph=True)(xs)
+    assert n == 2 and len(xs) == 2
+    torch.testing.assert_close(xs[1], xs[0] + 1)
