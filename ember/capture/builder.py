@@ -1,0 +1,166 @@
+"""wrap(): turn a real Python value read from outside the frame into a tracker.
+
+This is where guards come from: whatever the trace learns about a value with
+a source (its type, identity, constant value, tensor metadata) is pinned by a
+guard on that source.
+"""
+from __future__ import annotations
+
+import enum
+import functools
+import types
+
+import torch
+
+from ember.capture.sources import AttrSource, ConstSource, ItemSource
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+_CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
+                   torch.layout, torch.memory_format, torch.Size, type(Ellipsis), type(NotImplemented),
+                   slice, range)
+
+# Python functions under these torch packages are inlined, not put in the graph as calls.
+_INLINED_TORCH_PREFIXES = ("torch.nn.modules", "torch.nn.utils.parametriz", "torch.utils._contextlib",
+                           "torch.nn.parameter")
+_TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
+                    "typing", "warnings", "inspect", "types", "enum", "dataclasses")
+
+
+def is_torch_callable(value) -> bool:
+    """True for callables that belong in the graph as one call: torch ops and functions."""
+    if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    objclass = getattr(value, "__objclass__", None)
+    if objclass is not None and issubclass(objclass, torch._C.TensorBase):
+        return True  # torch.Tensor.add and friends
+    module = getattr(value, "__module__", None) or ""
+    if isinstance(value, (types.BuiltinFunctionType,)) and (module.startswith("torch") or
+                                                             getattr(value, "__self__", None) is not None
+                                                             and type(value.__self__).__module__.startswith("torch")):
+        return True
+    if isinstance(value, types.FunctionType) and (module == "torch" or module.startswith("torch.")):
+        return not module.startswith(_INLINED_TORCH_PREFIXES)
+    return False
+
+
+def wrap(tx, value, source) -> VariableTracker:
+    from ember.capture.variables.builtins import BuiltinVariable
+    from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+    from ember.capture.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
+    from ember.capture.variables.objects import (ClassVariable, NNModuleVariable, PythonModuleVariable,
+                                                 UserObjectVariable)
+    from ember.capture.variables.torch_fn import TorchFunctionVariable
+    guards = tx.guards
+
+    if isinstance(value, torch.Tensor):
+        if source is None:
+            source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
+        return tx.output.add_input(source, value)
+
+    t = type(value)
+    if t in _CONSTANT_TYPES or isinstance(value, (torch.dtype, torch.device)):
+        if source is not None:
+            if t in (slice, range):
+                guards.type_match(source, value)
+                guards._add(guards_kind_equals(), source, None, f"{source.name()} == {value!r}",
+                            f"{source.expr(guards.scope)} == {value!r}")
+            else:
+                guards.constant_match(source, value)
+        return ConstantVariable(value, source)
+
+    if isinstance(value, enum.Enum):
+        if source is not None:
+            guards.id_match(source, value)
+        return ConstantVariable(value, source)
+
+    if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
+        if source is not None:
+            guards.type_match(source, value)
+            guards.length(source, len(value))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        if t is list:
+            return ListVariable(items, source)
+        return TupleVariable(items, source, tuple_type=t if t is not tuple else None)
+
+    if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
+        if source is not None:
+            guards.type_match(source, value)
+            guards.dict_keys(source, list(value.keys()), ordered=False)
+        for k in value:
+            if not isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple)):
+                raise unsupported(f"dict with a key of type {type(k).__name__}")
+        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return DictVariable(items, source=source, dict_cls=t)
+
+    if t in (set, frozenset):
+        if not all(isinstance(v, (str, int, float, bool, type(None))) for v in value):
+            raise unsupported("a set of non-constant values")
+        if source is not None:
+            guards.type_match(source, value)
+            guards._add(guards_kind_equals(), source, None, f"{source.name()} == {value!r}",
+                        f"{source.expr(guards.scope)} == {_bind(guards, value)}")
+        return SetVariable([ConstantVariable(v) for v in value], source, frozen=t is frozenset)
+
+    if isinstance(value, torch.nn.Module):
+        if source is not None:
+            guards.id_match(source, value)
+        return NNModuleVariable(value, source)
+
+    if isinstance(value, types.ModuleType):
+        trusted = value.__name__.split(".")[0] in _TRUSTED_MODULES
+        if source is not None and not trusted:
+            guards.id_match(source, value)
+        return PythonModuleVariable(value, source)
+
+    if isinstance(value, type):
+        if source is not None and value.__module__.split(".")[0] not in _TRUSTED_MODULES:
+            guards.id_match(source, value)
+        return ClassVariable(value, source)
+
+    if is_torch_callable(value):
+        return TorchFunctionVariable(value, source)
+
+    if isinstance(value, types.FunctionType):
+        if source is not None:
+            guards.id_match(source, value)
+        return UserFunctionVariable(value, source)
+
+    if isinstance(value, types.BuiltinFunctionType):
+        mod = getattr(value, "__module__", None)
+        if mod in ("builtins", "math", "_operator", "operator", "cmath") and getattr(value, "__self__", None) \
+                in (None,) or mod == "builtins" or isinstance(getattr(value, "__self__", None), types.ModuleType):
+            if mod in ("builtins", "math", "_operator", "operator", "cmath", None):
+                return BuiltinVariable(value, source)
+        raise unsupported(f"calling builtin {getattr(value, '__qualname__', value)!s} from module {mod}")
+
+    if isinstance(value, types.MethodType):
+        self_src = AttrSource(source, "__self__") if source is not None else None
+        func_src = AttrSource(source, "__func__") if source is not None else None
+        return UserMethodVariable(wrap(tx, value.__func__, func_src), wrap(tx, value.__self__, self_src), source)
+
+    if isinstance(value, functools.partial):
+        if source is not None:
+            guards.type_match(source, value)
+        func = wrap(tx, value.func, AttrSource(source, "func") if source is not None else None)
+        args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source is not None else None)
+                for i, a in enumerate(value.args)]
+        kwargs = {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source is not None else None)
+                  for k, v in value.keywords.items()}
+        return PartialVariable(func, args, kwargs, source)
+
+    if callable(value) and t.__module__ in ("builtins",) and not hasattr(value, "__dict__"):
+        raise unsupported(f"calling {t.__name__} {value!r}")
+
+    if source is not None:
+        guards.type_match(source, value)
+    return UserObjectVariable(value, source)
+
+
+def guards_kind_equals():
+    from ember.capture.guards import GuardKind
+    return GuardKind.EQUALS_MATCH
+
+
+def _bind(guards, value):
+    from ember.capture.sources import bind
+    return bind(guards.scope, value, "value")

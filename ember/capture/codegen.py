@@ -1,0 +1,72 @@
+"""Generated Python for a cache entry: guards + graph call + return value, in one function.
+
+The generated function has the *same signature* as the user's function, so
+binding arguments costs nothing extra and a call with the wrong arguments
+raises exactly eager's ``TypeError``. Its body checks every guard (returning
+``MISS`` on failure), calls the compiled graph with the graph inputs read from
+their sources, and rebuilds the return value around the graph's outputs.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import types
+from typing import Any
+
+MISS = object()  # returned by an entry whose guards do not hold
+
+
+def parameter_text(code: types.CodeType) -> str:
+    """The parameter list of ``code`` as source text, without defaults."""
+    names = code.co_varnames
+    argc, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    parts = list(names[:argc])
+    if posonly:
+        parts.insert(posonly, "/")
+    i = argc + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    elif kwonly:
+        parts.append("*")
+    parts.extend(names[argc:argc + kwonly])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+def parameter_names(code: types.CodeType) -> list[str]:
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return list(code.co_varnames[:n])
+
+
+def make_function(fn: types.FunctionType, body: list[str], scope: dict[str, Any], label: str):
+    """Compile ``def <fn's name>(<fn's parameters>): <body>`` in ``scope``, with fn's defaults."""
+    code = fn.__code__
+    src = f"def ___generated({parameter_text(code)}):\n" + "".join(f"    {line}\n" for line in body)
+    namespace = dict(scope)
+    exec(compile(src, f"<ember {label} for {fn.__qualname__}>", "exec"), namespace)
+    gen = namespace["___generated"]
+    gen.__code__ = gen.__code__.replace(co_name=code.co_name, co_qualname=fn.__qualname__)
+    gen.__name__, gen.__qualname__ = fn.__name__, fn.__qualname__
+    gen.__defaults__ = fn.__defaults__
+    gen.__kwdefaults__ = fn.__kwdefaults__
+    gen.__ember_source__ = src
+    return gen
+
+
+def make_binder(fn: types.FunctionType):
+    """A function with fn's signature that returns its bound arguments as a dict."""
+    names = parameter_names(fn.__code__)
+    body = ["return {" + ", ".join(f"{n!r}: {n}" for n in names) + "}"]
+    return make_function(fn, body, {}, "binder")
+
+
+def literal(value, scope: dict[str, Any], bind) -> str:
+    """Source text for a constant in generated code (bound into scope if not a plain literal)."""
+    if value is None or isinstance(value, (bool, str, bytes)) or type(value) is int:
+        return repr(value)
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    return bind(scope, value, "value")

@@ -1,0 +1,168 @@
+"""Trace one call of a function into a cache entry (graph, guards, generated runner).
+
+`capture` runs the Translator over the function's code with its actual
+arguments, asks the backend to compile the resulting graph, and generates
+the entry function (see `codegen`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import types
+from typing import Any, Callable
+
+import torch
+
+from ember import metrics
+from ember.capture import codegen
+from ember.capture.builder import wrap
+from ember.capture.guards import GuardSet
+from ember.capture.interpreter import Translator
+from ember.capture.output_graph import OutputGraph
+from ember.capture.sources import CellContentsSource, ConstSource, LocalSource, bind
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+from ember.capture.variables.functions import RealCellVariable
+from ember.capture.variables.tensor import TensorVariable
+from ember.exc import BackendCompilerFailed
+from ember.fake.convert import FakeContext
+
+log = logging.getLogger("ember.graph")
+
+
+@dataclasses.dataclass
+class CacheEntry:
+    run: Callable                   # same signature as the user function; returns codegen.MISS on guard failure
+    guards: GuardSet
+    graph: torch.fx.GraphModule | None
+    compiled: Callable | None
+    input_sources: list
+    check_guards: Callable          # (bound args dict) -> list of failing guard texts
+    source: str                     # the generated code, for reports
+
+    def failing_guards(self, bound: dict) -> list[str]:
+        return self.check_guards(bound)
+
+
+def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, label: str) -> CacheEntry:
+    code = fn.__code__
+    fake = FakeContext()
+    guards = GuardSet()
+    output = OutputGraph(fake, guards)
+    grad_mode = torch.is_grad_enabled()
+    guards.grad_mode(grad_mode)
+    cells = {}
+    fn_source = ConstSource(fn, "FN")
+    for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
+        cells[name] = RealCellVariable(cell, CellContentsSource(fn_source, i, name))
+    tx = Translator(code, fn.__globals__, {}, cells, output, guards)
+    try:
+        with metrics.timed("capture"):
+            for name in codegen.parameter_names(code):
+                tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
+            result = tx.run()
+            if torch.is_grad_enabled() != grad_mode:
+                raise unsupported("grad mode changed and was not restored by the end of the frame")
+            plan = _ReturnPlan(guards.scope)
+            ret_expr = plan.expr(result)
+            gm, example_inputs, input_sources = output.finish(plan.output_nodes)
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+
+    compiled = None
+    if output.has_compute():
+        with metrics.timed("backend"):
+            try:
+                compiled = backend(gm, list(example_inputs))
+            except Exception as e:
+                if isinstance(e, BackendCompilerFailed):
+                    raise
+                raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
+                                            f"{type(e).__name__}: {e}") from e
+        metrics.bump("graphs")
+        log.debug("graph for %s:\n%s", label, gm.code)
+
+    scope = guards.scope
+    guard_list = guards.ordered()
+    check = " and ".join(f"({g.code})" for g in guard_list) or "True"
+    body = ["try:", f"    if not ({check}):", "        return ___MISS", "except Exception:",
+            "    return ___MISS"]
+    if compiled is not None:
+        scope["___compiled"] = compiled
+        args = ", ".join(src.expr(scope) for src in input_sources)
+        body.append(f"___o = ___compiled({args})")
+    body.append(f"return {ret_expr}")
+    scope["___MISS"] = codegen.MISS
+    run = codegen.make_function(fn, body, scope, "entry")
+    # One guard at a time, for recompile reasons (only run on a miss).
+    reason_body = ["___failed = []"]
+    for i, g in enumerate(guard_list):
+        scope[f"___text{i}"] = g.text
+        reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___text{i})",
+                        "except Exception:", f"    ___failed.append(___text{i})"]
+    reason_body.append("return ___failed")
+    reasons_fn = codegen.make_function(fn, reason_body, scope, "guard check")
+    names = codegen.parameter_names(code)
+
+    def check_guards(bound_args: dict) -> list[str]:
+        return reasons_fn(**{n: bound_args[n] for n in names}) if not _has_posonly(code) else \
+            reasons_fn(*[bound_args[n] for n in names[:code.co_posonlyargcount]],
+                       **{n: bound_args[n] for n in names[code.co_posonlyargcount:]})
+
+    return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
+                      check_guards, run.__ember_source__)
+
+
+def _has_posonly(code) -> bool:
+    return code.co_posonlyargcount > 0
+
+
+class _ReturnPlan:
+    """Builds the return expression; collects the graph outputs it needs."""
+
+    def __init__(self, scope: dict):
+        self.scope = scope
+        self.output_nodes: list = []
+
+    def _out(self, node) -> str:
+        if node not in self.output_nodes:
+            self.output_nodes.append(node)
+        return f"___o[{self.output_nodes.index(node)}]"
+
+    def expr(self, vt: VariableTracker) -> str:
+        s = self.scope
+        if isinstance(vt, TensorVariable):
+            if vt.node.op == "placeholder" and vt.source is not None:
+                return vt.source.expr(s)
+            return self._out(vt.node)
+        if isinstance(vt, ConstantVariable):
+            return codegen.literal(vt.value, s, bind)
+        if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:
+            return vt.source.expr(s)  # the caller's own container, unchanged: keep its identity
+        if isinstance(vt, TupleVariable):
+            inner = ", ".join(self.expr(i) for i in vt.items)
+            inner = f"({inner},)" if vt.items else "()"
+            t = vt.tuple_type
+            if t is None or t is tuple:
+                return inner
+            name = bind(s, t, "tuple_type")
+            return f"{name}({inner})" if hasattr(t, "n_fields") else f"{name}(*{inner})"
+        if isinstance(vt, ListVariable):
+            return "[" + ", ".join(self.expr(i) for i in vt.items) + "]"
+        if isinstance(vt, SetVariable):
+            if not vt.items:
+                return "set()" if not vt.frozen else "frozenset()"
+            inner = "{" + ", ".join(self.expr(i) for i in vt.items.values()) + "}"
+            return inner if not vt.frozen else f"frozenset({inner})"
+        if isinstance(vt, DictVariable):
+            parts = [f"{codegen.literal(k, s, bind)}: {self.expr(v)}" for k, v in vt.items.items()]
+            inner = "{" + ", ".join(parts) + "}"
+            if vt.dict_cls is dict:
+                return inner
+            return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
+        if vt.source is not None:
+            return vt.source.expr(s)
+        for attr in ("value", "fn", "module", "obj"):
+            if hasattr(vt, attr) and vt.is_constant():
+                return bind(s, getattr(vt, attr), "value")
+        raise unsupported(f"returning {vt.describe()} from the compiled frame")

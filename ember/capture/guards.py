@@ -1,0 +1,165 @@
+"""Guards: the assumptions a captured graph bakes in, checked on every call.
+
+Each guard is a Python boolean expression over the frame's arguments (via a
+`Source`). All guards of a cache entry are compiled into one function with the
+same signature as the user's function (see `ember.capture.codegen`), cheap
+checks first: identity and type checks, then constant values, then tensor
+metadata. When the combined check fails, `failing_guards` re-evaluates them one
+by one to say which failed (for the recompile reason).
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Any
+
+import torch
+
+from ember.capture.sources import Source, bind
+
+
+class GuardKind(enum.IntEnum):
+    # The order is the evaluation order: cheap, structural checks first.
+    GLOBAL_STATE = 0
+    ID_MATCH = 1
+    TYPE_MATCH = 2
+    LENGTH = 3
+    DICT_KEYS = 4
+    EQUALS_MATCH = 5
+    DUPLICATE_INPUT = 6
+    TENSOR_MATCH = 7
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    kind: GuardKind
+    source: Source | None
+    # Builds the boolean expression for generated code, given the scope.
+    text: str           # readable form, e.g. "L['x'].shape == (2, 3)"
+    code: str           # expression in generated-code form
+    order: int          # discovery order, a tiebreak within a kind
+
+    def __str__(self) -> str:
+        return f"{self.kind.name}: {self.text}"
+
+
+_SIMPLE_CONSTANT_TYPES = (int, float, bool, str, bytes, type(None), complex)
+
+
+class GuardSet:
+    """Guards collected while tracing one frame, deduplicated."""
+
+    def __init__(self) -> None:
+        self.scope: dict[str, Any] = {"___type": type, "___len": len, "___list": list,
+                                      "___getattr": getattr}
+        self._guards: dict[tuple, Guard] = {}
+        self._display_scope: dict[str, Any] = {}
+
+    # -- adding guards -------------------------------------------------------
+    def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str) -> None:
+        k = (kind, source, key)
+        if k not in self._guards:
+            self._guards[k] = Guard(kind, source, text, code, len(self._guards))
+
+    def id_match(self, source: Source, obj: Any) -> None:
+        e = source.expr(self.scope)
+        name = bind(self.scope, obj, "obj")
+        self._add(GuardKind.ID_MATCH, source, None,
+                  f"{source.name()} is <{type(obj).__name__} at {id(obj):#x}>", f"{e} is {name}")
+
+    def type_match(self, source: Source, obj: Any) -> None:
+        t = type(obj)
+        e = source.expr(self.scope)
+        name = bind(self.scope, t, "type")
+        self._add(GuardKind.TYPE_MATCH, source, None, f"type({source.name()}) is {t.__qualname__}",
+                  f"___type({e}) is {name}")
+
+    def constant_match(self, source: Source, value: Any) -> None:
+        """Type and value of a Python constant (int, float, str, None, ...)."""
+        e = source.expr(self.scope)
+        if value is None or isinstance(value, bool):
+            self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} is {value!r}",
+                      f"{e} is {value!r}")
+            return
+        if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)) \
+                or type(value) is type:
+            self.id_match(source, value) if not isinstance(value, torch.device) else self._add(
+                GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}",
+                f"{e} == {bind(self.scope, value, 'device')}")
+            return
+        tname = bind(self.scope, type(value), "type")
+        if isinstance(value, float) and value != value:  # NaN never equals itself
+            code = f"___type({e}) is {tname} and {e} != {e}"
+        else:
+            code = f"___type({e}) is {tname} and {e} == {bind(self.scope, value, 'value')}"
+        self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}", code)
+
+    def length(self, source: Source, n: int) -> None:
+        e = source.expr(self.scope)
+        self._add(GuardKind.LENGTH, source, None, f"len({source.name()}) == {n}", f"___len({e}) == {n}")
+
+    def dict_keys(self, source: Source, keys: list, ordered: bool) -> None:
+        """Key set of a dict; key order too when the program observes it."""
+        e = source.expr(self.scope)
+        if ordered:
+            name = bind(self.scope, list(keys), "keys")
+            self._add(GuardKind.DICT_KEYS, source, "ordered", f"list({source.name()}.keys()) == {keys!r}",
+                      f"___list({e}.keys()) == {name}")
+        else:
+            name = bind(self.scope, frozenset(keys), "keys")
+            self._add(GuardKind.DICT_KEYS, source, "set", f"set({source.name()}.keys()) == {set(keys)!r}",
+                      f"{e}.keys() == {name}")
+
+    def same_object(self, a: Source, b: Source) -> None:
+        ea, eb = a.expr(self.scope), b.expr(self.scope)
+        self._add(GuardKind.DUPLICATE_INPUT, a, b, f"{a.name()} is {b.name()}", f"{ea} is {eb}")
+
+    def distinct_objects(self, a: Source, b: Source) -> None:
+        ea, eb = a.expr(self.scope), b.expr(self.scope)
+        self._add(GuardKind.DUPLICATE_INPUT, a, ("not", b), f"{a.name()} is not {b.name()}",
+                  f"{ea} is not {eb}")
+
+    def tensor_match(self, source: Source, t: torch.Tensor) -> None:
+        """Everything about a tensor input that the graph specializes on."""
+        e = source.expr(self.scope)
+        tt = bind(self.scope, type(t), "type")
+        dt = bind(self.scope, t.dtype, "dtype")
+        dev = bind(self.scope, t.device, "device")
+        shape, stride = tuple(t.shape), tuple(t.stride())
+        parts = [f"___type({e}) is {tt}", f"{e}.dtype is {dt}", f"{e}.device == {dev}",
+                 f"{e}.shape == {shape!r}", f"{e}.stride() == {stride!r}",
+                 f"{e}.requires_grad is {t.requires_grad!r}"]
+        if t.layout is not torch.strided:
+            parts.append(f"{e}.layout is {bind(self.scope, t.layout, 'layout')}")
+        if t.is_inference():
+            parts.append(f"{e}.is_inference()")
+        if t.is_conj() or t.is_neg():
+            parts.append(f"{e}.is_conj() is {t.is_conj()!r} and {e}.is_neg() is {t.is_neg()!r}")
+        text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} size={list(shape)} "
+                f"stride={list(stride)} requires_grad={t.requires_grad}")
+        self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
+
+    def no_hooks(self, source: Source) -> None:
+        e = source.expr(self.scope)
+        self._add(GuardKind.ID_MATCH, source, "hooks", f"{source.name()} has no forward hooks",
+                  f"not ({e}._forward_hooks or {e}._forward_pre_hooks)")
+
+    def grad_mode(self, enabled: bool) -> None:
+        name = bind(self.scope, torch.is_grad_enabled, "is_grad_enabled")
+        self._add(GuardKind.GLOBAL_STATE, None, "grad_mode", f"torch.is_grad_enabled() is {enabled}",
+                  f"{name}() is {enabled}")
+
+    def global_state(self, key: str, getter, value: Any, label: str) -> None:
+        name = bind(self.scope, getter, key)
+        vname = bind(self.scope, value, key + "_value")
+        self._add(GuardKind.GLOBAL_STATE, None, key, f"{label} == {value!r}", f"{name}() == {vname}")
+
+    # -- reading -------------------------------------------------------------
+    def ordered(self) -> list[Guard]:
+        return sorted(self._guards.values(), key=lambda g: (g.kind, g.order))
+
+    def __len__(self) -> int:
+        return len(self._guards)
+
+    def readable(self) -> list[str]:
+        return [str(g) for g in self.ordered()]

@@ -1,0 +1,379 @@
+"""The symbolic bytecode interpreter (Python 3.11), one small method per opcode.
+
+`Translator` runs a code object over VariableTrackers instead of values: the
+stack and locals hold trackers; tensor operations append nodes to the shared
+`OutputGraph`; reading anything from outside the frame goes through
+`builder.wrap`, which installs guards. Calls to Python functions are inlined
+by a child Translator sharing the graph and guards. Anything the interpreter
+cannot model raises `Unsupported`, located at the innermost instruction.
+
+Opcode families live in mixins: load/store and calls here; stack, build,
+operators and jumps in `ember.capture.opcodes`.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import linecache
+import types
+
+import torch
+
+from ember.capture.builder import wrap
+from ember.capture.opcodes import OpcodeMixin
+from ember.capture.sources import AttrSource, ConstSource, GlobalSource
+from ember.capture.variables.base import NULL, ConstantVariable, NullVariable, VariableTracker, unsupported
+from ember.capture.variables.builtins import BuiltinVariable
+from ember.capture.variables.containers import DictVariable, TupleVariable
+from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
+                                               UserFunctionVariable, UserMethodVariable, bind_arguments)
+from ember.capture.variables.objects import ClassVariable, MissingAttribute
+from ember.exc import Unsupported
+
+MAX_INLINE_DEPTH = 64
+_UNSET = object()
+
+
+class Translator(OpcodeMixin):
+    def __init__(self, code: types.CodeType, globals_dict: dict, local_vts: dict, cells: dict,
+                 output, guards, parent: "Translator | None" = None, top_globals: dict | None = None):
+        self.code = code
+        self.globals = globals_dict
+        self.top_globals = top_globals if top_globals is not None else globals_dict
+        self.output = output
+        self.guards = guards
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.instructions = _decode(code)
+        self.index_of = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.stack: list[VariableTracker] = []
+        self.locals: dict[str, VariableTracker] = dict(local_vts)
+        self.cells: dict[str, VariableTracker] = dict(cells)
+        self.ip = 0
+        self.lineno = code.co_firstlineno
+        self.kw_names: tuple | None = None
+        self.result: VariableTracker | None = None
+
+    # -- running ----------------------------------------------------------------
+    def run(self) -> VariableTracker:
+        instructions = self.instructions
+        while self.result is None:
+            inst = instructions[self.ip]
+            self.ip += 1
+            if inst.starts_line is not None:
+                self.lineno = inst.starts_line
+                self.output.current_location = self.location()
+            handler = getattr(self, inst.opname, None)
+            try:
+                if handler is None:
+                    raise unsupported(f"opcode {inst.opname} is not supported")
+                handler(inst)
+            except Unsupported as e:
+                raise e.located(self.location(), self.source_line(), self.user_stack())
+        return self.result
+
+    def location(self) -> str:
+        return f"{self.code.co_filename}:{self.lineno}"
+
+    def source_line(self) -> str:
+        return linecache.getline(self.code.co_filename, self.lineno).rstrip()
+
+    def user_stack(self) -> list[str]:
+        frames, tx = [], self
+        while tx is not None:
+            frames.append(f"{tx.location()} in {tx.code.co_name}")
+            tx = tx.parent
+        return frames[::-1]
+
+    def jump_to(self, offset: int) -> None:
+        self.ip = self.index_of[offset]
+
+    def push(self, vt: VariableTracker) -> None:
+        self.stack.append(vt)
+
+    def pop(self) -> VariableTracker:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[VariableTracker]:
+        if n == 0:
+            return []
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    # -- helpers the trackers call back into ---------------------------------------
+    def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
+        return obj.getattr(self, name)
+
+    def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs):
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise unsupported(f"calling generator function {name}() (generators are not supported yet)")
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise unsupported(f"inlining depth limit reached at {name}() (recursion?)")
+        bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs))
+        cells = {}
+        for i, free in enumerate(code.co_freevars):
+            cells[free] = closure[i]
+        child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
+                           top_globals=self.top_globals)
+        result = child.run()
+        if self.lineno is not None:
+            self.output.current_location = self.location()
+        return result
+
+    def make_super(self, args):
+        from ember.capture.variables.super_ import SuperVariable
+        if args:
+            return SuperVariable(args[0].as_constant(), args[1])
+        cls_cell = self.cells.get("__class__")
+        if cls_cell is None or not self.code.co_argcount:
+            raise unsupported("super() without a __class__ cell")
+        cls = self._read_cell(cls_cell).as_constant()
+        first = self.code.co_varnames[0]
+        obj = self.locals.get(first)
+        if obj is None and first in self.cells:
+            obj = self._read_cell(self.cells[first])
+        return SuperVariable(cls, obj)
+
+    def compare_identity(self, a, b, negate: bool) -> VariableTracker:
+        result = _same_object(a, b)
+        return ConstantVariable(result != negate)
+
+    # -- load / store ------------------------------------------------------------------
+    def LOAD_FAST(self, inst):
+        try:
+            self.push(self.locals[inst.argval])
+        except KeyError:
+            raise unsupported(f"local variable {inst.argval!r} referenced before assignment "
+                              f"(UnboundLocalError)") from None
+
+    LOAD_FAST_CHECK = LOAD_FAST
+
+    def STORE_FAST(self, inst):
+        self.locals[inst.argval] = self.pop()
+
+    def DELETE_FAST(self, inst):
+        self.locals.pop(inst.argval, None)
+
+    def LOAD_CONST(self, inst):
+        value = inst.argval
+        self.push(ConstantVariable(value))
+
+    def LOAD_GLOBAL(self, inst):
+        if inst.arg & 1:
+            self.push(NULL)
+        self.push(self.load_global(inst.argval))
+
+    def load_global(self, name: str) -> VariableTracker:
+        g = self.globals
+        if name in g:
+            return wrap(self, g[name], GlobalSource(g, name, top=g is self.top_globals))
+        b = g.get("__builtins__", __builtins__)
+        b = b.__dict__ if isinstance(b, types.ModuleType) else b
+        if name in b:
+            return wrap(self, b[name], None)
+        raise unsupported(f"name {name!r} is not defined (NameError)")
+
+    def STORE_GLOBAL(self, inst):
+        raise unsupported(f"assigning global {inst.argval!r} (side effects are not replayed yet)")
+
+    def LOAD_ATTR(self, inst):
+        obj = self.pop()
+        self.push(self.getattr(obj, inst.argval))
+
+    def LOAD_METHOD(self, inst):
+        obj = self.pop()
+        self.push(NULL)
+        self.push(self.getattr(obj, inst.argval))
+
+    def STORE_ATTR(self, inst):
+        obj = self.pop()
+        value = self.pop()
+        obj.setattr(self, inst.argval, value)
+
+    def DELETE_ATTR(self, inst):
+        raise unsupported(f"deleting attribute {inst.argval!r}")
+
+    # cells: MAKE_CELL turns a local into a cell; COPY_FREE_VARS is a no-op (cells are set up front)
+    def MAKE_CELL(self, inst):
+        name = inst.argval
+        if name not in self.cells or not isinstance(self.cells[name], CellVariable):
+            self.cells[name] = CellVariable(self.locals.pop(name, None))
+
+    def COPY_FREE_VARS(self, inst):
+        pass
+
+    def LOAD_CLOSURE(self, inst):
+        self.push(self.cells[inst.argval])
+
+    def _read_cell(self, cell) -> VariableTracker:
+        if isinstance(cell, CellVariable):
+            if cell.contents is None:
+                raise unsupported("free variable referenced before assignment (NameError)")
+            return cell.contents
+        if isinstance(cell, RealCellVariable):
+            try:
+                value = cell.cell.cell_contents
+            except ValueError:
+                raise unsupported("empty closure cell (NameError)") from None
+            source = cell.source or AttrSource(ConstSource(cell.cell, "<cell>"), "cell_contents")
+            return wrap(self, value, source)
+        raise unsupported(f"unknown cell {cell!r}")
+
+    def LOAD_DEREF(self, inst):
+        self.push(self._read_cell(self.cells[inst.argval]))
+
+    def LOAD_CLASSDEREF(self, inst):
+        raise unsupported("LOAD_CLASSDEREF (class bodies)")
+
+    def STORE_DEREF(self, inst):
+        cell = self.cells.get(inst.argval)
+        if isinstance(cell, CellVariable):
+            cell.contents = self.pop()
+            return
+        raise unsupported(f"assigning nonlocal {inst.argval!r} of an outer function (side effects "
+                          f"are not replayed yet)")
+
+    def DELETE_DEREF(self, inst):
+        cell = self.cells.get(inst.argval)
+        if isinstance(cell, CellVariable):
+            cell.contents = None
+            return
+        raise unsupported("deleting a nonlocal")
+
+    def IMPORT_NAME(self, inst):
+        import sys
+        fromlist = self.pop().as_constant()
+        level = self.pop().as_constant()
+        name = inst.argval
+        if level != 0 or name not in sys.modules:
+            raise unsupported(f"import of {name!r} inside the compiled region")
+        mod = sys.modules[name if fromlist else name.partition(".")[0]]
+        self.push(wrap(self, mod, None))
+
+    def IMPORT_FROM(self, inst):
+        self.push(self.getattr(self.stack[-1], inst.argval))
+
+    # -- calls -----------------------------------------------------------------------------
+    def PRECALL(self, inst):
+        pass
+
+    def KW_NAMES(self, inst):
+        self.kw_names = inst.argval
+
+    def PUSH_NULL(self, inst):
+        self.push(NULL)
+
+    def CALL(self, inst):
+        argc = inst.arg
+        args = self.popn(argc)
+        kw_names = self.kw_names or ()
+        self.kw_names = None
+        kwargs = {}
+        if kw_names:
+            kwargs = dict(zip(kw_names, args[len(args) - len(kw_names):]))
+            args = args[:len(args) - len(kw_names)]
+        fn = self.pop()
+        below = self.pop()
+        if not isinstance(below, NullVariable):
+            # [method, self, args...] layout from LOAD_METHOD on a plain function attribute
+            fn, args = below, [fn, *args]
+        self.push(self.call(fn, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):
+        kwargs_vt = self.pop() if inst.arg & 1 else None
+        args_vt = self.pop()
+        fn = self.pop()
+        if self.stack and isinstance(self.stack[-1], NullVariable):
+            self.pop()
+        args = list(args_vt.unpack(self)) if not isinstance(args_vt, TupleVariable) else list(args_vt.items)
+        kwargs = {}
+        if kwargs_vt is not None:
+            if not isinstance(kwargs_vt, DictVariable):
+                raise unsupported("** with a non-dict")
+            kwargs = {k: v for k, v in kwargs_vt.items.items()}
+        self.push(self.call(fn, args, kwargs))
+
+    def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        return fn.call(self, args, kwargs)
+
+    def MAKE_FUNCTION(self, inst):
+        code = self.pop().as_constant()
+        flags = inst.arg
+        closure = self.pop().items if flags & 0x08 else ()
+        if flags & 0x04:
+            self.pop()  # annotations
+        kwdefaults = self.pop().items if flags & 0x02 else {}
+        defaults = self.pop().items if flags & 0x01 else ()
+        self.push(NestedFunctionVariable(code, code.co_name, self.globals, defaults, kwdefaults, closure,
+                                         qualname=code.co_qualname))
+
+    def RETURN_VALUE(self, inst):
+        self.result = self.pop()
+
+    # -- with blocks (grad-mode context managers only) ----------------------------------------
+    def BEFORE_WITH(self, inst):
+        from ember.capture.variables.objects import GradModeVariable
+        ctx = self.pop()
+        if not isinstance(ctx, GradModeVariable):
+            raise unsupported(f"`with` on {ctx.describe()} (only torch.no_grad/enable_grad/"
+                              f"set_grad_enabled are supported)")
+        self.push(_WithExit(ctx))
+        self.push(ctx.enter(self))
+
+
+class _WithExit(VariableTracker):
+    """The bound ``__exit__`` BEFORE_WITH leaves on the stack."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def call(self, tx, args, kwargs):
+        return self.ctx.exit(tx)
+
+
+def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
+    from ember.capture.variables.tensor import TensorVariable
+    if a is b:
+        return True
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
+    for attr in ("module", "obj", "fn"):
+        if hasattr(a, attr) and hasattr(b, attr):
+            return getattr(a, attr) is getattr(b, attr)
+    if a.is_constant() and b.is_constant():
+        return a.as_constant() is b.as_constant()
+    if isinstance(a, (ConstantVariable, NullVariable)) or isinstance(b, (ConstantVariable, NullVariable)):
+        return False  # a constant (e.g. None) vs a container/function/tensor built in the frame
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (BuiltinVariable, ClassVariable)):
+        return a.as_constant() is b.as_constant()
+    if isinstance(a, (UserFunctionVariable, UserMethodVariable)):
+        return False
+    return False
+
+
+class _Inst:
+    __slots__ = ("opname", "opcode", "arg", "argval", "offset", "starts_line")
+
+    def __init__(self, i: dis.Instruction):
+        self.opname, self.opcode, self.arg, self.argval = i.opname, i.opcode, i.arg, i.argval
+        self.offset, self.starts_line = i.offset, i.starts_line
+
+
+_DECODED: dict = {}
+
+
+def _decode(code):
+    hit = _DECODED.get(code)
+    if hit is None:
+        hit = [_Inst(i) for i in dis.get_instructions(code)]
+        if len(_DECODED) > 4096:
+            _DECODED.clear()
+        _DECODED[code] = hit
+    return hit
+
+
+torch  # the interpreter traces torch programs; imported for readers and type checkers
+_UNSET, MissingAttribute

@@ -1,0 +1,376 @@
+"""Opcode handlers for stack manipulation, building, operators, jumps and iteration.
+
+Mixed into `ember.capture.interpreter.Translator`; one method per opcode.
+"""
+from __future__ import annotations
+
+import dis
+import operator
+
+from ember.capture.variables.base import NULL, ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.builtins import wrap_constant
+from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
+                                                SetVariable, TupleVariable)
+from ember.capture.variables.tensor import TensorVariable
+
+_BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
+    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
+    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+}
+_INPLACE_TO_PLAIN = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+    operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.iand: operator.and_,
+    operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift,
+}
+_COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+                "==": operator.eq, "!=": operator.ne}
+_NB_OPS = [sym for _name, sym in dis._nb_ops]
+
+
+class OpcodeMixin:
+    # -- stack -----------------------------------------------------------------
+    def NOP(self, inst):
+        pass
+
+    RESUME = NOP
+    CACHE = NOP
+    EXTENDED_ARG = NOP
+
+    def POP_TOP(self, inst):
+        self.pop()
+
+    def COPY(self, inst):
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        s = self.stack
+        s[-1], s[-inst.arg] = s[-inst.arg], s[-1]
+
+    # -- building ------------------------------------------------------------------
+    def BUILD_TUPLE(self, inst):
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_SET(self, inst):
+        self.push(SetVariable(self.popn(inst.arg)))
+
+    def BUILD_MAP(self, inst):
+        items = self.popn(2 * inst.arg)
+        d = DictVariable({})
+        for k, v in zip(items[::2], items[1::2]):
+            d.set_item(k, v)
+        self.push(d)
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_constant()
+        values = self.popn(inst.arg)
+        d = DictVariable({})
+        for k, v in zip(keys, values):
+            d.set_item(ConstantVariable(k), v)
+        self.push(d)
+
+    def BUILD_SLICE(self, inst):
+        parts = self.popn(inst.arg)
+        if not all(p.is_constant() for p in parts):
+            raise unsupported("slice with non-constant bounds (tensor-valued slice bounds)")
+        self.push(ConstantVariable(slice(*[p.as_constant() for p in parts])))
+
+    def BUILD_STRING(self, inst):
+        parts = self.popn(inst.arg)
+        self.push(ConstantVariable("".join(p.as_constant() for p in parts)))
+
+    def LIST_APPEND(self, inst):
+        value = self.pop()
+        self.stack[-inst.arg].items.append(value)
+
+    def SET_ADD(self, inst):
+        value = self.pop()
+        target = self.stack[-inst.arg]
+        target.items.setdefault(value.hash_key(), value)
+
+    def MAP_ADD(self, inst):
+        value = self.pop()
+        key = self.pop()
+        self.stack[-inst.arg].set_item(key, value)
+
+    def LIST_EXTEND(self, inst):
+        seq = self.pop()
+        self.stack[-inst.arg].items.extend(seq.iter(self).unpack(self))
+
+    def SET_UPDATE(self, inst):
+        seq = self.pop()
+        target = self.stack[-inst.arg]
+        for v in seq.iter(self).unpack(self):
+            target.items.setdefault(v.hash_key(), v)
+
+    def DICT_UPDATE(self, inst):
+        other = self.pop()
+        target = self.stack[-inst.arg]
+        if not isinstance(other, DictVariable):
+            raise unsupported(f"dict update from {other.describe()}")
+        for k, v in other.items.items():
+            target.set_item(other.keys[k], v)
+
+    def DICT_MERGE(self, inst):
+        other = self.pop()
+        target = self.stack[-inst.arg]
+        if not isinstance(other, DictVariable):
+            raise unsupported(f"** of {other.describe()}")
+        for k, v in other.items.items():
+            if k in target.items:
+                raise unsupported(f"duplicate keyword argument {k!r} (TypeError)")
+            target.set_item(other.keys[k], v)
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(TupleVariable(self.pop().items))
+
+    def UNPACK_SEQUENCE(self, inst):
+        seq = self.pop()
+        items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else seq.items
+        if len(items) != inst.arg:
+            raise unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+        for item in reversed(items):
+            self.push(item)
+
+    def UNPACK_EX(self, inst):
+        seq = self.pop()
+        items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else list(seq.items)
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        if len(items) < before + after:
+            raise unsupported("not enough values to unpack (ValueError)")
+        middle = ListVariable(items[before:len(items) - after])
+        for item in reversed(items[len(items) - after:]):
+            self.push(item)
+        self.push(middle)
+        for item in reversed(items[:before]):
+            self.push(item)
+
+    def FORMAT_VALUE(self, inst):
+        flags = inst.arg
+        spec = self.pop().as_constant() if flags & 0x04 else ""
+        value = self.pop()
+        if not value.is_constant():
+            raise unsupported(f"formatting {value.describe()} into a string")
+        v = value.as_constant()
+        conv = flags & 0x03
+        v = str(v) if conv == 1 else repr(v) if conv == 2 else ascii(v) if conv == 3 else v
+        self.push(ConstantVariable(format(v, spec)))
+
+    # -- operators --------------------------------------------------------------------
+    def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            if fn in _INPLACE_TO_PLAIN and not isinstance(a, TensorVariable):
+                fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
+            return self.output.call_function(fn, [a, b], {})
+        if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)):
+            try:
+                return wrap_constant(fn(a.as_constant(), b.as_constant()))
+            except Exception as e:
+                raise unsupported(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+        plain = _INPLACE_TO_PLAIN.get(fn, fn)
+        if fn is operator.iadd and isinstance(a, ListVariable):
+            return a.call_method(self, "__iadd__", [b], {})
+        if isinstance(a, BaseSequence) and plain is operator.add and isinstance(b, BaseSequence):
+            if type(a) is not type(b):
+                raise unsupported("concatenating a list and a tuple (TypeError)")
+            return type(a)(a.items + b.items) if isinstance(a, ListVariable) else TupleVariable(a.items + b.items)
+        if isinstance(a, BaseSequence) and plain is operator.mul and b.is_constant():
+            return a.call_method(self, "__mul__", [b], {})
+        if isinstance(b, BaseSequence) and plain is operator.mul and a.is_constant():
+            return b.call_method(self, "__mul__", [a], {})
+        if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
+            d = DictVariable(a.items, a.keys) if fn is operator.or_ else a
+            for k, v in b.items.items():
+                d.set_item(b.keys[k], v)
+            return d
+        if isinstance(a, (SetVariable,)) and b.is_constant() and a.is_constant():
+            return wrap_constant(plain(a.as_constant(), b.as_constant()))
+        raise unsupported(f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+
+    def BINARY_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(self.binary_op(_BINARY_OPS[_NB_OPS[inst.arg]], a, b))
+
+    def BINARY_SUBSCR(self, inst):
+        index = self.pop()
+        obj = self.pop()
+        if isinstance(obj, TensorVariable):
+            self.push(self.output.call_function(operator.getitem, [obj, index], {}))
+        elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable)):
+            try:
+                self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
+            except Exception as e:
+                raise unsupported(f"indexing raised {type(e).__name__}: {e}") from None
+        else:
+            self.push(obj.call_method(self, "__getitem__", [index], {}))
+
+    def STORE_SUBSCR(self, inst):
+        index = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        if isinstance(obj, TensorVariable):
+            self.output.call_function(operator.setitem, [obj, index, value], {})
+        else:
+            obj.call_method(self, "__setitem__", [index, value], {})
+
+    def DELETE_SUBSCR(self, inst):
+        index = self.pop()
+        obj = self.pop()
+        obj.call_method(self, "__delitem__", [index], {})
+
+    def COMPARE_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        fn = _COMPARE_OPS[inst.argval]
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            self.push(self.output.call_function(fn, [a, b], {}))
+        elif a.is_constant() and b.is_constant():
+            try:
+                self.push(ConstantVariable(fn(a.as_constant(), b.as_constant())))
+            except Exception as e:
+                raise unsupported(f"comparison raised {type(e).__name__}: {e}") from None
+        elif fn in (operator.eq, operator.ne):
+            same = self.compare_identity(a, b, False).as_constant()
+            if not same and _comparable_by_identity(a) and _comparable_by_identity(b):
+                self.push(ConstantVariable(fn is operator.ne))
+            elif same:
+                self.push(ConstantVariable(fn is operator.eq))
+            else:
+                raise unsupported(f"comparing {a.describe()} with {b.describe()}")
+        else:
+            raise unsupported(f"comparing {a.describe()} with {b.describe()}")
+
+    def IS_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(self.compare_identity(a, b, bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):
+        container = self.pop()
+        item = self.pop()
+        if isinstance(container, TensorVariable):
+            raise unsupported("`in` on a tensor reads its data")
+        if container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
+            result = item.as_constant() in container.as_constant()
+        else:
+            result = container.call_method(self, "__contains__", [item], {}).as_constant()
+        self.push(ConstantVariable(result != bool(inst.arg)))
+
+    def UNARY_NEGATIVE(self, inst):
+        self._unary(operator.neg)
+
+    def UNARY_POSITIVE(self, inst):
+        self._unary(operator.pos)
+
+    def UNARY_INVERT(self, inst):
+        self._unary(operator.invert)
+
+    def _unary(self, fn):
+        v = self.pop()
+        if isinstance(v, TensorVariable):
+            self.push(self.output.call_function(fn, [v], {}))
+        elif v.is_constant():
+            self.push(ConstantVariable(fn(v.as_constant())))
+        else:
+            raise unsupported(f"{fn.__name__} of {v.describe()}")
+
+    def UNARY_NOT(self, inst):
+        self.push(ConstantVariable(not self.pop().truth(self)))
+
+    # -- jumps ----------------------------------------------------------------------------
+    def JUMP_FORWARD(self, inst):
+        self.jump_to(inst.argval)
+
+    JUMP_BACKWARD = JUMP_FORWARD
+    JUMP_BACKWARD_NO_INTERRUPT = JUMP_FORWARD
+    JUMP = JUMP_FORWARD
+
+    def _pop_jump(self, inst, when: bool):
+        if self.pop().truth(self) == when:
+            self.jump_to(inst.argval)
+
+    def POP_JUMP_FORWARD_IF_TRUE(self, inst):
+        self._pop_jump(inst, True)
+
+    def POP_JUMP_FORWARD_IF_FALSE(self, inst):
+        self._pop_jump(inst, False)
+
+    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
+    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
+
+    def _pop_jump_none(self, inst, when_none: bool):
+        v = self.pop()
+        is_none = v.is_constant() and v.as_constant() is None
+        if is_none == when_none:
+            self.jump_to(inst.argval)
+
+    def POP_JUMP_FORWARD_IF_NONE(self, inst):
+        self._pop_jump_none(inst, True)
+
+    def POP_JUMP_FORWARD_IF_NOT_NONE(self, inst):
+        self._pop_jump_none(inst, False)
+
+    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
+    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):
+        if not self.stack[-1].truth(self):
+            self.jump_to(inst.argval)
+        else:
+            self.pop()
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):
+        if self.stack[-1].truth(self):
+            self.jump_to(inst.argval)
+        else:
+            self.pop()
+
+    # -- iteration ------------------------------------------------------------------------------
+    def GET_ITER(self, inst):
+        self.push(self.pop().iter(self))
+
+    def FOR_ITER(self, inst):
+        it = self.stack[-1]
+        if not isinstance(it, IteratorVariable):
+            raise unsupported(f"iterating {it.describe()}")
+        item = it.next(self)
+        if item is None:
+            self.pop()
+            self.jump_to(inst.argval)
+        else:
+            self.push(item)
+
+    # -- raising ----------------------------------------------------------------------------------
+    def LOAD_ASSERTION_ERROR(self, inst):
+        self.push(ConstantVariable(AssertionError))
+
+    def RAISE_VARARGS(self, inst):
+        args = self.popn(inst.arg)
+        what = args[0].describe() if args else "re-raise"
+        raise unsupported(f"raise {what} (exceptions raised in traced code are not supported yet)")
+
+    def GET_LEN(self, inst):
+        self.push(self.stack[-1].call_method(self, "__len__", [], {}))
+
+    def RETURN_GENERATOR(self, inst):
+        raise unsupported("generators are not supported yet")
+
+
+def _comparable_by_identity(vt) -> bool:
+    """Objects whose == falls back to identity (modules, functions, plain objects)."""
+    return any(hasattr(vt, a) for a in ("module", "fn")) or isinstance(vt, TensorVariable) is False and \
+        type(vt).__name__ in ("NNModuleVariable", "UserFunctionVariable", "NestedFunctionVariable",
+                              "ClassVariable", "BuiltinVariable", "TorchFunctionVariable")
+
+
+NULL

@@ -1,0 +1,186 @@
+"""OutputGraph: the fx graph being built for one frame, and its inputs.
+
+Tensors read from outside the frame become placeholders (one per distinct
+tensor object; a tensor reached by two sources is one placeholder plus an
+``is`` guard). Operations become ``call_function`` / ``call_method`` nodes whose
+results are computed on fake tensors. At the end, `finish` prunes unused
+placeholders and returns the GraphModule, the example inputs, and the sources
+that feed each input on later calls.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                           UnsupportedOperatorException)
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from ember.capture.variables.tensor import TensorVariable
+from ember.fake.convert import FakeContext
+
+
+def _placeholder_name(source) -> str:
+    text = source.name()
+    out = "".join(c if c.isalnum() else "_" for c in text)
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out.strip("_") or "input"
+
+
+class OutputGraph:
+    def __init__(self, fake: FakeContext, guards):
+        self.fake = fake
+        self.guards = guards
+        self.graph = fx.Graph()
+        self.input_sources: list = []       # source per placeholder, in order
+        self.input_values: list = []        # the real tensors (example inputs)
+        self.placeholders: list[fx.Node] = []
+        self._by_tensor: dict[int, TensorVariable] = {}
+        self.current_location: str | None = None  # "file:line" of the instruction being traced
+
+    # -- inputs -----------------------------------------------------------------
+    def add_input(self, source, real: torch.Tensor) -> TensorVariable:
+        hit = self._by_tensor.get(id(real))
+        if hit is not None:
+            if hit.source is not None and hit.source != source:
+                self.guards.same_object(source, hit.source)
+            return hit
+        self.guards.tensor_match(source, real)
+        fake = self.fake.fake(real)
+        name = _placeholder_name(source)
+        if self.placeholders:
+            with self.graph.inserting_after(self.placeholders[-1]):
+                node = self.graph.placeholder(name)
+        else:
+            first = next(iter(self.graph.nodes), None)
+            if first is not None:
+                with self.graph.inserting_before(first):
+                    node = self.graph.placeholder(name)
+            else:
+                node = self.graph.placeholder(name)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source.name()
+        self.placeholders.append(node)
+        self.input_sources.append(source)
+        self.input_values.append(real)
+        vt = TensorVariable(node, fake, source, cls=type(real))
+        self._by_tensor[id(real)] = vt
+        return vt
+
+    # -- operations ---------------------------------------------------------------
+    def call_function(self, fn, args: list, kwargs: dict) -> VariableTracker:
+        return self._call("call_function", fn, args, kwargs)
+
+    def call_method(self, name: str, args: list, kwargs: dict) -> VariableTracker:
+        return self._call("call_method", name, args, kwargs)
+
+    def _call(self, kind, target, args, kwargs):
+        node_args, fake_args = _lower(args)
+        node_kwargs, fake_kwargs = _lower(kwargs)
+        try:
+            with self.fake.mode:
+                if kind == "call_function":
+                    result = target(*fake_args, **fake_kwargs)
+                else:
+                    result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            raise unsupported(f"{_describe(kind, target)} depends on tensor data "
+                              f"({type(e).__name__})") from None
+        except UnsupportedOperatorException as e:
+            raise unsupported(f"{_describe(kind, target)}: operator {e} has no fake implementation") from None
+        except Exception as e:
+            raise unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+        if not _contains_tensor(result):
+            # Metadata-only answer (sizes, flags): a constant under the guards.
+            from ember.capture.variables.builtins import wrap_constant
+            return wrap_constant(result)
+        node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        if self.current_location:
+            node.meta["stack_trace"] = self.current_location
+        return self._wrap_result(node, result)
+
+    def _wrap_result(self, node: fx.Node, result):
+        if isinstance(result, torch.Tensor):
+            node.meta["example_value"] = result
+            return TensorVariable(node, result)
+        if isinstance(result, (tuple, list)):
+            node.meta["example_value"] = result
+            items = []
+            for i, r in enumerate(result):
+                if isinstance(r, torch.Tensor) or _contains_tensor(r):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    items.append(self._wrap_result(item, r))
+                else:
+                    items.append(ConstantVariable(r))
+            if isinstance(result, list):
+                return ListVariable(items)
+            t = type(result)
+            return TupleVariable(items, tuple_type=None if t is tuple else t)
+        raise unsupported(f"operation returned {type(result).__name__}")
+
+    def set_grad_enabled(self, mode: bool) -> None:
+        torch._C._set_grad_enabled(mode)
+        self.graph.call_function(torch._C._set_grad_enabled, (mode,))
+
+    # -- finishing -------------------------------------------------------------------
+    def has_compute(self) -> bool:
+        return any(n.op not in ("placeholder", "output") for n in self.graph.nodes)
+
+    def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
+        """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
+        self.graph.output(tuple(output_nodes))
+        keep_sources, keep_values = [], []
+        for node, src, val in zip(self.placeholders, self.input_sources, self.input_values):
+            if node.users:
+                keep_sources.append(src)
+                keep_values.append(val)
+            else:
+                self.graph.erase_node(node)
+        self.graph.lint()
+        gm = fx.GraphModule(torch.nn.Module(), self.graph)
+        return gm, keep_values, keep_sources
+
+
+def _describe(kind, target) -> str:
+    if kind == "call_method":
+        return f"Tensor.{target}()"
+    return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', target)}()".lstrip(".")
+
+
+def _contains_tensor(value) -> bool:
+    if isinstance(value, torch.Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_contains_tensor(v) for v in value)
+    if isinstance(value, dict):
+        return any(_contains_tensor(v) for v in value.values())
+    return False
+
+
+def _lower(value):
+    """Trackers → (fx argument, fake value) with the same structure."""
+    if isinstance(value, TensorVariable):
+        return value.node, value.fake
+    if isinstance(value, (list, tuple)) and not isinstance(value, VariableTracker):
+        pairs = [_lower(v) for v in value]
+        return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
+    if isinstance(value, dict):
+        pairs = {k: _lower(v) for k, v in value.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(value, (TupleVariable, ListVariable)):
+        pairs = [_lower(v) for v in value.items]
+        kind = list if isinstance(value, ListVariable) else tuple
+        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
+    if isinstance(value, DictVariable):
+        pairs = {k: _lower(v) for k, v in value.items.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(value, VariableTracker):
+        if value.is_constant():
+            c = value.as_constant()
+            return c, c
+        raise unsupported(f"passing {value.describe()} to a torch operation")
+    return value, value

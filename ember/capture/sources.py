@@ -1,0 +1,140 @@
+"""Sources: where a value the interpreter reads came from, as a Python expression.
+
+A source is how guards re-read a value on later calls and how the runner
+fetches graph inputs. ``name()`` is the readable form used in reports
+(``L['self'].layer1.weight``); ``expr()`` is the form used in generated code,
+where the frame's arguments are plain local variables of the generated
+function (``self.layer1.weight``). Objects that cannot be spelled in source
+(a function's globals dict, a closure) are bound into the generated code's
+scope under a private name via ``scope``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+
+class Source:
+    def name(self) -> str:
+        raise NotImplementedError
+
+    def expr(self, scope: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+def bind(scope: dict[str, Any], obj: Any, hint: str) -> str:
+    """Put ``obj`` into the generated code's scope; return its private name."""
+    for key, val in scope.items():
+        if val is obj and key.startswith("___"):
+            return key
+    key = f"___{hint}_{len(scope)}"
+    scope[key] = obj
+    return key
+
+
+@dataclasses.dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the compiled frame."""
+    local: str
+
+    def name(self) -> str:
+        return f"L[{self.local!r}]"
+
+    def expr(self, scope):
+        return self.local
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GlobalSource(Source):
+    """``globals_dict[name]`` — a global of the compiled function or of an inlined one."""
+    globals_dict: dict
+    key: str
+    top: bool = True  # globals of the compiled function itself (shown as G[...])
+
+    def name(self) -> str:
+        mod = self.globals_dict.get("__name__", "?")
+        return f"G[{self.key!r}]" if self.top else f"G<{mod}>[{self.key!r}]"
+
+    def expr(self, scope):
+        return f"{bind(scope, self.globals_dict, 'globals')}[{self.key!r}]"
+
+    def __eq__(self, other):
+        return (isinstance(other, GlobalSource) and other.globals_dict is self.globals_dict
+                and other.key == self.key)
+
+    def __hash__(self):
+        return hash((id(self.globals_dict), self.key))
+
+
+@dataclasses.dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+    def expr(self, scope):
+        if self.attr.isidentifier() and not self.attr.startswith("__"):
+            return f"{self.base.expr(scope)}.{self.attr}"
+        return f"___getattr({self.base.expr(scope)}, {self.attr!r})"
+
+
+@dataclasses.dataclass(frozen=True)
+class ItemSource(Source):
+    """``base[index]`` for a constant index or key."""
+    base: Source
+    index: Any
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.index!r}]"
+
+    def expr(self, scope):
+        return f"{self.base.expr(scope)}[{self.index!r}]"
+
+
+@dataclasses.dataclass(frozen=True)
+class CellContentsSource(Source):
+    """The contents of closure cell ``index`` of a function given by ``base``."""
+    base: Source
+    index: int
+    freevar: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.__closure__[{self.index}].cell_contents  # {self.freevar}"
+
+    def expr(self, scope):
+        return f"{self.base.expr(scope)}.__closure__[{self.index}].cell_contents"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ConstSource(Source):
+    """An object held by the compiled code itself (e.g. the compiled function)."""
+    obj: Any
+    label: str
+
+    def name(self) -> str:
+        return self.label
+
+    def expr(self, scope):
+        return bind(scope, self.obj, "const")
+
+    def __eq__(self, other):
+        return isinstance(other, ConstSource) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
+@dataclasses.dataclass(frozen=True)
+class TypeSource(Source):
+    base: Source
+
+    def name(self) -> str:
+        return f"type({self.base.name()})"
+
+    def expr(self, scope):
+        return f"___type({self.base.expr(scope)})"

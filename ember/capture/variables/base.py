@@ -1,0 +1,120 @@
+"""The VariableTracker base class and the simplest trackers.
+
+A VariableTracker (VT) stands for one Python value during symbolic
+interpretation: a constant, a tensor (fake tensor + fx node), a container of
+other VTs, a function, a module. Most VTs are immutable; containers built in
+the frame (list, dict, set) and iterators hold their contents by identity, so
+that aliasing between names in the frame behaves as in Python.
+
+Every VT can answer the interpreter's questions (`getattr`, `call`, `truth`,
+`unpack`); anything it cannot answer raises `Unsupported` with a reason.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ember.exc import Unsupported
+
+if TYPE_CHECKING:
+    from ember.capture.interpreter import Translator
+
+
+def unsupported(reason: str) -> "Unsupported":
+    return Unsupported(reason)
+
+
+class VariableTracker:
+    source = None  # where the value came from (a Source), if it came from outside the frame
+
+    # -- what it is -----------------------------------------------------------
+    def python_type(self) -> type:
+        raise unsupported(f"type of {self!r} is unknown")
+
+    def is_constant(self) -> bool:
+        return False
+
+    def as_constant(self) -> Any:
+        raise unsupported(f"{self.describe()} is not a Python constant")
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return self.describe()
+
+    # -- what the interpreter asks ---------------------------------------------
+    def getattr(self, tx: "Translator", name: str) -> "VariableTracker":
+        raise unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def setattr(self, tx: "Translator", name: str, value: "VariableTracker") -> None:
+        raise unsupported(f"setting attribute {name!r} on {self.describe()} (side effects are not captured yet)")
+
+    def call(self, tx: "Translator", args: list, kwargs: dict) -> "VariableTracker":
+        raise unsupported(f"calling {self.describe()}")
+
+    def call_method(self, tx: "Translator", name: str, args: list, kwargs: dict) -> "VariableTracker":
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def truth(self, tx: "Translator") -> bool:
+        raise unsupported(f"truth value of {self.describe()}")
+
+    def unpack(self, tx: "Translator") -> list["VariableTracker"]:
+        raise unsupported(f"iterating over {self.describe()}")
+
+    def iter(self, tx: "Translator") -> "VariableTracker":
+        from ember.capture.variables.containers import IteratorVariable
+        return IteratorVariable(self.unpack(tx))
+
+    def hash_key(self) -> Any:
+        """A Python key for using this value as a dict key or set element."""
+        if self.is_constant():
+            return self.as_constant()
+        raise unsupported(f"{self.describe()} as a dict key")
+
+
+class ConstantVariable(VariableTracker):
+    """A Python constant: int, float, bool, str, None, dtype, device, torch.Size, ..."""
+
+    __slots__ = ("value", "source")
+
+    def __init__(self, value: Any, source=None) -> None:
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def describe(self):
+        return f"Constant({self.value!r})"
+
+    def truth(self, tx):
+        return bool(self.value)
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.builtins import constant_attribute
+        return constant_attribute(tx, self, name)
+
+    def unpack(self, tx):
+        if isinstance(self.value, (tuple, list, str, range, bytes, frozenset, set, dict)):
+            return [ConstantVariable(v) for v in self.value]
+        return super().unpack(tx)
+
+
+class NullVariable(VariableTracker):
+    """The NULL that 3.11 pushes next to a callable (PUSH_NULL / LOAD_GLOBAL flag)."""
+
+    def describe(self):
+        return "NULL"
+
+
+NULL = NullVariable()
+
+
+def const(value: Any) -> ConstantVariable:
+    return ConstantVariable(value)

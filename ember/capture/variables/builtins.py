@@ -1,0 +1,417 @@
+"""Python builtins, ``math``/``operator`` functions, and methods of constants.
+
+Pure functions on constant arguments are folded (run now, result baked in).
+With tracked arguments each builtin has a small handler; anything else is
+refused with a reason.
+"""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+import types
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
+                                                TupleVariable)
+from ember.capture.variables.tensor import TensorVariable
+
+# Builtins that are safe to run on constant arguments at trace time.
+_PURE_BUILTINS = {
+    abs, all, any, bool, chr, divmod, float, format, frozenset, hash, int, isinstance, issubclass, len,
+    max, min, ord, pow, range, repr, reversed, round, set, slice, sorted, str, sum, tuple, list, dict,
+    zip, enumerate, type, callable, bin, hex, oct, complex, bytes,
+}
+_PURE_MODULES = ("math", "operator", "_operator", "cmath")
+
+# operator functions that map onto tensors as graph ops
+_TENSOR_OPERATORS = {
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.matmul, operator.neg, operator.pos, operator.abs, operator.invert,
+    operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift,
+    operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne,
+    operator.getitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior,
+    operator.ixor, operator.ilshift, operator.irshift, operator.setitem,
+}
+
+
+def _has_tensor(vts) -> bool:
+    return any(isinstance(v, TensorVariable) for v in vts)
+
+
+def _constants(vts):
+    return all(v.is_constant() for v in vts)
+
+
+class BuiltinVariable(VariableTracker):
+    """A builtin function (``len``, ``isinstance``, ...) or a pure math/operator function."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.fn
+
+    def truth(self, tx):
+        return True
+
+    def hash_key(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        handler = _HANDLERS.get(fn)
+        if handler is not None:
+            result = handler(tx, *args, **kwargs)
+            if result is not NotImplemented:
+                return result
+        if fn in _TENSOR_OPERATORS and _has_tensor(args):
+            return tx.output.call_function(fn, args, kwargs)
+        pure = fn in _PURE_BUILTINS or getattr(fn, "__module__", None) in _PURE_MODULES
+        if pure and _constants(args) and _constants(kwargs.values()):
+            try:
+                value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as e:
+                raise unsupported(f"{self.describe()} raised {type(e).__name__}: {e}") from None
+            return wrap_constant(value)
+        if fn in (operator.is_, operator.is_not):
+            return tx.compare_identity(args[0], args[1], fn is operator.is_not)
+        if fn is operator.contains:
+            return args[0].call_method(tx, "__contains__", [args[1]], {})
+        if fn in (operator.getitem, operator.setitem, operator.delitem):
+            name = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
+                    operator.delitem: "__delitem__"}[fn]
+            return args[0].call_method(tx, name, list(args[1:]), {})
+        if fn in _TENSOR_OPERATORS and len(args) == 2:
+            return tx.binary_op(fn, args[0], args[1])
+        if fn is math.sqrt or getattr(fn, "__module__", None) == "math":
+            raise unsupported(f"math.{fn.__name__} on a non-constant value")
+        raise unsupported(f"builtin {getattr(fn, '__name__', fn)} with arguments "
+                          f"{[a.describe() for a in args]}")
+
+
+def wrap_constant(value) -> VariableTracker:
+    """A tracker for a value computed at trace time from constants."""
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        items = [wrap_constant(v) for v in value]
+        return ListVariable(items) if isinstance(value, list) else TupleVariable(items)
+    if type(value) is dict:
+        return DictVariable({k: wrap_constant(v) for k, v in value.items()})
+    if type(value) in (set, frozenset):
+        return SetVariable([wrap_constant(v) for v in value], frozen=type(value) is frozenset)
+    if isinstance(value, type):
+        from ember.capture.variables.objects import ClassVariable
+        return ClassVariable(value)
+    if isinstance(value, (types.GeneratorType, zip, map, filter, enumerate, reversed)) or \
+            type(value).__name__.endswith("iterator"):
+        return IteratorVariable([wrap_constant(v) for v in value])
+    return ConstantVariable(value)
+
+
+# -- handlers for builtins with tracked arguments ------------------------------
+
+def _isinstance(tx, obj, classes):
+    cls = classes.as_constant()
+    try:
+        t = obj.python_type()
+    except Exception:
+        raise unsupported(f"isinstance on {obj.describe()}") from None
+    if isinstance(obj, TensorVariable) and t is torch.Tensor:
+        # an intermediate is a plain Tensor; Parameter only for parameters read from a module
+        return ConstantVariable(issubclass(t, cls) if not isinstance(cls, tuple) else
+                                any(issubclass(t, c) for c in cls))
+    if hasattr(obj, "obj"):  # user objects: use the real isinstance (handles __instancecheck__)
+        return ConstantVariable(isinstance(obj.obj, cls))
+    if hasattr(obj, "module"):
+        return ConstantVariable(isinstance(obj.module, cls))
+    return ConstantVariable(issubclass(t, cls))
+
+
+def _len(tx, obj):
+    if isinstance(obj, TensorVariable):
+        return ConstantVariable(len(obj.fake))
+    return obj.call_method(tx, "__len__", [], {})
+
+
+def _getattr(tx, obj, name, *default):
+    from ember.capture.variables.objects import MissingAttribute
+    try:
+        return tx.getattr(obj, name.as_constant())
+    except MissingAttribute:
+        if default:
+            return default[0]
+        raise
+
+
+def _hasattr(tx, obj, name):
+    from ember.capture.variables.objects import MissingAttribute
+    try:
+        tx.getattr(obj, name.as_constant())
+        return ConstantVariable(True)
+    except MissingAttribute:
+        return ConstantVariable(False)
+
+
+def _setattr(tx, obj, name, value):
+    obj.setattr(tx, name.as_constant(), value)
+    return ConstantVariable(None)
+
+
+def _iter_items(tx, vt):
+    return vt.iter(tx).unpack(tx)
+
+
+def _enumerate(tx, iterable, start=None):
+    s = start.as_constant() if start is not None else 0
+    return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
+                             for i, v in enumerate(_iter_items(tx, iterable))])
+
+
+def _zip(tx, *iterables, strict=None):
+    lists = [_iter_items(tx, it) for it in iterables]
+    if strict is not None and strict.as_constant() and len({len(x) for x in lists}) > 1:
+        raise unsupported("zip(strict=True) on iterables of different lengths (ValueError)")
+    return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+
+
+def _map(tx, fn, *iterables):
+    lists = [_iter_items(tx, it) for it in iterables]
+    return IteratorVariable([fn.call(tx, list(t), {}) for t in zip(*lists)])
+
+
+def _filter(tx, fn, iterable):
+    items = _iter_items(tx, iterable)
+    if fn.is_constant() and fn.as_constant() is None:
+        return IteratorVariable([v for v in items if v.truth(tx)])
+    return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+
+
+def _reversed(tx, seq):
+    if seq.is_constant():
+        return NotImplemented
+    return IteratorVariable(list(reversed(seq.unpack(tx))))
+
+
+def _list(tx, iterable=None):
+    return ListVariable(_iter_items(tx, iterable) if iterable is not None else [])
+
+
+def _tuple(tx, iterable=None):
+    return TupleVariable(_iter_items(tx, iterable) if iterable is not None else [])
+
+
+def _set(tx, iterable=None):
+    return SetVariable(_iter_items(tx, iterable) if iterable is not None else [])
+
+
+def _dict(tx, arg=None, **kwargs):
+    d = DictVariable({})
+    if arg is not None:
+        if isinstance(arg, DictVariable):
+            d = DictVariable(arg.items, arg.keys)
+        else:
+            for pair in _iter_items(tx, arg):
+                k, v = pair.unpack(tx)
+                d.set_item(k, v)
+    for k, v in kwargs.items():
+        d.set_item(ConstantVariable(k), v)
+    return d
+
+
+def _sum(tx, iterable, start=None):
+    items = _iter_items(tx, iterable)
+    if _constants(items) and (start is None or start.is_constant()):
+        return NotImplemented
+    acc = start if start is not None else ConstantVariable(0)
+    for item in items:
+        acc = tx.binary_op(operator.add, acc, item)
+    return acc
+
+
+def _minmax(pick):
+    def handler(tx, *args, **kwargs):
+        items = args if len(args) > 1 else _iter_items(tx, args[0])
+        if _constants(items) and _constants(kwargs.values()):
+            return wrap_constant(pick([i.as_constant() for i in items],
+                                      **{k: v.as_constant() for k, v in kwargs.items()}))
+        raise unsupported(f"{pick.__name__}() on tensors compares data")
+    return handler
+
+
+def _abs(tx, x):
+    if isinstance(x, TensorVariable):
+        return tx.output.call_function(operator.abs, [x], {})
+    return NotImplemented
+
+
+def _iter(tx, obj, *sentinel):
+    if sentinel:
+        raise unsupported("iter(callable, sentinel)")
+    return obj.iter(tx)
+
+
+def _next(tx, it, *default):
+    if not isinstance(it, IteratorVariable):
+        raise unsupported(f"next() on {it.describe()}")
+    item = it.next(tx)
+    if item is None:
+        if default:
+            return default[0]
+        raise unsupported("next() on an exhausted iterator (StopIteration)")
+    return item
+
+
+def _type(tx, obj, *rest):
+    if rest:
+        raise unsupported("type() with three arguments")
+    from ember.capture.variables.objects import ClassVariable
+    return ClassVariable(obj.python_type())
+
+
+def _bool(tx, x=None):
+    return ConstantVariable(False if x is None else x.truth(tx))
+
+
+def _any_all(pick):
+    def handler(tx, iterable):
+        items = _iter_items(tx, iterable)
+        return ConstantVariable(pick(i.truth(tx) for i in items))
+    return handler
+
+
+def _callable(tx, obj):
+    if obj.is_constant():
+        return NotImplemented
+    try:
+        obj.getattr(tx, "__call__")
+        return ConstantVariable(True)
+    except Exception:
+        return ConstantVariable(not isinstance(obj, (TensorVariable, ListVariable, TupleVariable,
+                                                     DictVariable, SetVariable)))
+
+
+def _print(tx, *args, **kwargs):
+    raise unsupported("print() has a side effect outside the graph")
+
+
+def _id(tx, obj):
+    raise unsupported("id() of a traced value")
+
+
+def _super(tx, *args):
+    return tx.make_super(args)
+
+
+def _sorted(tx, iterable, **kwargs):
+    items = _iter_items(tx, iterable)
+    if _constants(items) and _constants(kwargs.values()):
+        return wrap_constant(sorted([i.as_constant() for i in items],
+                                    **{k: v.as_constant() for k, v in kwargs.items()}))
+    raise unsupported("sorted() on non-constant values")
+
+
+def _int_float(kind):
+    def handler(tx, x=None, *rest):
+        if isinstance(x, TensorVariable):
+            raise unsupported(f"{kind.__name__}() of a tensor reads its data")
+        return NotImplemented
+    return handler
+
+
+_HANDLERS = {
+    isinstance: _isinstance, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed, list: _list,
+    tuple: _tuple, set: _set, dict: _dict, sum: _sum, min: _minmax(min), max: _minmax(max),
+    abs: _abs, iter: _iter, next: _next, type: _type, bool: _bool, any: _any_all(any),
+    all: _any_all(all), callable: _callable, print: _print, id: _id, super: _super, sorted: _sorted,
+    int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
+        _iter_items(tx, it) if it is not None else [], frozen=True),
+}
+
+
+# -- constants' attributes and construction of builtin types ---------------------
+
+class ConstantMethodVariable(VariableTracker):
+    def __init__(self, value, name):
+        self.value = value
+        self.name = name
+
+    def describe(self):
+        return f"{type(self.value).__name__}.{self.name}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        if _constants(args) and _constants(kwargs.values()):
+            try:
+                result = getattr(self.value, self.name)(*[a.as_constant() for a in args],
+                                                        **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as e:
+                raise unsupported(f"{self.describe()} raised {type(e).__name__}: {e}") from None
+            return wrap_constant(result)
+        if isinstance(self.value, str) and self.name == "format":
+            raise unsupported("str.format with non-constant arguments")
+        op = getattr(operator, self.name.strip("_"), None) if self.name.startswith("__") else None
+        if op is not None and len(args) == 1:
+            return tx.binary_op(op, ConstantVariable(self.value), args[0])
+        raise unsupported(f"{self.describe()} with non-constant arguments")
+
+
+def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
+    value = cvt.value
+    try:
+        attr = getattr(value, name)
+    except AttributeError:
+        from ember.capture.variables.objects import MissingAttribute
+        raise MissingAttribute(f"{type(value).__name__} has no attribute {name!r}") from None
+    if callable(attr) and not isinstance(attr, type):
+        return ConstantMethodVariable(value, name)
+    return wrap_constant(attr)
+
+
+def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
+    """``cls(*args, **kwargs)`` for a class object."""
+    if cls in _HANDLERS or cls in _PURE_BUILTINS:
+        return BuiltinVariable(cls).call(tx, args, kwargs)
+    if cls is torch.Size:
+        return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)]))
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # namedtuple
+        bound = [*args] + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
+        if len(bound) != len(cls._fields):
+            defaults = getattr(cls, "_field_defaults", {})
+            bound += [wrap_constant(defaults[f]) for f in cls._fields[len(bound):]]
+        return TupleVariable(bound, tuple_type=cls)
+    if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
+        from ember.capture.variables.torch_fn import TorchFunctionVariable
+        return TorchFunctionVariable(cls).call(tx, args, kwargs)
+    if cls is functools.partial:
+        from ember.capture.variables.functions import PartialVariable
+        return PartialVariable(args[0], args[1:], kwargs)
+    if cls is object and not args:
+        raise unsupported("creating new objects in the frame (side effects) is not supported yet")
+    if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
+            cls not in (object,):
+        try:
+            return wrap_constant(cls(*[a.as_constant() for a in args],
+                                     **{k: v.as_constant() for k, v in kwargs.items()}))
+        except Exception as e:
+            raise unsupported(f"{cls.__name__}(...) raised {type(e).__name__}: {e}") from None
+    raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
+
+
+builtins  # referenced for readers: these handlers mirror the builtins module

@@ -1,0 +1,380 @@
+"""Containers of VariableTrackers: tuple, list, dict, set, and iterators.
+
+Tuples are immutable. Lists, dicts and sets built inside the frame are
+mutable boxes (so ``a = b = []; a.append(1)`` shows through ``b``, as in
+Python). Mutating a container that came from outside the frame (it has a
+source) is a side effect, which this version does not replay: it is refused
+with a reason, and the frame runs eagerly.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+
+def _all_constant(items) -> bool:
+    return all(i.is_constant() for i in items)
+
+
+def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
+    key = idx.as_constant() if idx.is_constant() else None
+    if isinstance(key, slice):
+        return kind(items[key])
+    if isinstance(key, int):
+        try:
+            return items[key]
+        except IndexError:
+            raise unsupported(f"{seq_vt.describe()} index {key} out of range (IndexError)") from None
+    raise unsupported(f"indexing {seq_vt.describe()} with {idx.describe()}")
+
+
+class BaseSequence(VariableTracker):
+    python_cls: type = tuple
+
+    def __init__(self, items: list, source=None):
+        self.items = list(items)
+        self.source = source
+
+    def python_type(self):
+        return self.python_cls
+
+    def is_constant(self):
+        return _all_constant(self.items)
+
+    def as_constant(self):
+        return self.python_cls(i.as_constant() for i in self.items)
+
+    def describe(self):
+        return f"{self.python_cls.__name__}[{', '.join(i.describe() for i in self.items)}]"
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def hash_key(self):
+        return (self.python_cls, tuple(i.hash_key() for i in self.items))
+
+    def _new(self, items):
+        return type(self)(items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__getitem__":
+            return _index(tx, self, self.items, args[0], self._new)
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name == "__contains__":
+            return ConstantVariable(_contains(self.items, args[0]))
+        if name in ("index", "count") and _all_constant(self.items) and _all_constant(args):
+            return ConstantVariable(getattr(self.as_constant(), name)(*[a.as_constant() for a in args]))
+        if name == "__add__" and isinstance(args[0], BaseSequence) and type(args[0]) is type(self):
+            return self._new(self.items + args[0].items)
+        if name == "__mul__" and args[0].is_constant():
+            return self._new(self.items * args[0].as_constant())
+        return super().call_method(tx, name, args, kwargs)
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.functions import BoundMethodVariable
+        if hasattr(self.python_cls, name):
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+
+def _contains(items, needle) -> bool:
+    if needle.is_constant() and _all_constant(items):
+        return needle.as_constant() in [i.as_constant() for i in items]
+    try:
+        key = needle.hash_key()
+        return any(i.hash_key() == key for i in items)
+    except Exception:
+        raise unsupported("`in` on a container of non-constant values") from None
+
+
+class TupleVariable(BaseSequence):
+    python_cls = tuple
+
+    def __init__(self, items, source=None, tuple_type: type | None = None):
+        super().__init__(items, source)
+        self.tuple_type = tuple_type  # a namedtuple / torch.return_types class, or None
+
+    def python_type(self):
+        return self.tuple_type or tuple
+
+    def _new(self, items):
+        return TupleVariable(items)
+
+    def as_constant(self):
+        values = tuple(i.as_constant() for i in self.items)
+        if self.tuple_type is not None and self.tuple_type is not tuple:
+            return self.tuple_type(values) if hasattr(self.tuple_type, "n_fields") else self.tuple_type(*values)
+        return values
+
+    def getattr(self, tx, name):
+        fields = getattr(self.tuple_type, "_fields", None)
+        if fields and name in fields:
+            return self.items[fields.index(name)]
+        if self.tuple_type is not None and hasattr(self.tuple_type, "n_fields"):  # torch.return_types
+            names = [n for n in dir(self.tuple_type) if not n.startswith("_") and
+                     isinstance(getattr(self.tuple_type, n, None), property)]
+            order = {"values": 0, "indices": 1, "eigenvalues": 0, "eigenvectors": 1, "Q": 0, "R": 1,
+                     "U": 0, "S": 1, "V": 2, "L": 0, "info": 1, "mantissa": 0, "exponent": 1}
+            if name in order and name in names:
+                return self.items[order[name]]
+        return super().getattr(tx, name)
+
+
+class ListVariable(BaseSequence):
+    python_cls = list
+
+    def _mutable(self, what: str):
+        if self.source is not None:
+            raise unsupported(f"mutating a list from outside the frame ({what}): side effects are not replayed yet")
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        if name == "append":
+            self._mutable(name); items.append(args[0]); return ConstantVariable(None)
+        if name == "extend":
+            self._mutable(name); items.extend(args[0].unpack(tx)); return ConstantVariable(None)
+        if name == "insert":
+            self._mutable(name); items.insert(args[0].as_constant(), args[1]); return ConstantVariable(None)
+        if name == "pop":
+            self._mutable(name)
+            return items.pop(*[a.as_constant() for a in args])
+        if name == "clear":
+            self._mutable(name); items.clear(); return ConstantVariable(None)
+        if name == "reverse":
+            self._mutable(name); items.reverse(); return ConstantVariable(None)
+        if name == "copy":
+            return ListVariable(list(items))
+        if name == "remove":
+            self._mutable(name)
+            key = args[0].hash_key()
+            for i, it in enumerate(items):
+                if it.hash_key() == key:
+                    del items[i]
+                    return ConstantVariable(None)
+            raise unsupported("list.remove(x): x not in list (ValueError)")
+        if name == "sort" and _all_constant(items):
+            self._mutable(name)
+            kw = {k: v.as_constant() for k, v in kwargs.items()}
+            items[:] = [ConstantVariable(v) for v in sorted(self.as_constant(), **kw)]
+            return ConstantVariable(None)
+        if name == "__setitem__":
+            self._mutable(name)
+            key = args[0].as_constant()
+            if isinstance(key, slice):
+                items[key] = args[1].unpack(tx)
+            else:
+                items[key] = args[1]
+            return ConstantVariable(None)
+        if name == "__delitem__":
+            self._mutable(name)
+            del items[args[0].as_constant()]
+            return ConstantVariable(None)
+        if name == "__iadd__":
+            self._mutable(name); items.extend(args[0].unpack(tx)); return self
+        return super().call_method(tx, name, args, kwargs)
+
+
+class DictVariable(VariableTracker):
+    """A dict with constant (or hashable-tracker) keys. ``keys`` keeps the key VTs."""
+
+    def __init__(self, items: dict[Any, VariableTracker], keys: dict[Any, VariableTracker] | None = None,
+                 source=None, dict_cls: type = dict):
+        self.items = dict(items)
+        self.keys = dict(keys) if keys is not None else {k: ConstantVariable(k) for k in items}
+        self.source = source
+        self.dict_cls = dict_cls
+
+    def python_type(self):
+        return self.dict_cls
+
+    def describe(self):
+        return f"dict[{', '.join(map(repr, self.items))}]"
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def is_constant(self):
+        return all(v.is_constant() for v in self.items.values())
+
+    def as_constant(self):
+        return self.dict_cls((k, v.as_constant()) for k, v in self.items.items())
+
+    def _observe_order(self, tx):
+        if self.source is not None:
+            tx.guards.dict_keys(self.source, list(self.items), ordered=True)
+
+    def unpack(self, tx):
+        self._observe_order(tx)
+        return list(self.keys.values())
+
+    def _mutable(self, what):
+        if self.source is not None:
+            raise unsupported(f"mutating a dict from outside the frame ({what}): side effects are not replayed yet")
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.functions import BoundMethodVariable
+        if hasattr(dict, name):
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+    def set_item(self, key_vt, value):
+        k = key_vt.hash_key()
+        self.items[k] = value
+        self.keys.setdefault(k, key_vt)
+
+    def call_method(self, tx, name, args, kwargs):
+        items = self.items
+        if name == "__getitem__":
+            k = args[0].hash_key()
+            if k not in items:
+                raise unsupported(f"dict lookup of missing key {k!r} (KeyError)")
+            return items[k]
+        if name == "get":
+            k = args[0].hash_key()
+            return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name == "__contains__":
+            return ConstantVariable(args[0].hash_key() in items)
+        if name == "__len__":
+            return ConstantVariable(len(items))
+        if name == "keys":
+            self._observe_order(tx)
+            return TupleVariable(list(self.keys.values()))  # a snapshot view
+        if name == "values":
+            self._observe_order(tx)
+            return TupleVariable(list(items.values()))
+        if name == "items":
+            self._observe_order(tx)
+            return TupleVariable([TupleVariable([self.keys[k], v]) for k, v in items.items()])
+        if name == "copy":
+            return DictVariable(items, self.keys, dict_cls=self.dict_cls)
+        if name == "__setitem__":
+            self._mutable(name); self.set_item(args[0], args[1]); return ConstantVariable(None)
+        if name == "__delitem__":
+            self._mutable(name); k = args[0].hash_key(); del items[k]; del self.keys[k]
+            return ConstantVariable(None)
+        if name == "pop":
+            self._mutable(name)
+            k = args[0].hash_key()
+            if k in items:
+                self.keys.pop(k)
+                return items.pop(k)
+            if len(args) > 1:
+                return args[1]
+            raise unsupported(f"dict.pop of missing key {k!r} (KeyError)")
+        if name == "setdefault":
+            self._mutable(name)
+            k = args[0].hash_key()
+            if k not in items:
+                self.set_item(args[0], args[1] if len(args) > 1 else ConstantVariable(None))
+            return items[k]
+        if name == "update":
+            self._mutable(name)
+            if args:
+                other = args[0]
+                if isinstance(other, DictVariable):
+                    for k, v in other.items.items():
+                        self.set_item(other.keys[k], v)
+                else:
+                    for pair in other.unpack(tx):
+                        kv = pair.unpack(tx)
+                        self.set_item(kv[0], kv[1])
+            for k, v in kwargs.items():
+                self.set_item(ConstantVariable(k), v)
+            return ConstantVariable(None)
+        if name == "clear":
+            self._mutable(name); items.clear(); self.keys.clear(); return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+
+class SetVariable(VariableTracker):
+    def __init__(self, items: list, source=None, frozen: bool = False):
+        self.items: dict[Any, VariableTracker] = {}
+        for it in items:
+            self.items.setdefault(it.hash_key(), it)
+        self.source = source
+        self.frozen = frozen
+
+    def python_type(self):
+        return frozenset if self.frozen else set
+
+    def is_constant(self):
+        return all(v.is_constant() for v in self.items.values())
+
+    def as_constant(self):
+        return self.python_type()(v.as_constant() for v in self.items.values())
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return list(self.items.values())
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.functions import BoundMethodVariable
+        if hasattr(set, name):
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("add", "discard", "remove", "update", "clear") and (self.source is not None or self.frozen):
+            raise unsupported("mutating a set from outside the frame")
+        if name == "add":
+            self.items.setdefault(args[0].hash_key(), args[0]); return ConstantVariable(None)
+        if name == "update":
+            for a in args:
+                for it in a.unpack(tx):
+                    self.items.setdefault(it.hash_key(), it)
+            return ConstantVariable(None)
+        if name in ("discard", "remove"):
+            k = args[0].hash_key()
+            if k not in self.items and name == "remove":
+                raise unsupported("set.remove of missing element (KeyError)")
+            self.items.pop(k, None)
+            return ConstantVariable(None)
+        if name == "clear":
+            self.items.clear(); return ConstantVariable(None)
+        if name == "__contains__":
+            return ConstantVariable(args[0].hash_key() in self.items)
+        if name == "__len__":
+            return ConstantVariable(len(self.items))
+        if name in ("union", "intersection", "difference", "__or__", "__and__", "__sub__", "issubset",
+                    "issuperset", "symmetric_difference", "__xor__") and self.is_constant() \
+                and all(a.is_constant() for a in args):
+            r = getattr(self.as_constant(), name)(*[a.as_constant() for a in args])
+            return SetVariable([ConstantVariable(v) for v in r]) if isinstance(r, (set, frozenset)) \
+                else ConstantVariable(r)
+        return super().call_method(tx, name, args, kwargs)
+
+
+class IteratorVariable(VariableTracker):
+    """An iterator over a known list of items; advancing it mutates ``pos``."""
+
+    def __init__(self, items: list):
+        self.items = list(items)
+        self.pos = 0
+
+    def describe(self):
+        return f"iterator({len(self.items) - self.pos} left)"
+
+    def next(self, tx):
+        """The next item, or None when exhausted."""
+        if self.pos >= len(self.items):
+            return None
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def unpack(self, tx):
+        rest = self.items[self.pos:]
+        self.pos = len(self.items)
+        return rest
+
+    def iter(self, tx):
+        return self
+
+    def truth(self, tx):
+        return True

@@ -1,0 +1,222 @@
+"""Callables: user functions (inlined), nested functions, methods, partials, cells."""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import Any
+
+from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+
+class CellVariable(VariableTracker):
+    """A closure cell created in the traced frame (MAKE_CELL): a mutable box."""
+
+    def __init__(self, contents: VariableTracker | None = None):
+        self.contents = contents
+
+    def describe(self):
+        return f"cell({self.contents!r})"
+
+
+class RealCellVariable(VariableTracker):
+    """A closure cell of a function that existed before the frame: read via its source."""
+
+    def __init__(self, cell: types.CellType, source):
+        self.cell = cell
+        self.source = source
+
+    def describe(self):
+        return f"cell<{self.source.name() if self.source else '?'}>"
+
+
+class _Default:
+    """Marks a default value when binding arguments with a stand-in function."""
+    __slots__ = ("vt",)
+
+    def __init__(self, vt):
+        self.vt = vt
+
+
+def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None,
+                   args: list, kwargs: dict) -> dict[str, VariableTracker]:
+    """Map call arguments (trackers) to the parameters of ``code``, like Python does."""
+    stand_in = types.FunctionType(
+        code.replace(co_flags=code.co_flags & ~(inspect.CO_GENERATOR | inspect.CO_COROUTINE)),
+        {}, name, tuple(_Default(d) for d in defaults),
+        tuple(types.CellType() for _ in code.co_freevars))
+    if kwdefaults:
+        stand_in.__kwdefaults__ = {k: _Default(v) for k, v in kwdefaults.items()}
+    try:
+        bound = inspect.signature(stand_in).bind(*args, **kwargs)
+    except TypeError as e:
+        raise unsupported(f"calling {name}() raised TypeError: {e}") from None
+    bound.apply_defaults()
+    from ember.capture.variables.containers import DictVariable, TupleVariable
+    result = {}
+    for pname, value in bound.arguments.items():
+        param = bound.signature.parameters[pname]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            value = TupleVariable(list(value)) if not isinstance(value, _Default) else TupleVariable([])
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictVariable(dict(value)) if not isinstance(value, _Default) else DictVariable({})
+        elif isinstance(value, _Default):
+            value = value.vt
+        result[pname] = value
+    return result
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function defined outside the frame; calls are inlined."""
+
+    def __init__(self, fn: types.FunctionType, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return f"function {self.fn.__qualname__}"
+
+    def truth(self, tx):
+        return True
+
+    def defaults(self, tx) -> tuple[tuple, dict]:
+        from ember.capture.builder import wrap
+        fn = self.fn
+        dsrc = AttrSource(self.source, "__defaults__") if self.source else None
+        ksrc = AttrSource(self.source, "__kwdefaults__") if self.source else None
+        defaults = tuple(wrap(tx, d, ItemSource(dsrc, i) if dsrc else None)
+                         for i, d in enumerate(fn.__defaults__ or ()))
+        kwdefaults = {k: wrap(tx, v, ItemSource(ksrc, k) if ksrc else None)
+                      for k, v in (fn.__kwdefaults__ or {}).items()}
+        return defaults, kwdefaults
+
+    def closure(self, tx) -> tuple:
+        cells = self.fn.__closure__ or ()
+        return tuple(RealCellVariable(c, CellContentsSource(self.source, i, self.fn.__code__.co_freevars[i])
+                                      if self.source else None) for i, c in enumerate(cells))
+
+    def call(self, tx, args, kwargs):
+        defaults, kwdefaults = self.defaults(tx)
+        return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
+                              self.closure(tx), args, kwargs)
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantVariable(getattr(self.fn, name))
+        if name in self.fn.__dict__:
+            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        return super().getattr(tx, name)
+
+
+class NestedFunctionVariable(VariableTracker):
+    """A function created by MAKE_FUNCTION inside the traced frame."""
+
+    def __init__(self, code, name, globals_dict, defaults=(), kwdefaults=None, closure=(), qualname=None):
+        self.code = code
+        self.name = name
+        self.globals = globals_dict
+        self.defaults_vts = tuple(defaults)
+        self.kwdefaults_vts = dict(kwdefaults or {})
+        self.closure_cells = tuple(closure)
+        self.qualname = qualname or name
+
+    def python_type(self):
+        return types.FunctionType
+
+    def describe(self):
+        return f"nested function {self.qualname}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        return tx.inline_call(self.code, self.globals, self.name, self.defaults_vts, self.kwdefaults_vts,
+                              self.closure_cells, args, kwargs)
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(self.name if name == "__name__" else self.qualname)
+        return super().getattr(tx, name)
+
+
+class UserMethodVariable(VariableTracker):
+    """``obj.method`` where ``method`` is a Python function: inline with ``obj`` first."""
+
+    def __init__(self, func: VariableTracker, obj: VariableTracker, source=None):
+        self.func = func
+        self.obj = obj
+        self.source = source
+
+    def python_type(self):
+        return types.MethodType
+
+    def describe(self):
+        return f"method {self.func.describe()} of {self.obj.describe()}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [self.obj, *args], kwargs)
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name == "__func__":
+            return self.func
+        return self.func.getattr(tx, name)
+
+
+class BoundMethodVariable(VariableTracker):
+    """A method of a tracked value implemented by the tracker (``lst.append``)."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        self.obj = obj
+        self.name = name
+
+    def describe(self):
+        return f"{self.obj.describe()}.{self.name}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(func, *args, **kwargs)``."""
+
+    def __init__(self, func: VariableTracker, args: list, kwargs: dict, source=None):
+        self.func = func
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+        self.source = source
+
+    def describe(self):
+        return f"partial({self.func.describe()})"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            from ember.capture.variables.containers import TupleVariable
+            return TupleVariable(self.args)
+        return super().getattr(tx, name)
+
+
+def real_defaults(fn) -> tuple[tuple, dict]:
+    return tuple(fn.__defaults__ or ()), dict(fn.__kwdefaults__ or {})
+
+
+Any  # re-exported for type hints elsewhere

@@ -1,0 +1,361 @@
+"""Objects that live outside the frame: nn.Modules, user objects, Python modules, classes.
+
+Reading their attributes reads the real object and installs a guard on what
+was read (identity for modules and functions, type and value for constants,
+full metadata for tensors), so a later call with something different misses
+the cache and recompiles.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+import torch
+
+from ember.capture.sources import AttrSource, ItemSource
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import Unsupported
+
+
+class MissingAttribute(Unsupported):
+    """The attribute does not exist (so ``hasattr`` is False, ``getattr`` takes the default)."""
+
+
+def _static_lookup(obj, name):
+    """Find ``name`` on ``type(obj)``'s MRO without running descriptors."""
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def _class_attribute(tx, obj_vt, obj, name):
+    """Resolve an attribute found on the class: methods bind, properties run inlined."""
+    from ember.capture.builder import wrap
+    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    attr = _static_lookup(obj, name)
+    src = AttrSource(obj_vt.source, name) if obj_vt.source else None
+    if isinstance(attr, types.FunctionType):
+        return UserMethodVariable(UserFunctionVariable(attr), obj_vt, src)
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise unsupported(f"property {name!r} has no getter")
+        return UserFunctionVariable(attr.fget).call(tx, [obj_vt], {})
+    if isinstance(attr, staticmethod):
+        return wrap(tx, attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(type(obj)), src)
+    if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
+        value = getattr(obj, name)
+        if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(value.__func__), obj_vt, src)
+        if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
+            raise unsupported(f"calling builtin method {type(obj).__name__}.{name}")
+        return wrap(tx, value, src)
+    return wrap(tx, attr, src)
+
+
+class NNModuleVariable(VariableTracker):
+    """An ``nn.Module`` instance. Guarded by identity; calls inline ``forward``."""
+
+    def __init__(self, module: torch.nn.Module, source=None):
+        self.module = module
+        self.source = source
+
+    def python_type(self):
+        return type(self.module)
+
+    def describe(self):
+        return f"module {type(self.module).__name__}" + (f" ({self.source.name()})" if self.source else "")
+
+    def truth(self, tx):
+        if hasattr(type(self.module), "__len__"):
+            return len(self.module) > 0
+        return True
+
+    def hash_key(self):
+        return ("__module__", id(self.module))
+
+    def _sub(self, key):
+        return AttrSource(self.source, key) if self.source else None
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        m = self.module
+        d = m.__dict__
+        if name in d.get("_parameters", {}):
+            return wrap(tx, d["_parameters"][name], self._sub(name))
+        if name in d.get("_buffers", {}):
+            return wrap(tx, d["_buffers"][name], self._sub(name))
+        if name in d.get("_modules", {}):
+            return wrap(tx, d["_modules"][name], self._sub(name))
+        if name in d:
+            return wrap(tx, d[name], self._sub(name))
+        if name == "__class__":
+            return ClassVariable(type(m))
+        if _static_lookup(m, name) is not None:
+            return _class_attribute(tx, self, m, name)
+        raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
+
+    def call(self, tx, args, kwargs):
+        m = self.module
+        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                or torch.nn.modules.module._global_forward_hooks
+                or torch.nn.modules.module._global_forward_pre_hooks
+                or torch.nn.modules.module._global_backward_hooks):
+            raise unsupported(f"module hooks on {type(m).__name__}")
+        if self.source is not None:
+            tx.guards.no_hooks(self.source)
+        forward = self.getattr(tx, "forward")
+        return forward.call(tx, args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        m = self.module
+        if name == "__len__":
+            return ConstantVariable(len(m))
+        if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
+                                                  torch.nn.ModuleDict, torch.nn.ParameterList,
+                                                  torch.nn.ParameterDict)):
+            key = args[0].as_constant()
+            if isinstance(key, slice):
+                raise unsupported("slicing a ModuleList/Sequential")
+            from ember.capture.builder import wrap
+            if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
+                return wrap(tx, m[key], ItemSource(self.source, key) if self.source else None)
+            idx = key + len(m) if key < 0 else key
+            return self.getattr(tx, str(idx)) if not isinstance(m, torch.nn.ParameterList) else \
+                wrap(tx, m[idx], ItemSource(self.source, idx) if self.source else None)
+        if name in ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
+                    "named_parameters", "named_buffers", "keys", "values", "items"):
+            return self._listing(tx, name, args, kwargs)
+        return super().call_method(tx, name, args, kwargs)
+
+    def _listing(self, tx, name, args, kwargs):
+        """Iteration helpers: materialize the real listing and guard each item."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.containers import TupleVariable
+        m = self.module
+        cargs = [a.as_constant() for a in args]
+        ckw = {k: v.as_constant() for k, v in kwargs.items()}
+        items = list(getattr(m, name)(*cargs, **ckw))
+        out = []
+        for item in items:
+            if isinstance(item, tuple):
+                key, value = item
+                out.append(TupleVariable([ConstantVariable(key), wrap(tx, value, self._dotted(key))]))
+            elif name == "keys":
+                out.append(ConstantVariable(item))
+            else:
+                out.append(wrap(tx, item, self._find(item)))
+        return TupleVariable(out)
+
+    def _dotted(self, key):
+        if self.source is None or not isinstance(key, str):
+            return None
+        src = self.source
+        for part in key.split(".") if key else []:
+            src = AttrSource(src, part)
+        return src
+
+    def _find(self, obj):
+        for key, value in list(self.module.named_parameters()) + list(self.module.named_buffers()) \
+                + list(self.module.named_modules()):
+            if value is obj:
+                return self._dotted(key)
+        return None
+
+    def unpack(self, tx):
+        m = self.module
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+            return [self.getattr(tx, k) for k in m._modules]
+        if isinstance(m, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k in m._modules]
+        if isinstance(m, torch.nn.ParameterList):
+            from ember.capture.builder import wrap
+            return [wrap(tx, p, ItemSource(self.source, i) if self.source else None) for i, p in enumerate(m)]
+        raise unsupported(f"iterating over {type(m).__name__}")
+
+    def setattr(self, tx, name, value):
+        raise unsupported(f"assigning {type(self.module).__name__}.{name} (module attribute mutation is "
+                          f"a side effect, not replayed yet)")
+
+
+class UserObjectVariable(VariableTracker):
+    """Any other Python object that existed before the frame (read-only)."""
+
+    def __init__(self, obj, source=None):
+        self.obj = obj
+        self.source = source
+
+    def python_type(self):
+        return type(self.obj)
+
+    def describe(self):
+        return f"{type(self.obj).__name__} object"
+
+    def hash_key(self):
+        return ("__object__", id(self.obj))
+
+    def truth(self, tx):
+        t = type(self.obj)
+        if _static_lookup(self.obj, "__bool__") is not None or _static_lookup(self.obj, "__len__") is not None:
+            if hasattr(t, "__bool__"):
+                return self.call_method(tx, "__bool__", [], {}).truth(tx)
+            return self.call_method(tx, "__len__", [], {}).as_constant() > 0
+        return True
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        obj = self.obj
+        d = getattr(obj, "__dict__", None)
+        if name == "__class__":
+            return ClassVariable(type(obj))
+        cls_attr = _static_lookup(obj, name)
+        if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
+            return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
+        if d is not None and name in d:
+            return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
+        if cls_attr is not None:
+            return _class_attribute(tx, self, obj, name)
+        if hasattr(obj, "__slots__") and hasattr(obj, name):
+            return wrap(tx, getattr(obj, name), AttrSource(self.source, name) if self.source else None)
+        getattr_hook = _static_lookup(obj, "__getattr__")
+        if isinstance(getattr_hook, types.FunctionType):
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
+        raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+
+    def call(self, tx, args, kwargs):
+        call = _static_lookup(self.obj, "__call__")
+        if isinstance(call, types.FunctionType):
+            return self.getattr(tx, "__call__").call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+
+class PythonModuleVariable(VariableTracker):
+    def __init__(self, module: types.ModuleType, source=None):
+        self.module = module
+        self.source = source
+
+    def python_type(self):
+        return types.ModuleType
+
+    def describe(self):
+        return f"module {self.module.__name__}"
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        if not hasattr(self.module, name):
+            raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
+        value = getattr(self.module, name)
+        # torch's own namespaces are assumed not to be monkeypatched (as torch.compile does).
+        trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
+                                                         "itertools", "collections", "typing")
+        return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
+
+
+class ClassVariable(VariableTracker):
+    """A class object, e.g. for ``isinstance`` or to construct a value."""
+
+    def __init__(self, cls: type, source=None):
+        self.value = cls
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def is_constant(self):
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def describe(self):
+        return f"class {self.value.__qualname__}"
+
+    def truth(self, tx):
+        return True
+
+    def hash_key(self):
+        return self.value
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        try:
+            raw = inspect.getattr_static(self.value, name)
+        except AttributeError:
+            raise MissingAttribute(f"class {self.value.__name__} has no attribute {name!r}") from None
+        if isinstance(raw, (staticmethod, classmethod)) or isinstance(raw, types.FunctionType):
+            value = getattr(self.value, name)
+            if isinstance(value, types.MethodType):
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(value.__func__), self)
+            return wrap(tx, value, None)
+        return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.builtins import construct
+        return construct(tx, self.value, args, kwargs)
+
+
+class GradModeVariable(VariableTracker):
+    """``torch.no_grad()``, ``torch.enable_grad()``, ``torch.set_grad_enabled(b)``.
+
+    Entering records a ``torch._C._set_grad_enabled`` node in the graph (so the
+    graph runs the region under that mode) and also sets the mode for tracing,
+    so fake tensors get the requires_grad eager would give them.
+    """
+
+    def __init__(self, target: bool, prior: bool, applied: bool):
+        self.target = target
+        self.prior = prior
+        self.applied = applied
+
+    @classmethod
+    def create(cls, tx, fn, args):
+        prior = torch.is_grad_enabled()
+        if fn is torch.no_grad:
+            return cls(False, prior, False)
+        if fn is torch.enable_grad:
+            return cls(True, prior, False)
+        # set_grad_enabled acts at construction, like in eager.
+        var = cls(bool(args[0]), prior, True)
+        tx.output.set_grad_enabled(var.target)
+        return var
+
+    def describe(self):
+        return f"grad_mode({self.target})"
+
+    def enter(self, tx):
+        self.prior = torch.is_grad_enabled() if not self.applied else self.prior
+        tx.output.set_grad_enabled(self.target)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.set_grad_enabled(self.prior)
+        return ConstantVariable(None)
+
+    def call(self, tx, args, kwargs):
+        # Used as a decorator: @torch.no_grad() def f(...).
+        if len(args) == 1 and not kwargs:
+            return GradModeWrappedFunction(self.target, args[0])
+        return super().call(tx, args, kwargs)
+
+
+class GradModeWrappedFunction(VariableTracker):
+    def __init__(self, target, fn):
+        self.target = target
+        self.fn = fn
+
+    def call(self, tx, args, kwargs):
+        prior = torch.is_grad_enabled()
+        tx.output.set_grad_enabled(self.target)
+        out = self.fn.call(tx, args, kwargs)
+        tx.output.set_grad_enabled(prior)
+        return out

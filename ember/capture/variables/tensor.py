@@ -1,0 +1,111 @@
+"""TensorVariable: a tensor as the interpreter sees it — a fake tensor and an fx node.
+
+The fake tensor answers every metadata question at trace time (shape, dtype,
+strides, requires_grad); those answers are constants in the graph, which is
+sound because the tensor guards of the graph's inputs pin that metadata down.
+Operations on tensors become fx nodes; in-place operations mutate the fake
+tensor too, so later questions see the new metadata.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+# Tensor methods whose results depend on data or that act outside the graph.
+_BREAKING_METHODS = {
+    "item": "Tensor.item() reads a tensor's data",
+    "tolist": "Tensor.tolist() reads a tensor's data",
+    "numpy": "Tensor.numpy() leaves torch",
+    "__bool__": "bool() of a tensor reads its data",
+    "__int__": "int() of a tensor reads its data",
+    "__float__": "float() of a tensor reads its data",
+    "__index__": "using a tensor as an index reads its data",
+    "backward": "Tensor.backward() inside the compiled region",
+    "register_hook": "tensor hooks",
+    "retain_grad": "Tensor.retain_grad()",
+    "data_ptr": "Tensor.data_ptr()",
+    "untyped_storage": "tensor storage access",
+    "storage": "tensor storage access",
+    "__setstate__": "Tensor.__setstate__",
+    "set_": "Tensor.set_()",
+}
+
+# Attributes that are tensors (computed by a property): recorded as getattr nodes.
+_TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
+
+
+class TensorVariable(VariableTracker):
+    __slots__ = ("node", "fake", "source", "cls")
+
+    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor):
+        self.node = node
+        self.fake = fake
+        self.source = source
+        self.cls = cls
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"Tensor({self.node.name}: {list(self.fake.shape)} {self.fake.dtype})"
+
+    def truth(self, tx):
+        raise unsupported("data-dependent branch: the truth value of a tensor depends on its data")
+
+    def hash_key(self):
+        return ("__tensor__", id(self.fake))
+
+    def getattr(self, tx, name):
+        if name in _TENSOR_PROPERTIES:
+            return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            raise unsupported("reading Tensor.grad inside the compiled region")
+        if name == "data":
+            raise unsupported("Tensor.data inside the compiled region")
+        if name in ("_version", "_base"):
+            raise unsupported(f"Tensor.{name}")
+        try:
+            attr = getattr(self.fake, name)
+        except AttributeError:
+            raise unsupported(f"Tensor has no attribute {name!r}") from None
+        if callable(attr) and not isinstance(attr, (torch.Tensor, torch.Size)):
+            return TensorMethodVariable(self, name)
+        if isinstance(attr, torch.Tensor):
+            raise unsupported(f"tensor-valued attribute Tensor.{name}")
+        return ConstantVariable(attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _BREAKING_METHODS:
+            raise unsupported(_BREAKING_METHODS[name])
+        if name == "__len__":
+            return ConstantVariable(len(self.fake))
+        return tx.output.call_method(name, [self, *args], kwargs)
+
+    def unpack(self, tx):
+        if self.fake.dim() == 0:
+            raise unsupported("iteration over a 0-d tensor")
+        return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
+                for i in range(self.fake.shape[0])]
+
+
+class TensorMethodVariable(VariableTracker):
+    """A bound method of a traced tensor, e.g. the ``x.view`` in ``x.view(2, 3)``."""
+
+    def __init__(self, tensor: TensorVariable, name: str):
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self):
+        return f"Tensor.{self.name}"
+
+    def python_type(self):
+        return type(getattr(torch.Tensor, self.name, None))
+
+    def call(self, tx, args, kwargs):
+        return self.tensor.call_method(tx, self.name, args, kwargs)
+
+    def truth(self, tx):
+        return True

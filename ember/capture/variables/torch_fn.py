@@ -1,0 +1,93 @@
+"""Functions from torch: in-graph operations, grad-mode context managers, constants.
+
+A torch function called on tracked values becomes an fx ``call_function`` node,
+its result computed on fake tensors. If the result holds no tensor (e.g.
+``torch.is_floating_point(x)``) it is folded to a constant, which is sound
+because it depends only on metadata the guards pin. Functions that change
+global state outside the graph are refused.
+"""
+from __future__ import annotations
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+_REFUSED = {
+    torch.manual_seed: "torch.manual_seed changes global RNG state",
+    torch.seed: "torch.seed changes global RNG state",
+    torch.set_default_dtype: "torch.set_default_dtype changes global state",
+    torch.use_deterministic_algorithms: "torch.use_deterministic_algorithms changes global state",
+    torch.autograd.grad: "torch.autograd.grad inside the compiled region",
+    torch.autograd.backward: "torch.autograd.backward inside the compiled region",
+    torch.save: "torch.save does I/O",
+    torch.load: "torch.load does I/O",
+}
+
+
+def _is_compiling(*args, **kwargs):
+    return True
+
+
+def _constant_result(value):
+    return lambda *args, **kwargs: value
+
+
+# Functions whose answer under ember is a known constant.
+_CONSTANT_ANSWERS = {
+    torch.compiler.is_compiling: True,
+    torch.compiler.is_dynamo_compiling: True,
+    torch.jit.is_scripting: False,
+    torch.jit.is_tracing: False,
+    torch._C._get_tracing_state: None,
+}
+try:
+    import torch.fx._symbolic_trace as _st
+    _CONSTANT_ANSWERS[_st.is_fx_tracing] = False
+except (ImportError, AttributeError):
+    pass
+if hasattr(torch.compiler, "is_exporting"):
+    _CONSTANT_ANSWERS[torch.compiler.is_exporting] = False
+
+
+class TorchFunctionVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return f"torch function {getattr(self.fn, '__qualname__', self.fn)!s}"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        try:
+            return wrap(tx, getattr(self.fn, name), None)
+        except AttributeError:
+            return super().getattr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in _CONSTANT_ANSWERS:
+            return ConstantVariable(_CONSTANT_ANSWERS[fn])
+        if fn in _REFUSED:
+            raise unsupported(_REFUSED[fn])
+        if fn is torch.is_grad_enabled:
+            return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
+        if fn in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
+            from ember.capture.variables.objects import GradModeVariable
+            return GradModeVariable.create(tx, fn, [a.as_constant() for a in args])
+        if fn is torch.get_default_dtype:
+            tx.guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
+                                   "torch.get_default_dtype()")
+            return ConstantVariable(torch.get_default_dtype())
+        name = getattr(fn, "__name__", "")
+        if name.startswith("set_") or name.startswith("_set_"):
+            raise unsupported(f"torch.{name} changes global state")
+        if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):
+            raise unsupported(f"torch.{name} is not supported yet")
+        return tx.output.call_function(fn, args, kwargs)
