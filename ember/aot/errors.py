@@ -37,6 +37,8 @@ class UnsupportedAliasedMutation(AOTCompileError):
 
 def _describe_target(node: torch.fx.Node) -> str:
     t = node.target
+    if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return f"{t}(...)"
     if node.op == "call_method":
         return f"Tensor.{t}(...)"
     if node.op == "call_module":
@@ -70,6 +72,7 @@ class LocatingInterpreter(torch.fx.Interpreter):
 
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__(gm, garbage_collect_values=True)
+        self.extra_traceback = False  # our error already names the node
 
     def run_node(self, n: torch.fx.Node):
         try:
@@ -78,5 +81,7 @@ class LocatingInterpreter(torch.fx.Interpreter):
             raise
         except Exception as e:  # noqa: BLE001 — re-raised with the location
             op = _failing_op(e)
+            if op is None and isinstance(n.target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+                op = str(n.target)
             reason = f"cannot trace {op or _describe_target(n)}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             raise AOTCompileError(reason, node=n, op=op) from e

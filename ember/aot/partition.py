@@ -15,6 +15,7 @@ that recomputes cheap ops to save memory is a later issue.)
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -68,6 +69,10 @@ def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     fw_returns, grads = outs[:num_fw_returns], outs[num_fw_returns:]
 
     fw_nodes = _ancestors(fw_returns) | set(primals)
+    # never save a tuple: the forward also computes every getitem of a multi-output op it runs
+    for n in list(fw_nodes):
+        if isinstance(n.meta.get("val"), (tuple, list)):
+            fw_nodes.update(u for u in n.users if u.target is operator.getitem)
     leaked = fw_nodes & set(tangents)
     if leaked:
         raise AssertionError(f"forward returns depend on tangents: {leaked}")
