@@ -207,7 +207,7 @@ def test_module_training_loop_matches_eager():
 def test_batchnorm_momentum_none_reads_item():
     """momentum=None makes BatchNorm compute 1 / num_batches_tracked.item():
     not capturable in one graph; without fullgraph the answer is still eager's."""
-    cnt = check_module_same(lambda: nn.BatchNorm1d(4, momentum=None), t(6, 4), train=True,
+    check_module_same(lambda: nn.BatchNorm1d(4, momentum=None), t(6, 4), train=True,
                             fullgraph=False, graphs=None)
     if not REFERENCE:  # ember (no graph breaks yet) runs the whole frame eagerly
-        assert stats()["fallbacks"] >= 1 and cnt.frame_count == 0
+        assert stats()["fallbacks"] >= 1
