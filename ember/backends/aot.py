@@ -88,6 +88,27 @@ def _inductor_config(mode: str | None, options: dict | None):
     return inductor_config.patch(patch) if patch else contextlib.nullcontext()
 
 
+@contextlib.contextmanager
+def _inductor_context(example_inputs, enter_fake_mode: bool = True):
+    """Inductor takes its fake mode from the ambient TracingContext (a frontend may
+    have installed one for a different mode): give it the one we traced with.
+    Its graph passes also build replacement graphs with factory ops, which must
+    produce fake tensors: enter the fake mode for those."""
+    from torch._dispatch.python import enable_python_dispatcher
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensor
+    fake_mode = next((x.fake_mode for x in example_inputs if isinstance(x, FakeTensor)), None)
+    if fake_mode is None:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(tracing(TracingContext(fake_mode)))
+        if enter_fake_mode:
+            stack.enter_context(fake_mode)
+            stack.enter_context(enable_python_dispatcher())
+        yield
+
+
 class _InductorCompilers:
     """fw/bw/inference compilers for one graph, sharing graph_id and the forward device box."""
 
@@ -103,13 +124,8 @@ class _InductorCompilers:
         self.static_input_indices: list[int] = []
 
     def _inner(self, gm, example_inputs, **kw):
-        from torch._guards import TracingContext, tracing
         from torch._inductor.compile_fx import compile_fx_inner
-        from torch._subclasses.fake_tensor import FakeTensor
-        # Inductor takes its fake mode from the ambient TracingContext (a frontend
-        # may have installed one for a different mode): give it the one we traced with.
-        fake_mode = next(x.fake_mode for x in example_inputs if isinstance(x, FakeTensor))
-        with _inductor_config(self.mode, self.options), tracing(TracingContext(fake_mode)):
+        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs, enter_fake_mode=False):
             return compile_fx_inner(gm, example_inputs, cudagraphs=self.cudagraphs, graph_id=self.graph_id,
                                     boxed_forward_device_index=self.device_box, **kw)
 
@@ -120,7 +136,8 @@ class _InductorCompilers:
 
     def inference(self, gm, example_inputs):
         from torch._inductor.fx_passes.joint_graph import joint_graph_passes
-        gm = joint_graph_passes(gm)
+        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs):
+            gm = joint_graph_passes(gm)
         _mark_user_visible_outputs(gm, self.num_mutated_returns, self.num_user_outputs)
         return self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
                            is_backward=False, is_inference=True)
@@ -133,7 +150,9 @@ class _InductorCompilers:
 
     def partition(self, joint, *, num_primals, num_fw_returns):
         from torch._inductor.fx_passes.joint_graph import joint_graph_passes
-        joint = joint_graph_passes(joint)
+        vals = [n.meta.get("val") for n in joint.graph.nodes if n.op == "placeholder"]
+        with _inductor_config(self.mode, self.options), _inductor_context(vals):
+            joint = joint_graph_passes(joint)
         return default_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
 
 
