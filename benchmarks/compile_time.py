@@ -68,6 +68,10 @@ def child(case: str, compiler: str, backend: str) -> dict[str, Any]:
         extra = comp.extra()
         if extra:
             row["extra"] = extra
+        fallbacks = comp.fallback_reasons()
+        if fallbacks or row["graphs"] == 0:
+            row.update(status="fallback",
+                       reason="ran eagerly: " + ("; ".join(fallbacks) or "no graph compiled")[:300])
     except Exception as e:  # noqa: BLE001
         row.update(status="failed", reason=short_error(e))
     return row
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {case} {comp} #{rep + 1}: " + (
                     f"{row['capture_s']:.3f}s ({row.get('graphs')} graph(s), "
                     f"{row.get('graph_breaks')} break(s))" if row["status"] == "ok"
-                    else f"FAILED: {row['reason']}"), flush=True)
+                    else f"{row['status'].upper()}: {row['reason']}"), flush=True)
 
     print(f"\ncapture time, backend {a.backend!r}, median of {a.repeats} fresh process(es)")
     print(f"{'case':<10}" + "".join(f"{c + ' s':>12}" for c in compilers) + f"{'ember/torch':>13}")
@@ -124,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = [r["capture_s"] for r in rows if r["status"] == "ok"]
             med[comp] = statistics.median(ok) if ok else None
         line = f"{case:<10}" + "".join(
-            f"{med[c]:>12.3f}" if med.get(c) is not None else f"{'FAILED':>12}" for c in compilers)
+            f"{med[c]:>12.3f}" if med.get(c) is not None else f"{'-':>12}" for c in compilers)
         ratio = (med["ember"] / med["torch"]
                  if med.get("ember") is not None and med.get("torch") else None)
         line += f"{ratio:>12.2f}x" if ratio is not None else f"{'-':>13}"

@@ -41,6 +41,9 @@ class TorchCompiler:
     def graph_break_reasons(self) -> list[str]:
         return sorted(torch._dynamo.utils.counters["graph_break"])
 
+    def fallback_reasons(self) -> list[str]:
+        return []
+
     def extra(self) -> dict[str, Any]:
         return {}
 
@@ -65,6 +68,15 @@ class EmberCompiler:
 
     def graph_break_reasons(self) -> list[str]:
         return []
+
+    def fallback_reasons(self) -> list[str]:
+        """Why functions ember was asked to compile run eagerly (best effort, internal API)."""
+        try:
+            from ember.capture.cache import _ALL_CACHES
+            return [f"{c.label}: {c.run_eagerly_reason}" for c in list(_ALL_CACHES)
+                    if getattr(c, "run_eagerly_reason", None)]
+        except Exception:  # noqa: BLE001
+            return []
 
     def extra(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -219,8 +219,14 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
         extra = comp.extra()
         if extra:
             row["extra"] = extra
-        if compiler == "ember" and extra.get("stats", {}).get("fallbacks"):
-            row["note"] = f"{extra['stats']['fallbacks']} frame(s) fell back to eager"
+        fallbacks = comp.fallback_reasons()
+        if fallbacks:
+            row["fallback_reasons"] = fallbacks
+            row["note"] = "ran eagerly: " + "; ".join(fallbacks)[:300]
+        if counts["graphs"] == 0:  # nothing compiled: the timings are eager's
+            row["status"] = "fallback"
+            row["phase"] = "compile"
+            row["reason"] = row.get("note", "no graph was compiled")
     except BaseException as e:  # noqa: BLE001 - a failed row, never a crash
         if isinstance(e, KeyboardInterrupt):
             raise

@@ -81,7 +81,8 @@ def prepare(compiler: str, case: str, grad: bool) -> dict[str, Any]:
     if not torch.allclose(got, expected):
         raise AssertionError(f"{compiler} {case}: compiled result differs from eager")
     if not rec.compiled:
-        raise AssertionError(f"{compiler} {case}: backend was never called (no graph)")
+        why = "; ".join(comp.fallback_reasons()) or "backend was never called"
+        raise AssertionError(f"no graph compiled ({why})")
     graph_calls = []
     for fn, gm in zip(rec.compiled, rec.graphs):
         args = [_materialize(a) for a in _example_inputs_of(rec, gm)]

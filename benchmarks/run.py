@@ -134,7 +134,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                 if not r:
                     return "."
                 if r.get("status") != "ok":
-                    return "FAIL" if key == "compile_s" else ""
+                    return ({"fallback": "FB", "timeout": "T/O"}.get(r.get("status"), "FAIL")
+                            if key == "compile_s" else "")
                 return _fmt(r.get(key), spec) if spec else _fmt(r.get(key))
             w = 20 if ratio else 14
             text = f"{cell(e):>6}{cell(t):>6}"
@@ -150,7 +151,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             if not r:
                 oks.append(".")
             elif r.get("status") != "ok":
-                oks.append("x")
+                oks.append({"fallback": "fb"}.get(r.get("status"), "x"))
                 notes.append(f"{r['compiler']} {model} {mode} {backend}: {r.get('status')} in "
                              f"{r.get('phase', '?')}: {r.get('reason', '')}")
             else:
