@@ -7,6 +7,7 @@ the entry function (see `codegen`).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import logging
 import types
 from typing import Any, Callable
@@ -19,6 +20,7 @@ from ember.capture.builder import wrap
 from ember.capture.guards import GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
+from ember.capture.side_effects import SideEffects
 from ember.capture.sources import CellContentsSource, ConstSource, LocalSource, bind
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
@@ -55,16 +57,22 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     fn_source = ConstSource(fn, "FN")
     for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
         cells[name] = RealCellVariable(cell, CellContentsSource(fn_source, i, name))
-    tx = Translator(code, fn.__globals__, {}, cells, output, guards)
+    side_effects = SideEffects()
+    tx = Translator(code, fn.__globals__, {}, cells, output, guards, side_effects=side_effects)
     try:
         with metrics.timed("capture"):
-            for name in codegen.parameter_names(code):
+            names = codegen.parameter_names(code)
+            for name in names:
                 tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
+            if code.co_flags & inspect.CO_VARKEYWORDS:
+                # **kwargs is a fresh dict each call: the frame may mutate it freely.
+                tx.locals[names[-1]].source = None
             result = tx.run()
             if torch.is_grad_enabled() != grad_mode:
                 raise unsupported("grad mode changed and was not restored by the end of the frame")
-            plan = _ReturnPlan(guards.scope)
+            plan = _ReturnPlan(guards.scope, set(side_effects._containers))
             ret_expr = plan.expr(result)
+            effect_lines = side_effects.codegen(plan, guards.scope)
             gm, example_inputs, input_sources = output.finish(plan.output_nodes)
     finally:
         torch._C._set_grad_enabled(grad_mode)
@@ -91,6 +99,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         scope["___compiled"] = compiled
         args = ", ".join(src.expr(scope) for src in input_sources)
         body.append(f"___o = ___compiled({args})")
+    body.extend(effect_lines)
     body.append(f"return {ret_expr}")
     scope["___MISS"] = codegen.MISS
     run = codegen.make_function(fn, body, scope, "entry")
@@ -120,16 +129,19 @@ def _has_posonly(code) -> bool:
 class _ReturnPlan:
     """Builds the return expression; collects the graph outputs it needs."""
 
-    def __init__(self, scope: dict):
+    def __init__(self, scope: dict, mutated: set | None = None):
         self.scope = scope
         self.output_nodes: list = []
+        self.mutated = mutated or set()
 
     def _out(self, node) -> str:
         if node not in self.output_nodes:
             self.output_nodes.append(node)
         return f"___o[{self.output_nodes.index(node)}]"
 
-    def expr(self, vt: VariableTracker) -> str:
+    def expr(self, vt: VariableTracker, fresh: bool = False) -> str:
+        """Source text rebuilding ``vt``. ``fresh``: never reuse a caller's container by source
+        (used when replaying the new contents of a mutated container)."""
         s = self.scope
         if isinstance(vt, TensorVariable):
             if vt.node.op == "placeholder" and vt.source is not None:

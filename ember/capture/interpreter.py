@@ -36,8 +36,10 @@ _UNSET = object()
 
 class Translator(OpcodeMixin):
     def __init__(self, code: types.CodeType, globals_dict: dict, local_vts: dict, cells: dict,
-                 output, guards, parent: "Translator | None" = None, top_globals: dict | None = None):
+                 output, guards, parent: "Translator | None" = None, top_globals: dict | None = None,
+                 side_effects=None):
         self.code = code
+        self.side_effects = side_effects if side_effects is not None else parent.side_effects
         self.globals = globals_dict
         self.top_globals = top_globals if top_globals is not None else globals_dict
         self.output = output
@@ -53,6 +55,7 @@ class Translator(OpcodeMixin):
         self.lineno = code.co_firstlineno
         self.kw_names: tuple | None = None
         self.result: VariableTracker | None = None
+        self.yielded: list[VariableTracker] = []  # values a generator body yielded (run eagerly)
 
     # -- running ----------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -106,8 +109,8 @@ class Translator(OpcodeMixin):
         return obj.getattr(self, name)
 
     def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs):
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-            raise unsupported(f"calling generator function {name}() (generators are not supported yet)")
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise unsupported(f"calling coroutine function {name}()")
         if self.depth >= MAX_INLINE_DEPTH:
             raise unsupported(f"inlining depth limit reached at {name}() (recursion?)")
         bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs))
@@ -117,6 +120,10 @@ class Translator(OpcodeMixin):
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
         result = child.run()
+        if code.co_flags & inspect.CO_GENERATOR:
+            # A generator consumed inside the frame: it ran to completion; iterate what it yielded.
+            from ember.capture.variables.containers import IteratorVariable
+            result = IteratorVariable(child.yielded)
         if self.lineno is not None:
             self.output.current_location = self.location()
         return result
@@ -166,6 +173,9 @@ class Translator(OpcodeMixin):
 
     def load_global(self, name: str) -> VariableTracker:
         g = self.globals
+        pending = self.side_effects.load_global(g, name)
+        if pending is not None:
+            return pending
         if name in g:
             return wrap(self, g[name], GlobalSource(g, name, top=g is self.top_globals))
         b = g.get("__builtins__", __builtins__)
@@ -175,7 +185,12 @@ class Translator(OpcodeMixin):
         raise unsupported(f"name {name!r} is not defined (NameError)")
 
     def STORE_GLOBAL(self, inst):
-        raise unsupported(f"assigning global {inst.argval!r} (side effects are not replayed yet)")
+        g = self.globals
+        self.side_effects.store_global(g, inst.argval, self.pop(),
+                                       GlobalSource(g, inst.argval, top=g is self.top_globals))
+
+    def DELETE_GLOBAL(self, inst):
+        raise unsupported(f"deleting global {inst.argval!r}")
 
     def LOAD_ATTR(self, inst):
         obj = self.pop()
@@ -259,7 +274,7 @@ class Translator(OpcodeMixin):
         pass
 
     def KW_NAMES(self, inst):
-        self.kw_names = inst.argval
+        self.kw_names = self.code.co_consts[inst.arg]
 
     def PUSH_NULL(self, inst):
         self.push(NULL)
@@ -310,6 +325,32 @@ class Translator(OpcodeMixin):
 
     def RETURN_VALUE(self, inst):
         self.result = self.pop()
+
+    # -- generators: run to completion when called; yields are collected -----------------------
+    def RETURN_GENERATOR(self, inst):
+        self.push(ConstantVariable(None))
+
+    def YIELD_VALUE(self, inst):
+        if len(self.yielded) >= 100_000:
+            raise unsupported("generator yielded too many values (infinite generator?)")
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))  # the value sent back in
+
+    def GET_YIELD_FROM_ITER(self, inst):
+        self.push(self.pop().iter(self))
+
+    def SEND(self, inst):
+        # `yield from it`: stack is [it, sent]; forward the next item or finish at the target.
+        self.pop()
+        it = self.stack[-1]
+        if not hasattr(it, "next"):
+            raise unsupported(f"yield from {it.describe()}")
+        item = it.next(self)
+        if item is None:
+            self.stack[-1] = ConstantVariable(None)
+            self.jump_to(inst.argval)
+        else:
+            self.push(item)
 
     # -- with blocks (grad-mode context managers only) ----------------------------------------
     def BEFORE_WITH(self, inst):

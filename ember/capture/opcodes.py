@@ -362,8 +362,6 @@ class OpcodeMixin:
     def GET_LEN(self, inst):
         self.push(self.stack[-1].call_method(self, "__len__", [], {}))
 
-    def RETURN_GENERATOR(self, inst):
-        raise unsupported("generators are not supported yet")
 
 
 def _comparable_by_identity(vt) -> bool:

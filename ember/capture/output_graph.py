@@ -94,13 +94,17 @@ class OutputGraph:
         except Exception as e:
             raise unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
-        if not _contains_tensor(result):
+        if not _contains_tensor(result) and not _may_mutate(kind, target, result):
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
         if self.current_location:
             node.meta["stack_trace"] = self.current_location
+        if not _contains_tensor(result):
+            # A mutating op whose result is not a tensor (setitem returns None): keep the node.
+            from ember.capture.variables.builtins import wrap_constant
+            return wrap_constant(result)
         return self._wrap_result(node, result)
 
     def _wrap_result(self, node: fx.Node, result):
@@ -149,6 +153,14 @@ def _describe(kind, target) -> str:
     if kind == "call_method":
         return f"Tensor.{target}()"
     return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', target)}()".lstrip(".")
+
+
+def _may_mutate(kind, target, result) -> bool:
+    """Ops that must stay in the graph even when they return no tensor."""
+    if result is None:
+        return True
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name.endswith("_") and not name.endswith("__") or name in ("setitem", "__setitem__")
 
 
 def _contains_tensor(value) -> bool:

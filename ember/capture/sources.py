@@ -138,3 +138,27 @@ class TypeSource(Source):
 
     def expr(self, scope):
         return f"___type({self.base.expr(scope)})"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CallSource(Source):
+    """``func(base, *args)`` for a pure read-only builtin method (e.g. ``dict.get``)."""
+    func: Any
+    base: Source
+    args: tuple
+
+    def name(self) -> str:
+        return f"{getattr(self.func, '__qualname__', self.func)}({self.base.name()}, " \
+               f"{', '.join(map(repr, self.args))})"
+
+    def expr(self, scope):
+        f = bind(scope, self.func, "func")
+        a = ", ".join(bind(scope, x, "arg") for x in self.args)
+        return f"{f}({self.base.expr(scope)}{', ' if a else ''}{a})"
+
+    def __eq__(self, other):
+        return (isinstance(other, CallSource) and other.func is self.func and other.base == self.base
+                and other.args == self.args)
+
+    def __hash__(self):
+        return hash((id(self.func), self.base))

@@ -7,6 +7,7 @@ refused with a reason.
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import math
 import operator
@@ -235,7 +236,7 @@ def _dict(tx, arg=None, **kwargs):
 def _sum(tx, iterable, start=None):
     items = _iter_items(tx, iterable)
     if _constants(items) and (start is None or start.is_constant()):
-        return NotImplemented
+        return wrap_constant(sum([i.as_constant() for i in items], start.as_constant() if start else 0))
     acc = start if start is not None else ConstantVariable(0)
     for item in items:
         acc = tx.binary_op(operator.add, acc, item)
@@ -245,6 +246,17 @@ def _sum(tx, iterable, start=None):
 def _minmax(pick):
     def handler(tx, *args, **kwargs):
         items = args if len(args) > 1 else _iter_items(tx, args[0])
+        key = kwargs.pop("key", None)
+        if key is not None and not (key.is_constant() and key.as_constant() is None):
+            keys = [key.call(tx, [i], {}) for i in items]
+            if not _constants(keys):
+                raise unsupported(f"{pick.__name__}(key=...) with non-constant keys")
+            if not items:
+                if "default" in kwargs:
+                    return kwargs["default"]
+                raise unsupported(f"{pick.__name__}() of an empty sequence (ValueError)")
+            best = pick(range(len(items)), key=lambda i: keys[i].as_constant())
+            return items[best]
         if _constants(items) and _constants(kwargs.values()):
             return wrap_constant(pick([i.as_constant() for i in items],
                                       **{k: v.as_constant() for k, v in kwargs.items()}))
@@ -318,6 +330,14 @@ def _super(tx, *args):
 
 def _sorted(tx, iterable, **kwargs):
     items = _iter_items(tx, iterable)
+    key = kwargs.pop("key", None)
+    if key is not None and not (key.is_constant() and key.as_constant() is None):
+        keys = [key.call(tx, [i], {}) for i in items]
+        if not _constants(keys):
+            raise unsupported("sorted(key=...) with non-constant keys")
+        reverse = kwargs.pop("reverse", ConstantVariable(False)).as_constant()
+        order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=reverse)
+        return ListVariable([items[i] for i in order])
     if _constants(items) and _constants(kwargs.values()):
         return wrap_constant(sorted([i.as_constant() for i in items],
                                     **{k: v.as_constant() for k, v in kwargs.items()}))
@@ -402,6 +422,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls is functools.partial:
         from ember.capture.variables.functions import PartialVariable
         return PartialVariable(args[0], args[1:], kwargs)
+    if cls is collections.OrderedDict:
+        d = _dict(tx, *args, **kwargs)
+        return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)
     if cls is object and not args:
         raise unsupported("creating new objects in the frame (side effects) is not supported yet")
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \

@@ -115,42 +115,54 @@ class TupleVariable(BaseSequence):
         fields = getattr(self.tuple_type, "_fields", None)
         if fields and name in fields:
             return self.items[fields.index(name)]
-        if self.tuple_type is not None and hasattr(self.tuple_type, "n_fields"):  # torch.return_types
-            names = [n for n in dir(self.tuple_type) if not n.startswith("_") and
-                     isinstance(getattr(self.tuple_type, n, None), property)]
-            order = {"values": 0, "indices": 1, "eigenvalues": 0, "eigenvectors": 1, "Q": 0, "R": 1,
-                     "U": 0, "S": 1, "V": 2, "L": 0, "info": 1, "mantissa": 0, "exponent": 1}
-            if name in order and name in names:
-                return self.items[order[name]]
+        match_args = getattr(self.tuple_type, "__match_args__", None)  # torch.return_types structseqs
+        if match_args and name in match_args:
+            return self.items[match_args.index(name)]
+        if fields and name in ("_replace", "_asdict"):
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
         return super().getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        fields = getattr(self.tuple_type, "_fields", None)
+        if fields and name == "_replace":
+            items = list(self.items)
+            for k, v in kwargs.items():
+                if k not in fields:
+                    raise unsupported(f"_replace got unexpected field {k!r} (ValueError)")
+                items[fields.index(k)] = v
+            return TupleVariable(items, tuple_type=self.tuple_type)
+        if fields and name == "_asdict":
+            return DictVariable(dict(zip(fields, self.items)))
+        return super().call_method(tx, name, args, kwargs)
 
 
 class ListVariable(BaseSequence):
     python_cls = list
 
-    def _mutable(self, what: str):
+    def _mutable(self, what: str, tx=None):
         if self.source is not None:
-            raise unsupported(f"mutating a list from outside the frame ({what}): side effects are not replayed yet")
+            tx.side_effects.mutated_container(self)
 
     def call_method(self, tx, name, args, kwargs):
         items = self.items
         if name == "append":
-            self._mutable(name); items.append(args[0]); return ConstantVariable(None)
+            self._mutable(name, tx); items.append(args[0]); return ConstantVariable(None)
         if name == "extend":
-            self._mutable(name); items.extend(args[0].unpack(tx)); return ConstantVariable(None)
+            self._mutable(name, tx); items.extend(args[0].unpack(tx)); return ConstantVariable(None)
         if name == "insert":
-            self._mutable(name); items.insert(args[0].as_constant(), args[1]); return ConstantVariable(None)
+            self._mutable(name, tx); items.insert(args[0].as_constant(), args[1]); return ConstantVariable(None)
         if name == "pop":
-            self._mutable(name)
+            self._mutable(name, tx)
             return items.pop(*[a.as_constant() for a in args])
         if name == "clear":
-            self._mutable(name); items.clear(); return ConstantVariable(None)
+            self._mutable(name, tx); items.clear(); return ConstantVariable(None)
         if name == "reverse":
-            self._mutable(name); items.reverse(); return ConstantVariable(None)
+            self._mutable(name, tx); items.reverse(); return ConstantVariable(None)
         if name == "copy":
             return ListVariable(list(items))
         if name == "remove":
-            self._mutable(name)
+            self._mutable(name, tx)
             key = args[0].hash_key()
             for i, it in enumerate(items):
                 if it.hash_key() == key:
@@ -158,12 +170,12 @@ class ListVariable(BaseSequence):
                     return ConstantVariable(None)
             raise unsupported("list.remove(x): x not in list (ValueError)")
         if name == "sort" and _all_constant(items):
-            self._mutable(name)
+            self._mutable(name, tx)
             kw = {k: v.as_constant() for k, v in kwargs.items()}
             items[:] = [ConstantVariable(v) for v in sorted(self.as_constant(), **kw)]
             return ConstantVariable(None)
         if name == "__setitem__":
-            self._mutable(name)
+            self._mutable(name, tx)
             key = args[0].as_constant()
             if isinstance(key, slice):
                 items[key] = args[1].unpack(tx)
@@ -171,11 +183,11 @@ class ListVariable(BaseSequence):
                 items[key] = args[1]
             return ConstantVariable(None)
         if name == "__delitem__":
-            self._mutable(name)
+            self._mutable(name, tx)
             del items[args[0].as_constant()]
             return ConstantVariable(None)
         if name == "__iadd__":
-            self._mutable(name); items.extend(args[0].unpack(tx)); return self
+            self._mutable(name, tx); items.extend(args[0].unpack(tx)); return self
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -212,9 +224,9 @@ class DictVariable(VariableTracker):
         self._observe_order(tx)
         return list(self.keys.values())
 
-    def _mutable(self, what):
+    def _mutable(self, what, tx=None):
         if self.source is not None:
-            raise unsupported(f"mutating a dict from outside the frame ({what}): side effects are not replayed yet")
+            tx.side_effects.mutated_container(self)
 
     def getattr(self, tx, name):
         from ember.capture.variables.functions import BoundMethodVariable
@@ -253,12 +265,12 @@ class DictVariable(VariableTracker):
         if name == "copy":
             return DictVariable(items, self.keys, dict_cls=self.dict_cls)
         if name == "__setitem__":
-            self._mutable(name); self.set_item(args[0], args[1]); return ConstantVariable(None)
+            self._mutable(name, tx); self.set_item(args[0], args[1]); return ConstantVariable(None)
         if name == "__delitem__":
-            self._mutable(name); k = args[0].hash_key(); del items[k]; del self.keys[k]
+            self._mutable(name, tx); k = args[0].hash_key(); del items[k]; del self.keys[k]
             return ConstantVariable(None)
         if name == "pop":
-            self._mutable(name)
+            self._mutable(name, tx)
             k = args[0].hash_key()
             if k in items:
                 self.keys.pop(k)
@@ -267,13 +279,13 @@ class DictVariable(VariableTracker):
                 return args[1]
             raise unsupported(f"dict.pop of missing key {k!r} (KeyError)")
         if name == "setdefault":
-            self._mutable(name)
+            self._mutable(name, tx)
             k = args[0].hash_key()
             if k not in items:
                 self.set_item(args[0], args[1] if len(args) > 1 else ConstantVariable(None))
             return items[k]
         if name == "update":
-            self._mutable(name)
+            self._mutable(name, tx)
             if args:
                 other = args[0]
                 if isinstance(other, DictVariable):
@@ -287,7 +299,7 @@ class DictVariable(VariableTracker):
                 self.set_item(ConstantVariable(k), v)
             return ConstantVariable(None)
         if name == "clear":
-            self._mutable(name); items.clear(); self.keys.clear(); return ConstantVariable(None)
+            self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -321,8 +333,11 @@ class SetVariable(VariableTracker):
         return super().getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
-        if name in ("add", "discard", "remove", "update", "clear") and (self.source is not None or self.frozen):
-            raise unsupported("mutating a set from outside the frame")
+        if name in ("add", "discard", "remove", "update", "clear"):
+            if self.frozen:
+                raise unsupported(f"frozenset has no method {name} (AttributeError)")
+            if self.source is not None:
+                tx.side_effects.mutated_container(self)
         if name == "add":
             self.items.setdefault(args[0].hash_key(), args[0]); return ConstantVariable(None)
         if name == "update":

@@ -30,39 +30,54 @@ class RealCellVariable(VariableTracker):
         return f"cell<{self.source.name() if self.source else '?'}>"
 
 
-class _Default:
-    """Marks a default value when binding arguments with a stand-in function."""
-    __slots__ = ("vt",)
-
-    def __init__(self, vt):
-        self.vt = vt
-
-
 def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None,
                    args: list, kwargs: dict) -> dict[str, VariableTracker]:
-    """Map call arguments (trackers) to the parameters of ``code``, like Python does."""
-    stand_in = types.FunctionType(
-        code.replace(co_flags=code.co_flags & ~(inspect.CO_GENERATOR | inspect.CO_COROUTINE)),
-        {}, name, tuple(_Default(d) for d in defaults),
-        tuple(types.CellType() for _ in code.co_freevars))
-    if kwdefaults:
-        stand_in.__kwdefaults__ = {k: _Default(v) for k, v in kwdefaults.items()}
-    try:
-        bound = inspect.signature(stand_in).bind(*args, **kwargs)
-    except TypeError as e:
-        raise unsupported(f"calling {name}() raised TypeError: {e}") from None
-    bound.apply_defaults()
+    """Map call arguments (trackers) to the parameters of ``code``, as Python's call protocol does."""
     from ember.capture.variables.containers import DictVariable, TupleVariable
-    result = {}
-    for pname, value in bound.arguments.items():
-        param = bound.signature.parameters[pname]
-        if param.kind is inspect.Parameter.VAR_POSITIONAL:
-            value = TupleVariable(list(value)) if not isinstance(value, _Default) else TupleVariable([])
-        elif param.kind is inspect.Parameter.VAR_KEYWORD:
-            value = DictVariable(dict(value)) if not isinstance(value, _Default) else DictVariable({})
-        elif isinstance(value, _Default):
-            value = value.vt
+    names = code.co_varnames
+    argc, posonly, kwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    has_varargs = bool(code.co_flags & inspect.CO_VARARGS)
+    has_varkw = bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    result: dict[str, VariableTracker] = {}
+    positional = names[:argc]
+    for pname, value in zip(positional, args):
         result[pname] = value
+    extra = list(args[argc:])
+    if extra and not has_varargs:
+        raise unsupported(f"{name}() takes {argc} positional arguments but {len(args)} were given (TypeError)")
+    kwonly_names = names[argc:argc + kwonly]
+    i = argc + kwonly
+    if has_varargs:
+        result[names[i]] = TupleVariable(extra)
+        i += 1
+    varkw = {}
+    for key, value in kwargs.items():
+        if key in positional[posonly:] or key in kwonly_names:
+            if key in result:
+                raise unsupported(f"{name}() got multiple values for argument {key!r} (TypeError)")
+            result[key] = value
+        elif has_varkw:
+            varkw[key] = value
+        else:
+            raise unsupported(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
+    first_default = argc - len(defaults)
+    for j, pname in enumerate(positional):
+        if pname not in result:
+            if j >= first_default:
+                result[pname] = defaults[j - first_default]
+            else:
+                raise unsupported(f"{name}() missing required argument {pname!r} (TypeError)")
+    for pname in kwonly_names:
+        if pname not in result:
+            if kwdefaults and pname in kwdefaults:
+                result[pname] = kwdefaults[pname]
+            else:
+                raise unsupported(f"{name}() missing required keyword-only argument {pname!r} (TypeError)")
+    if has_varkw:
+        d = DictVariable({})
+        for k, v in varkw.items():
+            d.set_item(ConstantVariable(k), v)
+        result[names[i]] = d
     return result
 
 
@@ -105,8 +120,10 @@ class UserFunctionVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstantVariable(getattr(self.fn, name))
+        if name in ("__defaults__", "__kwdefaults__", "__wrapped__"):
+            return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         return super().getattr(tx, name)
@@ -140,6 +157,8 @@ class NestedFunctionVariable(VariableTracker):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(self.name if name == "__name__" else self.qualname)
+        if name == "__code__":
+            return ConstantVariable(self.code)
         return super().getattr(tx, name)
 
 

@@ -55,6 +55,10 @@ def _class_attribute(tx, obj_vt, obj, name):
     return wrap(tx, attr, src)
 
 
+_LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
+             "named_parameters", "named_buffers", "keys", "values", "items")
+
+
 class NNModuleVariable(VariableTracker):
     """An ``nn.Module`` instance. Guarded by identity; calls inline ``forward``."""
 
@@ -83,6 +87,9 @@ class NNModuleVariable(VariableTracker):
         from ember.capture.builder import wrap
         m = self.module
         d = m.__dict__
+        pending = tx.side_effects.load_attr(m, name)
+        if pending is not None:
+            return pending
         if name in d.get("_parameters", {}):
             return wrap(tx, d["_parameters"][name], self._sub(name))
         if name in d.get("_buffers", {}):
@@ -93,6 +100,9 @@ class NNModuleVariable(VariableTracker):
             return wrap(tx, d[name], self._sub(name))
         if name == "__class__":
             return ClassVariable(type(m))
+        if name in _LISTINGS and getattr(type(m), name) is getattr(torch.nn.Module, name, None):
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
         if _static_lookup(m, name) is not None:
             return _class_attribute(tx, self, m, name)
         raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
@@ -125,8 +135,7 @@ class NNModuleVariable(VariableTracker):
             idx = key + len(m) if key < 0 else key
             return self.getattr(tx, str(idx)) if not isinstance(m, torch.nn.ParameterList) else \
                 wrap(tx, m[idx], ItemSource(self.source, idx) if self.source else None)
-        if name in ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
-                    "named_parameters", "named_buffers", "keys", "values", "items"):
+        if name in _LISTINGS:
             return self._listing(tx, name, args, kwargs)
         return super().call_method(tx, name, args, kwargs)
 
@@ -176,8 +185,13 @@ class NNModuleVariable(VariableTracker):
         raise unsupported(f"iterating over {type(m).__name__}")
 
     def setattr(self, tx, name, value):
-        raise unsupported(f"assigning {type(self.module).__name__}.{name} (module attribute mutation is "
-                          f"a side effect, not replayed yet)")
+        m = self.module
+        if name in m.__dict__.get("_parameters", {}) or name in m.__dict__.get("_modules", {}):
+            raise unsupported(f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")
+        if isinstance(value, NNModuleVariable) or type(value).__name__ == "TensorVariable" and \
+                name in m.__dict__.get("_buffers", {}) and value.source is None:
+            pass
+        tx.side_effects.store_attr(self, m, name, value)
 
 
 class UserObjectVariable(VariableTracker):
@@ -207,6 +221,9 @@ class UserObjectVariable(VariableTracker):
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
         obj = self.obj
+        pending = tx.side_effects.load_attr(obj, name)
+        if pending is not None:
+            return pending
         d = getattr(obj, "__dict__", None)
         if name == "__class__":
             return ClassVariable(type(obj))
@@ -224,6 +241,17 @@ class UserObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+
+    def setattr(self, tx, name, value):
+        obj = self.obj
+        cls_attr = _static_lookup(obj, name)
+        if cls_attr is not None and hasattr(cls_attr, "__set__"):
+            raise unsupported(f"assigning {type(obj).__name__}.{name} through a descriptor/property")
+        if _static_lookup(obj, "__setattr__") not in (None, object.__setattr__):
+            raise unsupported(f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
+        if getattr(obj, "__dict__", None) is None:
+            raise unsupported(f"assigning {type(obj).__name__}.{name} on an object without __dict__")
+        tx.side_effects.store_attr(self, obj, name, value)
 
     def call(self, tx, args, kwargs):
         call = _static_lookup(self.obj, "__call__")

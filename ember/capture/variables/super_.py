@@ -29,7 +29,39 @@ class SuperVariable(VariableTracker):
                     return UserFunctionVariable(attr.fget).call(tx, [self.obj], {})
                 if isinstance(attr, staticmethod):
                     return wrap(tx, attr.__func__, None)
+                if name in PURE_READ_METHODS and isinstance(attr, (types.MethodDescriptorType,
+                                                                   types.WrapperDescriptorType)) \
+                        and hasattr(self.obj, "obj"):
+                    return RealReadMethodVariable(attr, self.obj)
                 if attr is object.__init__ or isinstance(attr, (types.WrapperDescriptorType,)):
                     raise unsupported(f"super().{name} resolves to a builtin slot")
                 return wrap(tx, attr, None)
         raise unsupported(f"super() has no attribute {name!r}")
+
+
+PURE_READ_METHODS = {"get", "__getitem__", "__contains__", "__len__", "keys", "values", "items", "index",
+                     "count"}
+
+
+class RealReadMethodVariable(VariableTracker):
+    """A read-only builtin method (``dict.get``) applied to a real object from outside the frame.
+
+    The answer is read now and guarded by re-running the same call on later calls.
+    """
+
+    def __init__(self, method, obj_vt):
+        self.method = method
+        self.obj_vt = obj_vt
+
+    def describe(self):
+        return f"{self.method.__qualname__} of {self.obj_vt.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.builder import wrap
+        from ember.capture.sources import CallSource
+        if kwargs or not all(a.is_constant() for a in args):
+            raise unsupported(f"{self.describe()} with non-constant arguments")
+        cargs = tuple(a.as_constant() for a in args)
+        value = self.method(self.obj_vt.obj, *cargs)
+        src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
+        return wrap(tx, value, src)

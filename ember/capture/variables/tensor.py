@@ -70,7 +70,8 @@ class TensorVariable(VariableTracker):
         try:
             attr = getattr(self.fake, name)
         except AttributeError:
-            raise unsupported(f"Tensor has no attribute {name!r}") from None
+            from ember.capture.variables.objects import MissingAttribute
+            raise MissingAttribute(f"Tensor has no attribute {name!r}") from None
         if callable(attr) and not isinstance(attr, (torch.Tensor, torch.Size)):
             return TensorMethodVariable(self, name)
         if isinstance(attr, torch.Tensor):
