@@ -143,7 +143,7 @@ def collect_warnings():
     logs its recompile-limit warning; ember may use either) as strings."""
     messages: list[str] = []
     handler = _LogCollector()
-    loggers = [logging.getLogger(), logging.getLogger("torch"), logging.getLogger("ember")]
+    loggers = [logging.getLogger(name) for name in ("", "torch", "torch._dynamo", "ember")]
     for lg in loggers:
         lg.addHandler(handler)
     try:
