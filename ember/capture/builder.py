@@ -117,6 +117,10 @@ def wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return ClassVariable(value, source)
 
+    if value is object.__setattr__:
+        from ember.capture.variables.new_object import ObjectSetattrFunction
+        return ObjectSetattrFunction()
+
     if is_torch_callable(value):
         return TorchFunctionVariable(value, source)
 

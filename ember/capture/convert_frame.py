@@ -99,6 +99,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         scope["___compiled"] = compiled
         args = ", ".join(src.expr(scope) for src in input_sources)
         body.append(f"___o = ___compiled({args})")
+    body.extend(plan.prelude)
     body.extend(effect_lines)
     body.append(f"return {ret_expr}")
     scope["___MISS"] = codegen.MISS
@@ -133,6 +134,8 @@ class _ReturnPlan:
         self.scope = scope
         self.output_nodes: list = []
         self.mutated = mutated or set()
+        self.prelude: list[str] = []        # statements building new objects before the return
+        self.built: dict[int, str | None] = {}
 
     def _out(self, node) -> str:
         if node not in self.output_nodes:
@@ -172,6 +175,24 @@ class _ReturnPlan:
             if vt.dict_cls is dict:
                 return inner
             return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
+        from ember.capture.variables.new_object import NewObjectVariable, rebuild
+        if isinstance(vt, NewObjectVariable):
+            key = id(vt)
+            if key in self.built:
+                if self.built[key] is None:
+                    raise unsupported("returning an object that refers to itself")
+                return self.built[key]
+            self.built[key] = None
+            attrs = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.attrs.items()) + "}"
+            items = "None"
+            if vt.items is not None:
+                items = "[" + ", ".join(f"({self.expr(vt.items.keys[k])}, {self.expr(v)})"
+                                        for k, v in vt.items.items.items()) + "]"
+            name = f"___new{len(self.built)}"
+            self.prelude.append(f"{name} = {bind(s, rebuild, 'rebuild')}({bind(s, vt.cls, 'cls')}, {attrs}, "
+                                f"{items})")
+            self.built[key] = name
+            return name
         if vt.source is not None:
             return vt.source.expr(s)
         for attr in ("value", "fn", "module", "obj"):

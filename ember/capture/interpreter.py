@@ -227,6 +227,9 @@ class Translator(OpcodeMixin):
                 raise unsupported("free variable referenced before assignment (NameError)")
             return cell.contents
         if isinstance(cell, RealCellVariable):
+            pending = self.side_effects.load_attr(cell.cell, "cell_contents")
+            if pending is not None:
+                return pending
             try:
                 value = cell.cell.cell_contents
             except ValueError:
@@ -246,8 +249,11 @@ class Translator(OpcodeMixin):
         if isinstance(cell, CellVariable):
             cell.contents = self.pop()
             return
-        raise unsupported(f"assigning nonlocal {inst.argval!r} of an outer function (side effects "
-                          f"are not replayed yet)")
+        if isinstance(cell, RealCellVariable):
+            holder = _CellHolder(cell.cell)
+            self.side_effects.store_attr(holder, cell.cell, "cell_contents", self.pop())
+            return
+        raise unsupported(f"assigning nonlocal {inst.argval!r}")
 
     def DELETE_DEREF(self, inst):
         cell = self.cells.get(inst.argval)
@@ -361,6 +367,13 @@ class Translator(OpcodeMixin):
                               f"set_grad_enabled are supported)")
         self.push(_WithExit(ctx))
         self.push(ctx.enter(self))
+
+
+class _CellHolder(VariableTracker):
+    """Names a real closure cell for replaying a ``nonlocal`` write."""
+
+    def __init__(self, cell):
+        self.source = ConstSource(cell, "<cell>")
 
 
 class _WithExit(VariableTracker):

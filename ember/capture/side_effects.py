@@ -61,10 +61,10 @@ class SideEffects:
             elif isinstance(c, DictVariable):
                 items = ", ".join(f"({plan.expr(c.keys[k], fresh=True)}, {plan.expr(v, fresh=True)})"
                                   for k, v in c.items.items())
-                lines += [f"___d = {target}", "___d.clear()", f"___d.update([{items}])"]
+                lines += [f"___new = [{items}]", f"___d = {target}", "___d.clear()", "___d.update(___new)"]
             elif isinstance(c, SetVariable):
                 items = ", ".join(plan.expr(v, fresh=True) for v in c.items.values())
-                lines += [f"___s = {target}", "___s.clear()", f"___s.update([{items}])"]
+                lines += [f"___new = [{items}]", f"___s = {target}", "___s.clear()", "___s.update(___new)"]
             else:
                 raise unsupported(f"replaying a mutation of {c.describe()}")
         for target, name, value in self._attrs.values():

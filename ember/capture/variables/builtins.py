@@ -434,6 +434,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                                      **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise unsupported(f"{cls.__name__}(...) raised {type(e).__name__}: {e}") from None
+    from ember.capture.variables.new_object import constructible, construct_object
+    if constructible(cls):
+        return construct_object(tx, cls, args, kwargs)
     raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
 
 

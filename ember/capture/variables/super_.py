@@ -29,6 +29,15 @@ class SuperVariable(VariableTracker):
                     return UserFunctionVariable(attr.fget).call(tx, [self.obj], {})
                 if isinstance(attr, staticmethod):
                     return wrap(tx, attr.__func__, None)
+                from ember.capture.variables.new_object import NewObjectVariable
+                if isinstance(self.obj, NewObjectVariable):
+                    if attr is object.__init__:
+                        return _NoOp()
+                    if attr is object.__setattr__:
+                        return _ObjectSetattr(self.obj)
+                    if self.obj.items is not None and klass in (dict, __import__("collections").OrderedDict):
+                        from ember.capture.variables.functions import BoundMethodVariable
+                        return BoundMethodVariable(self.obj.items, name)
                 if name in PURE_READ_METHODS and isinstance(attr, (types.MethodDescriptorType,
                                                                    types.WrapperDescriptorType)) \
                         and hasattr(self.obj, "obj"):
@@ -65,3 +74,19 @@ class RealReadMethodVariable(VariableTracker):
         value = self.method(self.obj_vt.obj, *cargs)
         src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
         return wrap(tx, value, src)
+
+
+class _NoOp(VariableTracker):
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.base import ConstantVariable
+        return ConstantVariable(None)
+
+
+class _ObjectSetattr(VariableTracker):
+    def __init__(self, obj):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.base import ConstantVariable
+        self.obj.object_setattr(args[0].as_constant(), args[1])
+        return ConstantVariable(None)

@@ -1,0 +1,186 @@
+"""Objects of user classes created inside the frame (``Point(x, y)``, dataclasses, dict subclasses).
+
+The object exists only as a tracker while tracing: ``__init__`` is inlined with
+the tracker as ``self``, attribute writes go into ``attrs``, and a dict
+subclass keeps its items in a `DictVariable`. If the object escapes (it is
+returned or stored somewhere outside), the generated code rebuilds it after
+the graph runs: ``cls.__new__(cls)``, the items, then ``__dict__``.
+"""
+from __future__ import annotations
+
+import collections
+import types
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import DictVariable
+
+_DICT_BASES = (dict, collections.OrderedDict)
+
+
+def constructible(cls: type) -> bool:
+    import torch
+    if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
+        return False
+    if type(cls) not in (type,) and type(cls).__name__ not in ("ABCMeta",):
+        return False
+    new = cls.__new__
+    dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
+    if new is object.__new__:
+        return dict_base is None and all(b.__module__ != "builtins" or b is object for b in cls.__mro__)
+    return dict_base is not None and new in (dict.__new__, collections.OrderedDict.__new__) and all(
+        b in _DICT_BASES or b is object or b.__module__ != "builtins" for b in cls.__mro__)
+
+
+def rebuild(cls, attrs: dict, items):
+    """Runtime helper for generated code: make the object the trace described."""
+    obj = cls.__new__(cls)
+    if items is not None:
+        setter = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) \
+            else dict.__setitem__
+        for k, v in items:
+            setter(obj, k, v)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class NewObjectVariable(VariableTracker):
+    def __init__(self, cls: type):
+        self.cls = cls
+        self.attrs: dict[str, VariableTracker] = {}
+        self.dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
+        self.items = DictVariable({}, dict_cls=self.dict_base) if self.dict_base else None
+
+    def python_type(self):
+        return self.cls
+
+    def describe(self):
+        return f"new {self.cls.__qualname__} object"
+
+    def hash_key(self):
+        return ("__new_object__", id(self))
+
+    def truth(self, tx):
+        if self.items is not None and "__bool__" not in self._class_dict_names() \
+                and "__len__" not in self._class_dict_names():
+            return bool(self.items.items)
+        if _lookup(self.cls, "__bool__") or _lookup(self.cls, "__len__"):
+            meth = "__bool__" if _lookup(self.cls, "__bool__") else "__len__"
+            return self.getattr(tx, meth).call(tx, [], {}).truth(tx)
+        return True
+
+    def _class_dict_names(self):
+        names = set()
+        for klass in self.cls.__mro__:
+            if klass in _DICT_BASES or klass is object:
+                break
+            names.update(klass.__dict__)
+        return names
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import wrap
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        from ember.capture.variables.objects import ClassVariable, MissingAttribute
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return ClassVariable(self.cls)
+        if name == "__dict__":
+            return DictVariable(dict(self.attrs))
+        attr = _lookup(self.cls, name)
+        if attr is None:
+            getattr_hook = _lookup(self.cls, "__getattr__")
+            if isinstance(getattr_hook, types.FunctionType):
+                return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
+            raise MissingAttribute(f"{self.cls.__name__} object has no attribute {name!r}")
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(attr), self)
+        if isinstance(attr, property):
+            return UserFunctionVariable(attr.fget).call(tx, [self], {})
+        if isinstance(attr, staticmethod):
+            return wrap(tx, attr.__func__, None)
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(self.cls))
+        if self.items is not None and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType,
+                                                        types.BuiltinMethodType)):
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
+        if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None), tuple)):
+            raise unsupported(f"descriptor {name!r} of {self.cls.__name__}")
+        return wrap(tx, attr, None)
+
+    def setattr(self, tx, name, value):
+        attr = _lookup(self.cls, name)
+        if isinstance(attr, property):
+            if attr.fset is None:
+                raise unsupported(f"property {name!r} has no setter (AttributeError)")
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(attr.fset).call(tx, [self, value], {})
+            return
+        custom = _lookup(self.cls, "__setattr__")
+        if isinstance(custom, types.FunctionType):
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
+            return
+        self.attrs[name] = value
+
+    def object_setattr(self, name, value):
+        """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__."""
+        self.attrs[name] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        attr = _lookup(self.cls, name)
+        if self.items is not None and (attr is None or not isinstance(attr, (types.FunctionType, property))):
+            return self.items.call_method(tx, name, args, kwargs)
+        return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx):
+        if self.items is not None and _lookup(self.cls, "__iter__") in (None, dict.__iter__,
+                                                                        collections.OrderedDict.__iter__):
+            return self.items.unpack(tx)
+        it = _lookup(self.cls, "__iter__")
+        if isinstance(it, types.FunctionType):
+            return self.getattr(tx, "__iter__").call(tx, [], {}).unpack(tx)
+        raise unsupported(f"iterating over {self.describe()}")
+
+    def call(self, tx, args, kwargs):
+        if isinstance(_lookup(self.cls, "__call__"), types.FunctionType):
+            return self.getattr(tx, "__call__").call(tx, args, kwargs)
+        return super().call(tx, args, kwargs)
+
+
+def _lookup(cls, name):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
+def construct_object(tx, cls: type, args: list, kwargs: dict) -> NewObjectVariable:
+    from ember.capture.variables.functions import UserFunctionVariable
+    obj = NewObjectVariable(cls)
+    init = _lookup(cls, "__init__")
+    if isinstance(init, types.FunctionType):
+        UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
+    elif init is object.__init__:
+        if args or kwargs:
+            raise unsupported(f"{cls.__name__}() takes no arguments (TypeError)")
+    elif obj.items is not None and init in (dict.__init__, collections.OrderedDict.__init__):
+        obj.items.call_method(tx, "update", list(args), kwargs)
+    else:
+        raise unsupported(f"{cls.__name__}.__init__ is not a Python function")
+    return obj
+
+
+class ObjectSetattrFunction(VariableTracker):
+    """``object.__setattr__`` (frozen dataclasses use it in ``__init__``)."""
+
+    def describe(self):
+        return "object.__setattr__"
+
+    def call(self, tx, args, kwargs):
+        obj, name, value = args
+        if isinstance(obj, NewObjectVariable):
+            obj.object_setattr(name.as_constant(), value)
+        else:
+            obj.setattr(tx, name.as_constant(), value)
+        return ConstantVariable(None)
