@@ -12,6 +12,7 @@ row.
 """
 from __future__ import annotations
 
+import sys
 import traceback
 from typing import Any, Callable
 
@@ -24,8 +25,10 @@ class TorchCompiler:
     name = "torch"
 
     def reset(self) -> None:
-        torch._dynamo.reset()
-        torch._dynamo.utils.counters.clear()
+        # only if already imported: in a fresh process the import belongs to compile()
+        if "torch._dynamo" in sys.modules:
+            torch._dynamo.reset()
+            torch._dynamo.utils.counters.clear()
 
     def compile(self, fn, *, backend: Any = "eager", dynamic=None, fullgraph: bool = False):
         return torch.compile(fn, backend=backend, dynamic=dynamic, fullgraph=fullgraph)
@@ -34,7 +37,9 @@ class TorchCompiler:
         c = torch._dynamo.utils.counters
         return {
             "graphs": int(c["stats"]["unique_graphs"]),
-            "graph_breaks": int(sum(c["graph_break"].values())),
+            # distinct reasons: Dynamo counts a break again each time it restarts
+            # the analysis of a frame, so the raw sum over-counts
+            "graph_breaks": len(c["graph_break"]),
             "frames": int(c["frames"]["ok"]),
         }
 
