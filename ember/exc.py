@@ -45,3 +45,16 @@ class BackendCompilerFailed(RuntimeError):
 
 class InternalError(RuntimeError):
     """A bug in ember itself (an invariant did not hold)."""
+
+
+class PythonException(Unsupported):
+    """Traced code raises a Python exception (``IndexError`` from a list, ``raise`` in user code).
+
+    The interpreter looks for a handler in the traced frames' exception tables;
+    if none catches it, it is unsupported (the frame runs eagerly and raises there).
+    """
+
+    def __init__(self, exc: BaseException | type, reason: str | None = None):
+        self.exc = exc
+        name = exc.__name__ if isinstance(exc, type) else type(exc).__name__
+        super().__init__(reason or f"uncaught {name}: {exc}")

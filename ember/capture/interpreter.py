@@ -28,7 +28,7 @@ from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
                                                UserFunctionVariable, UserMethodVariable, bind_arguments)
 from ember.capture.variables.objects import ClassVariable, MissingAttribute
-from ember.exc import Unsupported
+from ember.exc import PythonException, Unsupported
 
 MAX_INLINE_DEPTH = 64
 _UNSET = object()
@@ -55,7 +55,8 @@ class Translator(OpcodeMixin):
         self.lineno = code.co_firstlineno
         self.kw_names: tuple | None = None
         self.result: VariableTracker | None = None
-        self.yielded: list[VariableTracker] = []  # values a generator body yielded (run eagerly)
+        self.yielded: list[VariableTracker] = []
+        self.current_exception = None  # the exception being handled (sys.exc_info() of the frame)  # values a generator body yielded (run eagerly)
 
     # -- running ----------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -71,9 +72,24 @@ class Translator(OpcodeMixin):
                 if handler is None:
                     raise unsupported(f"opcode {inst.opname} is not supported")
                 handler(inst)
+            except PythonException as e:
+                if not self.handle_exception(inst, e):
+                    raise e.located(self.location(), self.source_line(), self.user_stack())
             except Unsupported as e:
                 raise e.located(self.location(), self.source_line(), self.user_stack())
         return self.result
+
+    def handle_exception(self, inst, exc: PythonException) -> bool:
+        """Jump to this frame's handler for an exception raised at ``inst``, if one covers it."""
+        for entry in _exception_table(self.code):
+            if entry.start <= inst.offset < entry.end:
+                del self.stack[entry.depth:]
+                if entry.lasti:
+                    self.push(ConstantVariable(inst.offset))
+                self.push(ConstantVariable(exc.exc))
+                self.jump_to(entry.target)
+                return True
+        return False
 
     def location(self) -> str:
         return f"{self.code.co_filename}:{self.lineno}"
@@ -358,6 +374,45 @@ class Translator(OpcodeMixin):
         else:
             self.push(item)
 
+    # -- exception handling (exceptions raised by traced Python code) ----------------------------
+    def PUSH_EXC_INFO(self, inst):
+        exc = self.pop()
+        self.push(ConstantVariable(self.current_exception))
+        self.current_exception = exc.as_constant()
+        self.push(exc)
+
+    def POP_EXCEPT(self, inst):
+        self.current_exception = self.pop().as_constant()
+
+    def CHECK_EXC_MATCH(self, inst):
+        kind = self.pop().as_constant()
+        exc = self.stack[-1].as_constant()
+        self.push(ConstantVariable(isinstance(exc, kind)))
+
+    def RERAISE(self, inst):
+        exc = self.pop().as_constant()
+        if inst.arg:
+            self.pop()  # lasti
+        raise PythonException(exc)
+
+    def RAISE_VARARGS(self, inst):
+        args = self.popn(inst.arg)
+        if not args:
+            if self.current_exception is None:
+                raise PythonException(RuntimeError("No active exception to reraise"))
+            raise PythonException(self.current_exception)
+        exc = args[0]
+        if isinstance(exc, ClassVariable) and issubclass(exc.value, BaseException):
+            exc = exc.call(self, [], {})
+        value = exc.as_constant() if exc.is_constant() else None
+        if not isinstance(value, BaseException):
+            raise unsupported(f"raise {exc.describe()}")
+        raise PythonException(value)
+
+    def WITH_EXCEPT_START(self, inst):
+        exit_fn = self.stack[-4]
+        self.push(exit_fn.call(self, [ConstantVariable(None)] * 3, {}))
+
     # -- with blocks (grad-mode context managers only) ----------------------------------------
     def BEFORE_WITH(self, inst):
         from ember.capture.variables.objects import GradModeVariable
@@ -406,6 +461,16 @@ def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
     if isinstance(a, (UserFunctionVariable, UserMethodVariable)):
         return False
     return False
+
+
+_EXC_TABLES: dict = {}
+
+
+def _exception_table(code):
+    hit = _EXC_TABLES.get(code)
+    if hit is None:
+        hit = _EXC_TABLES[code] = dis._parse_exception_table(code)
+    return hit
 
 
 class _Inst:

@@ -354,10 +354,6 @@ class OpcodeMixin:
     def LOAD_ASSERTION_ERROR(self, inst):
         self.push(ConstantVariable(AssertionError))
 
-    def RAISE_VARARGS(self, inst):
-        args = self.popn(inst.arg)
-        what = args[0].describe() if args else "re-raise"
-        raise unsupported(f"raise {what} (exceptions raised in traced code are not supported yet)")
 
     def GET_LEN(self, inst):
         self.push(self.stack[-1].call_method(self, "__len__", [], {}))

@@ -19,6 +19,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
 from ember.capture.variables.tensor import TensorVariable
+from ember.exc import PythonException
 
 # Builtins that are safe to run on constant arguments at trace time.
 _PURE_BUILTINS = {
@@ -254,7 +255,7 @@ def _minmax(pick):
             if not items:
                 if "default" in kwargs:
                     return kwargs["default"]
-                raise unsupported(f"{pick.__name__}() of an empty sequence (ValueError)")
+                raise PythonException(ValueError(f"{pick.__name__}() arg is an empty sequence"))
             best = pick(range(len(items)), key=lambda i: keys[i].as_constant())
             return items[best]
         if _constants(items) and _constants(kwargs.values()):
@@ -283,7 +284,7 @@ def _next(tx, it, *default):
     if item is None:
         if default:
             return default[0]
-        raise unsupported("next() on an exhausted iterator (StopIteration)")
+        raise PythonException(StopIteration())
     return item
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import PythonException
 
 
 def _all_constant(items) -> bool:
@@ -25,7 +26,7 @@ def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
         try:
             return items[key]
         except IndexError:
-            raise unsupported(f"{seq_vt.describe()} index {key} out of range (IndexError)") from None
+            raise PythonException(IndexError(f"{seq_vt.python_type().__name__} index out of range")) from None
     raise unsupported(f"indexing {seq_vt.describe()} with {idx.describe()}")
 
 
@@ -168,7 +169,7 @@ class ListVariable(BaseSequence):
                 if it.hash_key() == key:
                     del items[i]
                     return ConstantVariable(None)
-            raise unsupported("list.remove(x): x not in list (ValueError)")
+            raise PythonException(ValueError("list.remove(x): x not in list"))
         if name == "sort" and _all_constant(items):
             self._mutable(name, tx)
             kw = {k: v.as_constant() for k, v in kwargs.items()}
@@ -244,7 +245,7 @@ class DictVariable(VariableTracker):
         if name == "__getitem__":
             k = args[0].hash_key()
             if k not in items:
-                raise unsupported(f"dict lookup of missing key {k!r} (KeyError)")
+                raise PythonException(KeyError(k))
             return items[k]
         if name == "get":
             k = args[0].hash_key()
@@ -277,7 +278,7 @@ class DictVariable(VariableTracker):
                 return items.pop(k)
             if len(args) > 1:
                 return args[1]
-            raise unsupported(f"dict.pop of missing key {k!r} (KeyError)")
+            raise PythonException(KeyError(k))
         if name == "setdefault":
             self._mutable(name, tx)
             k = args[0].hash_key()
@@ -348,7 +349,7 @@ class SetVariable(VariableTracker):
         if name in ("discard", "remove"):
             k = args[0].hash_key()
             if k not in self.items and name == "remove":
-                raise unsupported("set.remove of missing element (KeyError)")
+                raise PythonException(KeyError(args[0].hash_key()))
             self.items.pop(k, None)
             return ConstantVariable(None)
         if name == "clear":

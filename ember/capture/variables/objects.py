@@ -14,11 +14,14 @@ import torch
 
 from ember.capture.sources import AttrSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.exc import Unsupported
+from ember.exc import PythonException, Unsupported
 
 
-class MissingAttribute(Unsupported):
+class MissingAttribute(PythonException):
     """The attribute does not exist (so ``hasattr`` is False, ``getattr`` takes the default)."""
+
+    def __init__(self, reason: str):
+        super().__init__(AttributeError(reason), reason)
 
 
 def _static_lookup(obj, name):
@@ -227,6 +230,8 @@ class UserObjectVariable(VariableTracker):
         d = getattr(obj, "__dict__", None)
         if name == "__class__":
             return ClassVariable(type(obj))
+        if type(obj).__getattribute__ is not object.__getattribute__:
+            return self._custom_getattribute(tx, name)
         cls_attr = _static_lookup(obj, name)
         if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
             return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
@@ -241,6 +246,29 @@ class UserObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+
+    def iter(self, tx):
+        it = _static_lookup(self.obj, "__iter__")
+        if isinstance(it, types.FunctionType):
+            return self.getattr(tx, "__iter__").call(tx, [], {}).iter(tx)
+        raise unsupported(f"iterating over {type(self.obj).__name__} object")
+
+    def unpack(self, tx):
+        return self.iter(tx).unpack(tx)
+
+    def _custom_getattribute(self, tx, name):
+        """Classes with a Python ``__getattribute__`` (e.g. HF configs' attribute_map): read the real
+        attribute; the guard re-reads it the same way, so the answer stays pinned."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        try:
+            value = getattr(self.obj, name)
+        except AttributeError:
+            raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
+        if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
+                isinstance(value.__func__, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(value.__func__), self)
+        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
 
     def setattr(self, tx, name, value):
         obj = self.obj
