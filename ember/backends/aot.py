@@ -1,9 +1,9 @@
 """Backends built on ember's AOT autograd: ``aot_eager``, ``inductor``, ``aot_autograd(...)``.
 
-Each has the torch.compile backend contract ``backend(gm, example_inputs) -> callable``
-and works both under ``ember.compile`` and as ``torch.compile(fn, backend=...)``::
+Each has the backend contract ``backend(gm, example_inputs) -> callable`` and works
+both under ``ember.compile`` and as a backend of torch's own compiler::
 
-    torch.compile(model, backend=ember.lookup_backend("aot_eager"))
+    backend = ember.lookup_backend("aot_eager")      # or "inductor"
     my_backend = ember.backends.aot_autograd(fw_compiler=my_compiler)
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ember.exc import BackendCompilerFailed
 def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = None,
                  inference_compiler: Callable | None = None, partition_fn: Callable = default_partition,
                  decompositions: dict | None = None, keep_inference_input_mutations: bool = False) -> Callable:
-    """A backend from forward/backward compilers (like ``torch._dynamo.backends.common.aot_autograd``).
+    """A backend from forward/backward compilers (like torch's own ``aot_autograd`` helper).
 
     ``fw_compiler(gm, example_inputs)`` compiles the forward graph (and the
     inference graph unless ``inference_compiler`` is given), ``bw_compiler``
