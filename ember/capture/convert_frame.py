@@ -174,6 +174,8 @@ class _ReturnPlan:
             inner = "{" + ", ".join(parts) + "}"
             if vt.dict_cls is dict:
                 return inner
+            if vt.default_factory is not None:
+                return f"{bind(s, vt.dict_cls, 'dict_type')}({self.expr(vt.default_factory)}, {inner})"
             return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
         from ember.capture.variables.new_object import NewObjectVariable, rebuild
         if isinstance(vt, NewObjectVariable):

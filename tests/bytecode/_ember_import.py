@@ -18,12 +18,20 @@ from pathlib import Path
 EMBER_DIR = Path(__file__).resolve().parents[2] / "ember"
 
 
-def import_bytecode_package():
+def import_bytecode_package(bare: bool = False):
+    """Import ember.bytecode; ``bare``: without running ``ember/__init__`` (which imports torch),
+    to check that the bytecode layer itself never needs torch."""
+    if bare:
+        return _import_bare()
     try:
         return importlib.import_module("ember.bytecode")
     except ImportError as exc:
         if (exc.name or "").startswith("ember.bytecode"):
             raise  # a real error in our own package
+    return _import_bare()
+
+
+def _import_bare():
     for name in [n for n in sys.modules if n == "ember" or n.startswith("ember.")]:
         del sys.modules[name]
     shell = types.ModuleType("ember")

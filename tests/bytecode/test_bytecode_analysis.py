@@ -145,7 +145,7 @@ def test_library_imports_only_stdlib_and_never_torch():
     here = Path(__file__).resolve().parent
     code = (
         f"import sys; sys.path.insert(0, {str(here)!r}); "
-        "from _ember_import import import_bytecode_package as i; i(); "
+        "from _ember_import import import_bytecode_package as i; i(bare=True); "
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -423,6 +423,14 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls is functools.partial:
         from ember.capture.variables.functions import PartialVariable
         return PartialVariable(args[0], args[1:], kwargs)
+    if cls is collections.defaultdict:
+        factory = args[0] if args else ConstantVariable(None)
+        d = _dict(tx, *args[1:], **kwargs)
+        d = DictVariable(d.items, d.keys, dict_cls=collections.defaultdict)
+        d.default_factory = None if factory.is_constant() and factory.as_constant() is None else factory
+        return d
+    if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        return OperatorGetterVariable(cls, args, kwargs)
     if cls is collections.OrderedDict:
         d = _dict(tx, *args, **kwargs)
         return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)
@@ -442,3 +450,37 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
 
 
 builtins  # referenced for readers: these handlers mirror the builtins module
+
+
+class OperatorGetterVariable(VariableTracker):
+    """``operator.itemgetter(...)`` / ``attrgetter(...)`` / ``methodcaller(...)`` made in the frame."""
+
+    def __init__(self, kind, args, kwargs):
+        self.kind = kind
+        self.args = list(args)
+        self.kwargs = dict(kwargs)
+
+    def describe(self):
+        return f"operator.{self.kind.__name__}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        (obj,) = args
+        results = []
+        if self.kind is operator.methodcaller:
+            name = self.args[0].as_constant()
+            return tx.getattr(obj, name).call(tx, self.args[1:], self.kwargs)
+        for a in self.args:
+            if self.kind is operator.itemgetter:
+                if isinstance(obj, TensorVariable):
+                    results.append(tx.output.call_function(operator.getitem, [obj, a], {}))
+                else:
+                    results.append(obj.call_method(tx, "__getitem__", [a], {}))
+            else:
+                value = obj
+                for part in a.as_constant().split("."):
+                    value = tx.getattr(value, part)
+                results.append(value)
+        return results[0] if len(results) == 1 else TupleVariable(results)

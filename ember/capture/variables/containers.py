@@ -201,6 +201,7 @@ class DictVariable(VariableTracker):
         self.keys = dict(keys) if keys is not None else {k: ConstantVariable(k) for k in items}
         self.source = source
         self.dict_cls = dict_cls
+        self.default_factory: VariableTracker | None = None  # for collections.defaultdict
 
     def python_type(self):
         return self.dict_cls
@@ -244,6 +245,9 @@ class DictVariable(VariableTracker):
         items = self.items
         if name == "__getitem__":
             k = args[0].hash_key()
+            if k not in items and self.default_factory is not None:
+                self._mutable(name, tx)
+                self.set_item(args[0], self.default_factory.call(tx, [], {}))
             if k not in items:
                 raise PythonException(KeyError(k))
             return items[k]
