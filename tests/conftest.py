@@ -43,7 +43,9 @@ def pytest_collection_modifyitems(config, items):
 def _fresh_compiler_state():
     if REFERENCE:
         import torch._dynamo
+        import torch._dynamo.utils
         torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()  # reset() keeps these; helpers.stats() reads them
         yield
         torch._dynamo.reset()
         return

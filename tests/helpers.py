@@ -100,6 +100,7 @@ def compile(fn, *, backend=None, fullgraph: bool = False, dynamic=None, **kwargs
 def reset() -> None:
     if REFERENCE:
         torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
     else:
         ember.reset()
 
@@ -107,8 +108,9 @@ def reset() -> None:
 def stats() -> dict[str, int]:
     """``ember.stats()``; under the reference switch, the nearest Dynamo counters.
 
-    Dynamo has no whole-frame fallback, so ``fallbacks`` is always 0 there, and
-    ``recompiles`` is the number of recorded guard failures.
+    Reference mapping: ``graph_breaks`` counts Dynamo's "unimplemented" records
+    (each graph break or skipped frame), ``fallbacks`` the frames Dynamo started
+    but skipped (ran eagerly), ``recompiles`` the recorded guard failures.
     """
     if not REFERENCE:
         return ember.stats()
@@ -117,8 +119,8 @@ def stats() -> dict[str, int]:
         "frames": c["frames"]["ok"],
         "graphs": c["stats"]["unique_graphs"],
         "recompiles": sum(len(v) for v in torch._dynamo.utils.guard_failures.values()),
-        "graph_breaks": sum(c["graph_break"].values()),
-        "fallbacks": 0,
+        "graph_breaks": sum(c["graph_break"].values()) + sum(c["unimplemented"].values()),
+        "fallbacks": c["frames"]["total"] - c["frames"]["ok"],
     }
 
 

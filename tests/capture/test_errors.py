@@ -95,8 +95,8 @@ def test_fullgraph_raises_unsupported_with_location(fn, needle, capsys):
 def test_without_fullgraph_result_equals_eager(fn, needle, capsys):
     check_same(fn, t(4, grad=True), fullgraph=False, graphs=None, check_cache=False)
     if REFERENCE:
-        # Dynamo graph-breaks instead of falling back; ember has no graph breaks yet.
-        assert stats()["graph_breaks"] >= 1
+        # Dynamo graph-breaks (or skips the frame) instead; ember has no graph breaks yet.
+        assert stats()["graph_breaks"] + stats()["fallbacks"] >= 1
     else:
         assert stats()["fallbacks"] >= 1
     if fn is prints:  # the side effect happened once per call, as in eager
