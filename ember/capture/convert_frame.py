@@ -92,12 +92,13 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
 
     scope = guards.scope
     guard_list = guards.ordered()
+    args = ", ".join(src.expr(scope) for src in input_sources)
+    hoists = scope.get("___hoists", [])
     check = " and ".join(f"({g.code})" for g in guard_list) or "True"
-    body = ["try:", f"    if not ({check}):", "        return ___MISS", "except Exception:",
-            "    return ___MISS"]
+    body = ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
+            f"    if not ({check}):", "        return ___MISS", "except Exception:", "    return ___MISS"]
     if compiled is not None:
         scope["___compiled"] = compiled
-        args = ", ".join(src.expr(scope) for src in input_sources)
         body.append(f"___o = ___compiled({args})")
     body.extend(plan.prelude)
     body.extend(effect_lines)
@@ -106,6 +107,8 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     run = codegen.make_function(fn, body, scope, "entry")
     # One guard at a time, for recompile reasons (only run on a miss).
     reason_body = ["___failed = []"]
+    for hname, hcode in hoists:
+        reason_body += ["try:", f"    {hname} = {hcode}", "except Exception:", f"    {hname} = None"]
     for i, g in enumerate(guard_list):
         scope[f"___text{i}"] = g.text
         reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___text{i})",

@@ -25,6 +25,20 @@ class Source:
         return self.name()
 
 
+def hoist(scope: dict[str, Any], code: str) -> str:
+    """Compute ``code`` once per generated function: returns a local variable holding it.
+
+    The statements are collected in ``scope['___hoists']`` and emitted at the top of the
+    generated function (inside its try block, so a failing lookup is a guard miss).
+    """
+    table = scope.setdefault("___hoist_table", {})
+    name = table.get(code)
+    if name is None:
+        name = table[code] = f"___s{len(table)}"
+        scope.setdefault("___hoists", []).append((name, code))
+    return name
+
+
 def bind(scope: dict[str, Any], obj: Any, hint: str) -> str:
     """Put ``obj`` into the generated code's scope; return its private name."""
     for key, val in scope.items():
@@ -79,8 +93,23 @@ class AttrSource(Source):
 
     def expr(self, scope):
         if self.attr.isidentifier() and not self.attr.startswith("__"):
-            return f"{self.base.expr(scope)}.{self.attr}"
-        return f"___getattr({self.base.expr(scope)}, {self.attr!r})"
+            return hoist(scope, f"{self.base.expr(scope)}.{self.attr}")
+        return hoist(scope, f"___getattr({self.base.expr(scope)}, {self.attr!r})")
+
+
+@dataclasses.dataclass(frozen=True)
+class ModuleMemberSource(Source):
+    """A parameter, buffer or submodule of an nn.Module, read from its dict directly
+    (``m._parameters['weight']``) — much cheaper in guards than ``Module.__getattr__``."""
+    base: Source
+    kind: str   # "_parameters", "_buffers" or "_modules"
+    key: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.key}"
+
+    def expr(self, scope):
+        return hoist(scope, f"{self.base.expr(scope)}.{self.kind}[{self.key!r}]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,7 +122,7 @@ class ItemSource(Source):
         return f"{self.base.name()}[{self.index!r}]"
 
     def expr(self, scope):
-        return f"{self.base.expr(scope)}[{self.index!r}]"
+        return hoist(scope, f"{self.base.expr(scope)}[{self.index!r}]")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +136,7 @@ class CellContentsSource(Source):
         return f"{self.base.name()}.__closure__[{self.index}].cell_contents  # {self.freevar}"
 
     def expr(self, scope):
-        return f"{self.base.expr(scope)}.__closure__[{self.index}].cell_contents"
+        return hoist(scope, f"{self.base.expr(scope)}.__closure__[{self.index}].cell_contents")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

@@ -12,7 +12,7 @@ import types
 
 import torch
 
-from ember.capture.sources import AttrSource, ItemSource
+from ember.capture.sources import AttrSource, ItemSource, ModuleMemberSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException, Unsupported
 
@@ -93,12 +93,11 @@ class NNModuleVariable(VariableTracker):
         pending = tx.side_effects.load_attr(m, name)
         if pending is not None:
             return pending
-        if name in d.get("_parameters", {}):
-            return wrap(tx, d["_parameters"][name], self._sub(name))
-        if name in d.get("_buffers", {}):
-            return wrap(tx, d["_buffers"][name], self._sub(name))
-        if name in d.get("_modules", {}):
-            return wrap(tx, d["_modules"][name], self._sub(name))
+        for kind in ("_parameters", "_buffers", "_modules"):
+            members = d.get(kind)
+            if members is not None and name in members:
+                src = ModuleMemberSource(self.source, kind, name) if self.source else None
+                return wrap(tx, members[name], src)
         if name in d:
             return wrap(tx, d[name], self._sub(name))
         if name == "__class__":
