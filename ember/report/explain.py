@@ -1,0 +1,102 @@
+"""``ember.explain(fn)(*args, **kwargs)``: what ember did with a call, in readable form.
+
+Mirrors ``torch._dynamo.explain``: compile ``fn`` with a recording backend,
+run it once on the given arguments, and report the graphs (as GraphModules
+and code), graph count, break reasons (reason, ``file:line``, source line,
+user stack), the guards of each cache entry, and op counts.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from ember import metrics
+
+
+@dataclasses.dataclass
+class BreakReason:
+    reason: str
+    where: str | None
+    source_line: str | None
+    user_stack: list[str]
+
+    def __str__(self) -> str:
+        s = f"{self.reason}"
+        if self.where:
+            s += f"\n      at {self.where}"
+            if self.source_line:
+                s += f"\n        {self.source_line.strip()}"
+        return s
+
+
+@dataclasses.dataclass
+class ExplainOutput:
+    graphs: list[torch.fx.GraphModule]
+    graph_count: int
+    graph_break_count: int
+    break_reasons: list[BreakReason]
+    op_count: int
+    ops_per_graph: list[list[str]]
+    guards: list[list[str]]          # per cache entry, readable
+    generated_code: list[str]        # per cache entry: the entry function ember generated
+    recompile_reasons: list[str]
+    compile_times: dict[str, float]
+    result: Any = None
+
+    def __str__(self) -> str:
+        lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
+                 f"Op count: {self.op_count}"]
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            for i, r in enumerate(self.break_reasons, 1):
+                lines.append(f"  {i}. {r}")
+        for i, ops in enumerate(self.ops_per_graph, 1):
+            lines.append(f"Ops in graph {i} ({len(ops)}): " + ", ".join(ops[:20]) + (" ..." if len(ops) > 20 else ""))
+        for i, gs in enumerate(self.guards, 1):
+            lines.append(f"Guards of entry {i} ({len(gs)}):")
+            lines.extend(f"  - {g}" for g in gs)
+        if self.recompile_reasons:
+            lines.append("Recompile reasons:")
+            lines.extend(f"  - {r}" for r in self.recompile_reasons)
+        lines.append("Compile time: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in self.compile_times.items()))
+        return "\n".join(lines)
+
+
+def _op_name(node) -> str:
+    t = node.target
+    if node.op == "call_method":
+        return f"Tensor.{t}"
+    return getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
+
+
+def explain(fn: Callable, *args, **kwargs):
+    """``explain(fn)(*args)``; the older ``explain(fn, *args)`` form also works."""
+    from ember.api import compile as ember_compile
+
+    def run(*call_args, **call_kwargs) -> ExplainOutput:
+        graphs: list[torch.fx.GraphModule] = []
+
+        def recording_backend(gm, example_inputs):
+            graphs.append(gm)
+            return gm.forward
+
+        before = dict(metrics.phase_seconds)
+        compiled = ember_compile(fn, backend=recording_backend)
+        result = compiled(*call_args, **call_kwargs)
+        cache = compiled._ember_cache if isinstance(compiled, torch.nn.Module) else compiled._cache
+        reasons = [BreakReason(e.reason, e.where, e.source_line, e.user_stack)
+                   for e in cache.fallback_reasons + list(getattr(cache, "break_reasons", []))]
+        ops = [[_op_name(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")] for g in graphs]
+        times = {k: v - before.get(k, 0.0) for k, v in metrics.phase_seconds.items()}
+        return ExplainOutput(
+            graphs=graphs, graph_count=len(graphs), graph_break_count=len(reasons), break_reasons=reasons,
+            op_count=sum(len(o) for o in ops), ops_per_graph=ops,
+            guards=[e.guards.readable() for e in cache.entries],
+            generated_code=[e.source for e in cache.entries],
+            recompile_reasons=list(cache.recompile_reasons), compile_times=times, result=result)
+
+    if args or kwargs:
+        return run(*args, **kwargs)
+    return run
