@@ -94,11 +94,9 @@ def test_fullgraph_raises_unsupported_with_location(fn, needle, capsys):
 @pytest.mark.parametrize("fn,needle", UNSUPPORTED_PROGRAMS, ids=[f.__name__ for f, _ in UNSUPPORTED_PROGRAMS])
 def test_without_fullgraph_result_equals_eager(fn, needle, capsys):
     check_same(fn, t(4, grad=True), fullgraph=False, graphs=None, check_cache=False)
-    if REFERENCE:
-        # Dynamo graph-breaks (or skips the frame) instead; ember has no graph breaks yet.
-        assert stats()["graph_breaks"] + stats()["fallbacks"] >= 1
-    else:
-        assert stats()["fallbacks"] >= 1
+    # Either a graph break (Dynamo; ember once graph breaks land) or a whole-frame
+    # eager fallback (ember before graph breaks) must have been recorded.
+    assert stats()["graph_breaks"] + stats()["fallbacks"] >= 1, stats()
     if fn is prints:  # the side effect happened once per call, as in eager
         assert capsys.readouterr().out.count("value computed") == 2
 

@@ -209,5 +209,5 @@ def test_batchnorm_momentum_none_reads_item():
     not capturable in one graph; without fullgraph the answer is still eager's."""
     check_module_same(lambda: nn.BatchNorm1d(4, momentum=None), t(6, 4), train=True,
                             fullgraph=False, graphs=None)
-    if not REFERENCE:  # ember (no graph breaks yet) runs the whole frame eagerly
-        assert stats()["fallbacks"] >= 1
+    # recorded as a graph break or (before graph breaks) a whole-frame eager fallback
+    assert stats()["graph_breaks"] + stats()["fallbacks"] >= 1, stats()
