@@ -44,6 +44,20 @@ def is_torch_callable(value) -> bool:
 
 
 def wrap(tx, value, source) -> VariableTracker:
+    """The tracker for ``value`` read from ``source`` (the same tracker every time in one trace,
+    so mutations through one read are seen by the next)."""
+    if source is None:
+        return _wrap(tx, value, None)
+    memo = tx.output.source_memo
+    hit = memo.get(source)
+    if hit is not None and hit[0] is value:
+        return hit[1]
+    vt = _wrap(tx, value, source)
+    memo[source] = (value, vt)
+    return vt
+
+
+def _wrap(tx, value, source) -> VariableTracker:
     from ember.capture.variables.builtins import BuiltinVariable
     from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
     from ember.capture.variables.functions import PartialVariable, UserFunctionVariable, UserMethodVariable
@@ -72,6 +86,17 @@ def wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
+
+    if t in _ITERATOR_TYPES:
+        from ember.capture.sources import CallSource
+        from ember.capture.variables.containers import IteratorVariable
+        rest = remaining_items(value)
+        rest_src = CallSource(remaining_items, source, ()) if source is not None else None
+        if source is not None:
+            guards.type_match(source, value)
+            guards.length(rest_src, len(rest))
+        items = [wrap(tx, v, ItemSource(rest_src, i) if rest_src is not None else None) for i, v in enumerate(rest)]
+        return IteratorVariable(items, source=source)
 
     if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
@@ -158,6 +183,23 @@ def wrap(tx, value, source) -> VariableTracker:
     if source is not None:
         guards.type_match(source, value)
     return UserObjectVariable(value, source)
+
+
+_ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def remaining_items(it) -> tuple:
+    """The items a tuple/list/range iterator has left, without advancing it."""
+    fn, args, *state = it.__reduce__()
+    seq = args[0]
+    index = state[0] if state else 0
+    return tuple(seq[index:])
+
+
+def advance(it, n: int) -> None:
+    """Consume ``n`` items of a real iterator (the trace consumed them symbolically)."""
+    for _ in range(n):
+        next(it)
 
 
 def guards_kind_equals():

@@ -15,6 +15,7 @@ from typing import Any, Callable
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture
+from ember.capture.graph_break import ResumeCache
 from ember.config import config
 from ember.exc import Unsupported
 
@@ -28,23 +29,38 @@ _ALL_CACHES: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
 class FrameCache:
     """Compiled entries for one Python function (a module's forward included)."""
 
-    def __init__(self, fn: types.FunctionType, backend: Callable, fullgraph: bool = False, label: str = ""):
+    def __init__(self, fn: types.FunctionType, backend: Callable, fullgraph: bool = False, label: str = "",
+                 resumes: "ResumeCache | None" = None, offset_map: dict | None = None):
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
         self.label = label or fn.__qualname__
         self.binder = codegen.make_binder(fn)
+        # Resume functions share the root function's ResumeCache (offsets mapped to the root's).
+        self.root_resumes = resumes
+        self.offset_map = offset_map
+        self.resumes = resumes or ResumeCache(fn, self._compile_nested)
+        self.break_reasons: list[Unsupported] = []
         self.entries: list[CacheEntry] = []
         self.run_eagerly_reason: str | None = None
         self.recompile_reasons: list[str] = []
         self.fallback_reasons: list[Unsupported] = []
         _ALL_CACHES.add(self)
 
+    def _compile_nested(self, fn, offset_map=None):
+        """Resume functions and callees at a break: compiled like the function itself."""
+        if offset_map is not None:
+            return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
+                              resumes=self.resumes, offset_map=offset_map)
+        return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}")
+
     def reset(self) -> None:
         self.entries = []
         self.run_eagerly_reason = None
         self.recompile_reasons = []
         self.fallback_reasons = []
+        self.break_reasons = []
+        self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
     def __call__(self, *args, **kwargs):
         for entry in self.entries:
@@ -72,7 +88,8 @@ class FrameCache:
             log_recompiles.info("recompiling %s: guard failed: %s", self.label, reason)
         metrics.bump("frames")
         try:
-            entry = capture(self.fn, bound, self.backend, self.label)
+            entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                            self.offset_map)
         except Unsupported as e:
             if self.fullgraph:
                 raise
@@ -90,6 +107,9 @@ class FrameCache:
                           f"running it eagerly (set EMBER_STRICT=1 to raise)", stacklevel=3)
             return self.fn(*args, **kwargs)
         self.entries.append(entry)
+        if entry.break_reason is not None:
+            self.break_reasons.append(entry.break_reason)
+            log_breaks.info("graph break in %s: %s", self.label, entry.break_reason)
         if log_guards.isEnabledFor(logging.DEBUG):
             log_guards.debug("guards for %s:\n  %s", self.label, "\n  ".join(entry.guards.readable()))
         result = entry.run(*args, **kwargs)

@@ -17,6 +17,7 @@ import torch
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.builder import wrap
+from ember.capture.graph_break import ResumeCache, breakable, build_residual
 from ember.capture.guards import GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
@@ -26,7 +27,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import BackendCompilerFailed
+from ember.exc import BackendCompilerFailed, Unsupported
 from ember.fake.convert import FakeContext
 
 log = logging.getLogger("ember.graph")
@@ -41,12 +42,41 @@ class CacheEntry:
     input_sources: list
     check_guards: Callable          # (bound args dict) -> list of failing guard texts
     source: str                     # the generated code, for reports
+    break_reason: Any = None        # the Unsupported that made this entry break its graph
 
     def failing_guards(self, bound: dict) -> list[str]:
         return self.check_guards(bound)
 
 
-def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, label: str) -> CacheEntry:
+def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, label: str,
+            resumes: "ResumeCache | None" = None, fullgraph: bool = True,
+            offset_map: dict | None = None) -> CacheEntry:
+    """Trace ``fn`` on ``bound`` arguments; on an unsupported instruction in the frame, break there
+    (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
+    try:
+        return _capture(fn, bound, backend, label, None, resumes)
+    except Unsupported as e:
+        offset = getattr(e, "top_offset", None)
+        if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable):
+            raise
+        if resumes.fn is not fn and (offset_map is None or offset not in offset_map):
+            raise
+        why_not = breakable(fn.__code__, offset, e.top_opname)
+        if why_not is not None:
+            e.reason = f"{e.reason} (and no graph break: {why_not})"
+            e.args = (e._message(),)
+            raise
+        entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes)
+        metrics.bump("graph_breaks")
+        entry.break_reason = e
+        return entry
+
+
+class _NotBreakable(Unsupported):
+    pass
+
+
+def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     code = fn.__code__
     fake = FakeContext()
     guards = GuardSet()
@@ -59,6 +89,8 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         cells[name] = RealCellVariable(cell, CellContentsSource(fn_source, i, name))
     side_effects = SideEffects()
     tx = Translator(code, fn.__globals__, {}, cells, output, guards, side_effects=side_effects)
+    tx.break_at = break_at[0] if break_at else None
+    residual_call = None
     try:
         with metrics.timed("capture"):
             names = codegen.parameter_names(code)
@@ -69,11 +101,19 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
                 tx.locals[names[-1]].source = None
             result = tx.run()
             if torch.is_grad_enabled() != grad_mode:
-                raise unsupported("grad mode changed and was not restored by the end of the frame")
+                raise _NotBreakable("grad mode changed and was not restored by the end of the frame")
             plan = _ReturnPlan(guards.scope, set(side_effects._containers))
-            ret_expr = plan.expr(result)
+            if tx.reached_break is not None:
+                residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
+                ret_expr = residual_call
+            else:
+                ret_expr = plan.expr(result)
             effect_lines = side_effects.codegen(plan, guards.scope)
             gm, example_inputs, input_sources = output.finish(plan.output_nodes)
+    except Unsupported as e:
+        if break_at is not None and not isinstance(e, _NotBreakable):
+            raise _NotBreakable(f"{e.reason} (while re-tracing for a graph break)") from e
+        raise
     finally:
         torch._C._set_grad_enabled(grad_mode)
 
@@ -104,6 +144,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     body.extend(effect_lines)
     body.append(f"return {ret_expr}")
     scope["___MISS"] = codegen.MISS
+    scope["___iter"] = iter
     run = codegen.make_function(fn, body, scope, "entry")
     # One guard at a time, for recompile reasons (only run on a miss).
     reason_body = ["___failed = []"]
@@ -128,6 +169,58 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
 
 def _has_posonly(code) -> bool:
     return code.co_posonlyargcount > 0
+
+
+def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
+    """The expression that runs the breaking instruction and the rest of the frame."""
+    bp = tx.reached_break
+    if offset_map is not None:  # a resume function: speak in the root function's offsets
+        bp.offset = offset_map[bp.offset]
+    inst = bp.inst
+    if bp.opname == "CALL":
+        consumed = inst.arg + 2
+    elif bp.opname == "CALL_FUNCTION_EX":
+        consumed = 3 + (inst.arg & 1)
+    else:
+        consumed = 1
+    if bp.opname in ("CALL", "CALL_FUNCTION_EX"):
+        after = [tx.instructions[tx.ip + 0].offset]
+    else:
+        after = [tx.instructions[tx.ip + 0].offset, inst.argval]
+    if offset_map is not None:
+        after = [offset_map[a] for a in after]
+    stack = list(bp.stack)
+    # Python callees at the breaking call run through ember, so their own bodies get compiled.
+    if bp.opname == "CALL" and len(stack) >= consumed:
+        pos = len(stack) - consumed + 1
+        stack[pos] = _compiled_callee(stack[pos], resumes)
+    bound = set(tx.locals) | {n for n, c in tx.cells.items() if getattr(c, "contents", None) is not None}
+    residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound)
+    values = {**tx.locals}
+    for name, cell in tx.cells.items():
+        if name in fn.__code__.co_cellvars:
+            if getattr(cell, "contents", None) is not None:
+                values[name] = cell.contents
+    args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
+    return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
+
+
+def _compiled_callee(vt, resumes):
+    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    if isinstance(vt, UserFunctionVariable):
+        return _Rebuilt(resumes.compiled_function(vt.fn))
+    if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable) and \
+            vt.obj.source is not None:
+        return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
+    return vt
+
+
+class _Rebuilt(VariableTracker):
+    """A value the break's residual code gets as a constant (a compiled callee)."""
+
+    def __init__(self, value, bound_to=None):
+        self.value = value
+        self.bound_to = bound_to
 
 
 class _ReturnPlan:
@@ -181,6 +274,17 @@ class _ReturnPlan:
                 return f"{bind(s, vt.dict_cls, 'dict_type')}({self.expr(vt.default_factory)}, {inner})"
             return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
         from ember.capture.variables.new_object import NewObjectVariable, rebuild
+        if isinstance(vt, _Rebuilt):
+            fn = bind(s, vt.value, "callee")
+            if vt.bound_to is None:
+                return fn
+            return f"{bind(s, types.MethodType, 'MethodType')}({fn}, {self.expr(vt.bound_to)})"
+        if type(vt).__name__ == "TensorMethodVariable":
+            return f"___getattr({self.expr(vt.tensor)}, {vt.name!r})"
+        if type(vt).__name__ == "IteratorVariable" and vt.source is None:
+            return f"___iter(({', '.join(self.expr(i) for i in vt.items[vt.pos:])}{',' if vt.items[vt.pos:] else ''}))"
+        if type(vt).__name__ == "BoundMethodVariable" and vt.obj.source is not None:
+            return f"___getattr({self.expr(vt.obj)}, {vt.name!r})"
         if isinstance(vt, NewObjectVariable):
             key = id(vt)
             if key in self.built:

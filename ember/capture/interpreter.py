@@ -56,13 +56,20 @@ class Translator(OpcodeMixin):
         self.kw_names: tuple | None = None
         self.result: VariableTracker | None = None
         self.yielded: list[VariableTracker] = []
-        self.current_exception = None  # the exception being handled (sys.exc_info() of the frame)  # values a generator body yielded (run eagerly)
+        self.current_exception = None
+        self.break_at: int | None = None     # offset to stop at (a graph break), top frame only
+        self.reached_break = None  # the exception being handled (sys.exc_info() of the frame)  # values a generator body yielded (run eagerly)
 
     # -- running ----------------------------------------------------------------
     def run(self) -> VariableTracker:
         instructions = self.instructions
         while self.result is None:
             inst = instructions[self.ip]
+            if inst.offset == self.break_at and self.parent is None:
+                from ember.capture.graph_break import BreakPoint
+                self.reached_break = BreakPoint(inst, list(self.stack), self.kw_names)
+                self.ip += 1
+                return None
             self.ip += 1
             if inst.starts_line is not None:
                 self.lineno = inst.starts_line
@@ -76,6 +83,11 @@ class Translator(OpcodeMixin):
                 if not self.handle_exception(inst, e):
                     raise e.located(self.location(), self.source_line(), self.user_stack())
             except Unsupported as e:
+                if self.parent is None and getattr(e, "top_offset", None) is None:
+                    e.top_offset, e.top_opname = inst.offset, inst.opname
+                    if inst.opname == "PRECALL":  # the CALL that follows is where the call happens
+                        nxt = instructions[self.ip]
+                        e.top_offset, e.top_opname = nxt.offset, nxt.opname
                 raise e.located(self.location(), self.source_line(), self.user_stack())
         return self.result
 

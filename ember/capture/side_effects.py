@@ -52,7 +52,8 @@ class SideEffects:
     def codegen(self, plan, scope: dict) -> list[str]:
         """Statements (for the generated entry) that apply the recorded effects."""
         from ember.capture.sources import bind
-        from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable
+        from ember.capture.builder import advance
+        from ember.capture.variables.containers import DictVariable, IteratorVariable, ListVariable, SetVariable
         lines = []
         for c in self._containers.values():
             target = c.source.expr(scope)
@@ -65,6 +66,8 @@ class SideEffects:
             elif isinstance(c, SetVariable):
                 items = ", ".join(plan.expr(v, fresh=True) for v in c.items.values())
                 lines += [f"___new = [{items}]", f"___s = {target}", "___s.clear()", "___s.update(___new)"]
+            elif isinstance(c, IteratorVariable):
+                lines.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:
                 raise unsupported(f"replaying a mutation of {c.describe()}")
         for target, name, value in self._attrs.values():

@@ -374,9 +374,10 @@ class SetVariable(VariableTracker):
 class IteratorVariable(VariableTracker):
     """An iterator over a known list of items; advancing it mutates ``pos``."""
 
-    def __init__(self, items: list):
+    def __init__(self, items: list, source=None):
         self.items = list(items)
         self.pos = 0
+        self.source = source  # a real iterator from outside: consumption is replayed
 
     def describe(self):
         return f"iterator({len(self.items) - self.pos} left)"
@@ -385,11 +386,15 @@ class IteratorVariable(VariableTracker):
         """The next item, or None when exhausted."""
         if self.pos >= len(self.items):
             return None
+        if self.source is not None:
+            tx.side_effects.mutated_container(self)
         self.pos += 1
         return self.items[self.pos - 1]
 
     def unpack(self, tx):
         rest = self.items[self.pos:]
+        if self.source is not None and rest:
+            tx.side_effects.mutated_container(self)
         self.pos = len(self.items)
         return rest
 
