@@ -84,7 +84,7 @@ class CompiledModule(torch.nn.Module):
         if self._ember_disable or type(mod).forward is not self._ember_cache.fn:
             return mod(*args, **kwargs)
         if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks or mod._backward_pre_hooks:
-            return mod(*args, **kwargs)  # hooks run eagerly around... keep eager semantics exactly
+            return mod(*args, **kwargs)  # hooks on the top module: run it eagerly, exactly as eager
         return self._ember_cache(mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):

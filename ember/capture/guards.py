@@ -139,10 +139,17 @@ class GuardSet:
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
 
-    def no_hooks(self, source: Source) -> None:
+    def hook_keys(self, source: Source, pre: list, post: list) -> None:
+        """The module's forward (pre-)hooks are exactly these (none, usually)."""
         e = source.expr(self.scope)
-        self._add(GuardKind.ID_MATCH, source, "hooks", f"{source.name()} has no forward hooks",
-                  f"not ({e}._forward_hooks or {e}._forward_pre_hooks)")
+        if not pre and not post:
+            self._add(GuardKind.ID_MATCH, source, "hooks", f"{source.name()} has no forward hooks",
+                      f"not ({e}._forward_hooks or {e}._forward_pre_hooks)")
+            return
+        p, q = bind(self.scope, pre, "hook_keys"), bind(self.scope, post, "hook_keys")
+        self._add(GuardKind.ID_MATCH, source, "hooks",
+                  f"{source.name()} forward pre-hooks {pre}, hooks {post}",
+                  f"___list({e}._forward_pre_hooks) == {p} and ___list({e}._forward_hooks) == {q}")
 
     def grad_mode(self, enabled: bool) -> None:
         name = bind(self.scope, torch.is_grad_enabled, "is_grad_enabled")

@@ -110,16 +110,36 @@ class NNModuleVariable(VariableTracker):
         raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
 
     def call(self, tx, args, kwargs):
+        """``module(*args)``: inline what ``Module._call_impl`` does — forward pre-hooks,
+        ``forward``, forward hooks — for plain hooks; anything fancier is refused."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.containers import TupleVariable
         m = self.module
-        if (m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                or torch.nn.modules.module._global_forward_hooks
-                or torch.nn.modules.module._global_forward_pre_hooks
-                or torch.nn.modules.module._global_backward_hooks):
-            raise unsupported(f"module hooks on {type(m).__name__}")
-        if self.source is not None:
-            tx.guards.no_hooks(self.source)
+        mm = torch.nn.modules.module
+        if (m._backward_hooks or m._backward_pre_hooks or mm._global_forward_hooks
+                or mm._global_forward_pre_hooks or mm._global_backward_hooks
+                or getattr(mm, "_global_backward_pre_hooks", None)
+                or getattr(m, "_forward_hooks_with_kwargs", None) or getattr(m, "_forward_pre_hooks_with_kwargs", None)
+                or getattr(m, "_forward_hooks_always_called", None)):
+            raise unsupported(f"backward, global or keyword-argument module hooks on {type(m).__name__}")
+        src = self.source
+        if src is not None:
+            tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))
+        elif m._forward_hooks or m._forward_pre_hooks:
+            raise unsupported(f"module hooks on a module ember cannot name ({type(m).__name__})")
+        for key, hook in list(m._forward_pre_hooks.items()):
+            hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_pre_hooks"), key))
+            result = hook_vt.call(tx, [self, TupleVariable(list(args))], {})
+            if not (result.is_constant() and result.as_constant() is None):
+                args = list(result.items) if isinstance(result, TupleVariable) else [result]
         forward = self.getattr(tx, "forward")
-        return forward.call(tx, args, kwargs)
+        out = forward.call(tx, list(args), kwargs)
+        for key, hook in list(m._forward_hooks.items()):
+            hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_hooks"), key))
+            result = hook_vt.call(tx, [self, TupleVariable(list(args)), out], {})
+            if not (result.is_constant() and result.as_constant() is None):
+                out = result
+        return out
 
     def call_method(self, tx, name, args, kwargs):
         m = self.module
