@@ -191,7 +191,7 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         after = [offset_map[a] for a in after]
     stack = list(bp.stack)
     # Python callees at the breaking call run through ember, so their own bodies get compiled.
-    if bp.opname == "CALL" and len(stack) >= consumed:
+    if bp.opname in ("CALL", "CALL_FUNCTION_EX") and len(stack) >= consumed:
         pos = len(stack) - consumed + 1
         stack[pos] = _compiled_callee(stack[pos], resumes)
     bound = set(tx.locals) | {n for n, c in tx.cells.items() if getattr(c, "contents", None) is not None}

@@ -20,9 +20,14 @@ class SideEffects:
         self._attrs: dict[tuple[int, str], tuple[VariableTracker, str, VariableTracker]] = {}
         self._globals: dict[tuple[int, str], tuple[dict, str, VariableTracker, Any]] = {}
         self._containers: dict[int, VariableTracker] = {}
+        self._calls: list[tuple[VariableTracker, str, list, dict]] = []
 
     def __bool__(self) -> bool:
-        return bool(self._attrs or self._globals or self._containers)
+        return bool(self._attrs or self._globals or self._containers or self._calls)
+
+    def defer_call(self, target: VariableTracker, method: str, args: list, kwargs: dict) -> None:
+        """A call (logging) replayed after the graph, with the same arguments."""
+        self._calls.append((target, method, args, kwargs))
 
     # -- attributes of outside objects ----------------------------------------------
     def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker) -> None:
@@ -74,6 +79,9 @@ class SideEffects:
             lines.append(f"___setattr({target.source.expr(scope)}, {name!r}, {plan.expr(value, fresh=True)})")
         for gdict, name, value, _src in self._globals.values():
             lines.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {plan.expr(value, fresh=True)}")
+        for target, method, args, kwargs in self._calls:
+            parts = [plan.expr(a) for a in args] + [f"{k}={plan.expr(v)}" for k, v in kwargs.items()]
+            lines.append(f"{target.source.expr(scope)}.{method}({', '.join(parts)})")
         if lines:
             scope["___setattr"] = setattr
         return lines

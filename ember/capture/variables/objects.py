@@ -8,6 +8,7 @@ the cache and recompiles.
 from __future__ import annotations
 
 import inspect
+import logging
 import types
 
 import torch
@@ -251,6 +252,8 @@ class UserObjectVariable(VariableTracker):
             return ClassVariable(type(obj))
         if type(obj).__getattribute__ is not object.__getattribute__:
             return self._custom_getattribute(tx, name)
+        if isinstance(obj, logging.Logger) and name in _LOGGING_METHODS and self.source is not None:
+            return DeferredCallVariable(self, name)
         cls_attr = _static_lookup(obj, name)
         if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
             return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
@@ -308,6 +311,29 @@ class UserObjectVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         return self.getattr(tx, name).call(tx, args, kwargs)
+
+
+_LOGGING_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
+                    "warning_once", "info_once", "warning_advice"}
+
+
+class DeferredCallVariable(VariableTracker):
+    """``logger.warning(...)`` and friends: a side effect with no bearing on the graph, so it is
+    replayed after the graph (in program order with the other side effects) instead of breaking."""
+
+    def __init__(self, obj_vt, name):
+        self.obj_vt = obj_vt
+        self.name = name
+
+    def describe(self):
+        return f"deferred {type(self.obj_vt.obj).__name__}.{self.name}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        tx.side_effects.defer_call(self.obj_vt, self.name, list(args), dict(kwargs))
+        return ConstantVariable(None)
 
 
 class PythonModuleVariable(VariableTracker):
