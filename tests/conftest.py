@@ -14,7 +14,24 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # `import helpers`
+
+def _load_helpers():
+    """Register tests/helpers.py as ``ember_test_helpers``.
+
+    Not as ``helpers``: test directories without ``__init__.py`` (tests/aot)
+    have their own ``helpers.py`` on sys.path, and one module name cannot serve
+    both. Tests write ``from ember_test_helpers import check_same``.
+    """
+    import importlib.util
+    name = "ember_test_helpers"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parent / "helpers.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 REFERENCE = os.environ.get("EMBER_TEST_REFERENCE", "").strip().lower() == "torch"
 SLOW = os.environ.get("EMBER_SLOW", "") not in ("", "0")
@@ -28,6 +45,10 @@ if not REFERENCE:
         _ember_import_error = e
     else:
         _ember.config.strict = True
+
+
+if REFERENCE or _ember is not None:  # else capture tests fail on import, nothing else does
+    _load_helpers()
 
 
 def pytest_collection_modifyitems(config, items):

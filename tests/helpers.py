@@ -1,6 +1,9 @@
 """Shared helpers for ember's eager-comparison tests.
 
-    from helpers import CompileCounter, check_same, check_module_same
+    from ember_test_helpers import CompileCounter, check_same, check_module_same
+
+(tests/conftest.py registers this file under that name; ``helpers`` is taken
+by tests/aot/helpers.py.)
 
 ``check_same(fn, *args)`` runs ``fn`` eagerly and compiled (on independent
 copies of the inputs) and compares outputs, inputs mutated by the call and

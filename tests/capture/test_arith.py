@@ -5,7 +5,7 @@ import operator
 import pytest
 import torch
 
-from helpers import check_same
+from ember_test_helpers import check_same
 
 
 def t(*shape, dtype=torch.float32, grad=False, seed=0):

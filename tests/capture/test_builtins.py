@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REFERENCE, check_same
+from ember_test_helpers import REFERENCE, check_same
 
 
 def t(*shape, grad=False, seed=0):

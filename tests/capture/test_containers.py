@@ -4,7 +4,7 @@ import collections
 import pytest
 import torch
 
-from helpers import check_same
+from ember_test_helpers import check_same
 
 
 def t(*shape, grad=False, seed=0):
@@ -188,7 +188,7 @@ def test_returning_input_and_constants_only_makes_no_graph():
 
 
 def test_list_input_mutation_visible_to_caller():
-    from helpers import CompileCounter, compile
+    from ember_test_helpers import CompileCounter, compile
     xs = [t(2)]
     n = compile(list_input_mutated, backend=CompileCounter(), fullgraph=True)(xs)
     assert n == 2 and len(xs) == 2

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import IDENTITY_GRAPHS, check_same, check_module_same
+from ember_test_helpers import IDENTITY_GRAPHS, check_same, check_module_same
 
 
 def t(*shape, grad=False, seed=0):

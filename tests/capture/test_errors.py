@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from helpers import (REFERENCE, UNSUPPORTED, CompileCounter, check_raises_same, check_same, compile,
+from ember_test_helpers import (REFERENCE, UNSUPPORTED, CompileCounter, check_raises_same, check_same, compile,
                      stats)
 
 

@@ -5,7 +5,7 @@ import functools
 import pytest
 import torch
 
-from helpers import CompileCounter, check_same, compile
+from ember_test_helpers import CompileCounter, check_same, compile
 
 
 def t(*shape, grad=False, seed=0):
@@ -297,7 +297,7 @@ def test_closure_cell_mutated_across_calls():
 
 def test_compile_as_decorator():
     cnt = CompileCounter()
-    from helpers import REFERENCE
+    from ember_test_helpers import REFERENCE
     if REFERENCE:
         deco = torch.compile(backend=cnt, fullgraph=True)
     else:

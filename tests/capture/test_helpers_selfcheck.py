@@ -4,7 +4,7 @@ mismatches are all caught."""
 import pytest
 import torch
 
-from helpers import CompileCounter, assert_same, check_module_same, check_same
+from ember_test_helpers import CompileCounter, assert_same, check_module_same, check_same
 
 
 class WrongBackend(CompileCounter):

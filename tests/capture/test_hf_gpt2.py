@@ -27,7 +27,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
-from helpers import CompileCounter, assert_same, compile  # noqa: E402
+from ember_test_helpers import CompileCounter, assert_same, compile  # noqa: E402
 
 
 def make_model(attn_implementation="eager", **overrides):

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from helpers import check_same
+from ember_test_helpers import check_same
 
 
 def t(*shape, grad=False, seed=0):
@@ -174,7 +174,7 @@ def test_setitem_into_input_is_visible_to_caller():
         x[1:] = 0.0
         return x * 1
     x = t(4)
-    from helpers import compile, CompileCounter
+    from ember_test_helpers import compile, CompileCounter
     cnt = CompileCounter()
     out = compile(f, backend=cnt, fullgraph=True)(x)
     assert (x[1:] == 0).all() and (out == x).all()

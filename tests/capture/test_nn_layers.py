@@ -9,7 +9,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from helpers import REFERENCE, CompileCounter, check_module_same, compile, stats
+from ember_test_helpers import REFERENCE, CompileCounter, check_module_same, compile, stats
 
 
 def t(*shape, grad=False, seed=0):

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import (IDENTITY_GRAPHS, REFERENCE, CompileCounter, assert_same, clone_inputs, collect_warnings, compile,
+from ember_test_helpers import (IDENTITY_GRAPHS, REFERENCE, CompileCounter, assert_same, clone_inputs, collect_warnings, compile,
                      recompile_limit, stats)
 
 

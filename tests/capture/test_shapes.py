@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from helpers import check_same
+from ember_test_helpers import check_same
 
 
 def t(*shape, grad=False, seed=0):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from helpers import REFERENCE, CompileCounter, check_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, check_same, compile
 
 
 def t(*shape, grad=False, seed=0):
@@ -76,7 +76,7 @@ def _run_twice_each(fn, make_x):
                                 reads_global_tensor, rebind_global_tensor],
                          ids=lambda f: f.__name__)
 def test_global_side_effects_replayed(fn, fresh_globals):
-    from helpers import assert_same
+    from ember_test_helpers import assert_same
     (e_outs, e_cnt, e_cache, e_log, e_gt), (c_outs, c_cnt, c_cache, c_log, c_gt) = \
         _run_twice_each(fn, lambda: t(4))
     assert_same(c_outs, e_outs, "outputs")
@@ -386,5 +386,5 @@ def test_forward_pre_hook_on_submodule_runs():
         m[0].register_forward_hook(lambda mod, args, out: out + 1)
         return m
 
-    from helpers import check_module_same
+    from ember_test_helpers import check_module_same
     check_module_same(make, t(2, 3, grad=True))

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers import check_same
+from ember_test_helpers import check_same
 
 
 def t(*shape, grad=False, seed=0):

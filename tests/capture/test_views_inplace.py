@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from helpers import REFERENCE, CompileCounter, check_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, check_same, compile
 
 
 def t(*shape, grad=False, seed=0):
