@@ -72,7 +72,17 @@ class EmberCompiler:
                 "frames": int(s.get("frames", 0))}
 
     def graph_break_reasons(self) -> list[str]:
-        return []
+        """``reason at file:line`` per graph break ember recorded (best effort, internal API)."""
+        try:
+            from ember.capture.cache import _ALL_CACHES
+            out = []
+            for c in list(_ALL_CACHES):
+                for e in getattr(c, "break_reasons", []):
+                    where = getattr(e, "where", None)
+                    out.append(f"{getattr(e, 'reason', e)}" + (f" at {where}" if where else ""))
+            return out
+        except Exception:  # noqa: BLE001
+            return []
 
     def fallback_reasons(self) -> list[str]:
         """Why functions ember was asked to compile run eagerly (best effort, internal API)."""

@@ -229,7 +229,8 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
         if counts["graphs"] == 0:  # nothing compiled: the timings are eager's
             row["status"] = "fallback"
             row["phase"] = "compile"
-            row["reason"] = row.get("note", "no graph was compiled")
+            row["reason"] = row.get("note") or "no graph was compiled" + (
+                "; graph breaks: " + "; ".join(reasons[:3]) if reasons else "")
     except BaseException as e:  # noqa: BLE001 - a failed row, never a crash
         if isinstance(e, KeyboardInterrupt):
             raise

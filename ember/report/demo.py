@@ -78,6 +78,15 @@ def _graph_summary() -> tuple[int | None, list[int], list[str]]:
     return (guards if known else None), nodes, eager_reasons
 
 
+def _break_reasons() -> list[str]:
+    out = []
+    for cache in _caches():
+        for e in getattr(cache, "break_reasons", []):
+            where = getattr(e, "where", None)
+            out.append(f"{getattr(e, 'reason', e)}" + (f" (at {where})" if where else ""))
+    return out
+
+
 def run_demo(backend: str = "aot_eager", steps: int = 5, target: str = "auto",
              batch_size: int = 4, timing_steps: int = 40, print_fn=print) -> int:
     """Run the demo; returns 0 if ember matched eager, 1 otherwise."""
@@ -193,6 +202,8 @@ def run_demo(backend: str = "aot_eager", steps: int = 5, target: str = "auto",
     out(f"graphs compiled     {stats.get('graphs', 0)}"
         + (f"  ({', '.join(str(n) for n in nodes)} ops)" if nodes else ""))
     out(f"graph breaks        {stats.get('graph_breaks', 0)}")
+    for r in _break_reasons():
+        out(f"  - {r}")
     out(f"guards              {guards if guards is not None else 'n/a'}")
     out(f"recompiles          {stats.get('recompiles', 0)}")
     if stats.get("fallbacks"):
