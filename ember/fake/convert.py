@@ -12,13 +12,18 @@ import weakref
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 
 class FakeContext:
     def __init__(self, static_shapes: bool = True) -> None:
         self.static_shapes = static_shapes
-        self.shape_env = ShapeEnv()
+        # A ShapeEnv is only needed for symbolic sizes; creating one imports torch._dynamo
+        # (about a second), so static tracing goes without.
+        if static_shapes:
+            self.shape_env = None
+        else:
+            from torch.fx.experimental.symbolic_shapes import ShapeEnv
+            self.shape_env = ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self._memo: dict[int, tuple[weakref.ref, FakeTensor]] = {}
 
