@@ -72,6 +72,10 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         return entry
 
 
+def _autocast_state():
+    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+
+
 class _NotBreakable(Unsupported):
     pass
 
@@ -83,6 +87,7 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     output = OutputGraph(fake, guards)
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
+    guards.global_state("autocast_cpu", _autocast_state, _autocast_state(), "autocast state (cpu)")
     cells = {}
     fn_source = ConstSource(fn, "FN")
     for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):
@@ -102,6 +107,10 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
             result = tx.run()
             if torch.is_grad_enabled() != grad_mode:
                 raise _NotBreakable("grad mode changed and was not restored by the end of the frame")
+            if output.active_contexts and tx.reached_break is None:
+                raise _NotBreakable("autocast entered and not exited by the end of the frame")
+            if output.active_contexts:
+                raise _NotBreakable("graph break inside a `with torch.autocast` block")
             plan = _ReturnPlan(guards.scope, set(side_effects._containers))
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
@@ -116,6 +125,8 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
         raise
     finally:
         torch._C._set_grad_enabled(grad_mode)
+        for ctx in reversed(output.active_contexts):  # a trace that stopped inside `with autocast`
+            ctx.__exit__(None, None, None)
 
     compiled = None
     if output.has_compute():

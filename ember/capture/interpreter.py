@@ -427,11 +427,11 @@ class Translator(OpcodeMixin):
 
     # -- with blocks (grad-mode context managers only) ----------------------------------------
     def BEFORE_WITH(self, inst):
-        from ember.capture.variables.objects import GradModeVariable
+        from ember.capture.variables.objects import AutocastVariable, GradModeVariable
         ctx = self.pop()
-        if not isinstance(ctx, GradModeVariable):
+        if not isinstance(ctx, (GradModeVariable, AutocastVariable)):
             raise unsupported(f"`with` on {ctx.describe()} (only torch.no_grad/enable_grad/"
-                              f"set_grad_enabled are supported)")
+                              f"set_grad_enabled/autocast are supported)")
         self.push(_WithExit(ctx))
         self.push(ctx.enter(self))
 

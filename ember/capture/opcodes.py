@@ -355,6 +355,30 @@ class OpcodeMixin:
         self.push(ConstantVariable(AssertionError))
 
 
+    # -- structural pattern matching (match/case) ------------------------------------------------
+    def MATCH_SEQUENCE(self, inst):
+        import collections.abc as cabc
+        t = self.stack[-1].python_type()
+        is_seq = issubclass(t, cabc.Sequence) and not issubclass(t, (str, bytes, bytearray))
+        self.push(ConstantVariable(is_seq))
+
+    def MATCH_MAPPING(self, inst):
+        import collections.abc as cabc
+        self.push(ConstantVariable(issubclass(self.stack[-1].python_type(), cabc.Mapping)))
+
+    def MATCH_KEYS(self, inst):
+        keys = self.stack[-1].as_constant()
+        subject = self.stack[-2]
+        if not isinstance(subject, DictVariable):
+            raise unsupported(f"match on mapping {subject.describe()}")
+        if all(k in subject.items for k in keys):
+            self.push(TupleVariable([subject.items[k] for k in keys]))
+        else:
+            self.push(ConstantVariable(None))
+
+    def MATCH_CLASS(self, inst):
+        raise unsupported("class patterns in match statements")
+
     def GET_LEN(self, inst):
         self.push(self.stack[-1].call_method(self, "__len__", [], {}))
 

@@ -39,7 +39,8 @@ class OutputGraph:
         self.input_values: list = []        # the real tensors (example inputs)
         self.placeholders: list[fx.Node] = []
         self._by_tensor: dict[int, TensorVariable] = {}
-        self.source_memo: dict = {}   # source -> (real value, tracker), see builder.wrap
+        self.source_memo: dict = {}
+        self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
 
     # -- inputs -----------------------------------------------------------------

@@ -420,6 +420,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
         from ember.capture.variables.torch_fn import TorchFunctionVariable
         return TorchFunctionVariable(cls).call(tx, args, kwargs)
+    if issubclass(cls, torch.amp.autocast_mode.autocast):
+        from ember.capture.variables.objects import AutocastVariable
+        return AutocastVariable.create(args, kwargs)
     if cls is functools.partial:
         from ember.capture.variables.functions import PartialVariable
         return PartialVariable(args[0], args[1:], kwargs)

@@ -460,3 +460,47 @@ class GradModeWrappedFunction(VariableTracker):
         out = self.fn.call(tx, args, kwargs)
         tx.output.set_grad_enabled(prior)
         return out
+
+
+class AutocastVariable(VariableTracker):
+    """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` as a context.
+
+    Entering records ``torch.amp._enter_autocast`` in the graph (exit: ``_exit_autocast``), so the
+    graph runs the region under autocast; the trace enters a real autocast too, so fake tensors
+    get the dtypes autocast gives them. ``dtype=None`` means the device's default autocast dtype.
+    """
+
+    def __init__(self, device_type: str, dtype, enabled: bool, cache_enabled):
+        self.device_type = device_type
+        self.dtype = dtype if dtype is not None else torch.get_autocast_dtype(device_type)
+        self.enabled = enabled
+        self.cache_enabled = torch.is_autocast_cache_enabled() if cache_enabled is None else cache_enabled
+        self.node = None
+        self.real = None
+
+    @classmethod
+    def create(cls, args, kwargs):
+        names = ("device_type", "dtype", "enabled", "cache_enabled")
+        values = dict(zip(names, [a.as_constant() for a in args]))
+        values.update({k: v.as_constant() for k, v in kwargs.items()})
+        if "device_type" not in values:
+            raise unsupported("torch.autocast without device_type")
+        return cls(values["device_type"], values.get("dtype"), values.get("enabled", True),
+                   values.get("cache_enabled"))
+
+    def describe(self):
+        return f"autocast({self.device_type}, {self.dtype}, enabled={self.enabled})"
+
+    def enter(self, tx):
+        vals = (self.device_type, self.dtype, self.enabled, self.cache_enabled)
+        self.node = tx.output.graph.call_function(torch.amp._enter_autocast, vals)
+        self.real = torch.amp.autocast_mode._UnmanagedAutocast(*vals)
+        self.real.__enter__()
+        tx.output.active_contexts.append(self.real)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.graph.call_function(torch.amp._exit_autocast, (self.node,))
+        self.real.__exit__(None, None, None)
+        tx.output.active_contexts.remove(self.real)
+        return ConstantVariable(None)
