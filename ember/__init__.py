@@ -10,6 +10,10 @@ from ember.backends.registry import list_backends, lookup_backend, register_back
 from ember.metrics import compile_times, stats
 from ember.api import compile, reset, explain
 
+if config.logs:
+    from ember.report.logs import set_logs as _set_logs
+    _set_logs(config.logs)
+
 __all__ = [
     "compile", "reset", "explain", "config", "Unsupported", "lookup_backend",
     "register_backend", "list_backends", "stats", "compile_times",

@@ -85,7 +85,7 @@ class FrameCache:
             reason = failed[0] if failed else "guards failed"
             self.recompile_reasons.append(reason)
             metrics.bump("recompiles")
-            log_recompiles.info("recompiling %s: guard failed: %s", self.label, reason)
+            log_recompiles.info("recompiling %s (entry %d): guard failed: %s", self.label, len(self.entries) + 1, reason)
         metrics.bump("frames")
         try:
             entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,

@@ -31,6 +31,7 @@ from ember.exc import BackendCompilerFailed, Unsupported
 from ember.fake.convert import FakeContext
 
 log = logging.getLogger("ember.graph")
+log_code = logging.getLogger("ember.bytecode")
 
 
 @dataclasses.dataclass
@@ -70,6 +71,15 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         metrics.bump("graph_breaks")
         entry.break_reason = e
         return entry
+
+
+def _describe_value(value) -> str:
+    """A short description of a value for recompile reasons (the 'new value' of a failed guard)."""
+    if isinstance(value, torch.Tensor):
+        return (f"{type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
+                f"stride={list(value.stride())} requires_grad={value.requires_grad}")
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _autocast_state():
@@ -157,15 +167,19 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     scope["___MISS"] = codegen.MISS
     scope["___iter"] = iter
     run = codegen.make_function(fn, body, scope, "entry")
+    log_code.debug("generated entry for %s:\n%s", label, run.__ember_source__)
     # One guard at a time, for recompile reasons (only run on a miss).
     reason_body = ["___failed = []"]
     for hname, hcode in hoists:
         reason_body += ["try:", f"    {hname} = {hcode}", "except Exception:", f"    {hname} = None"]
     for i, g in enumerate(guard_list):
         scope[f"___text{i}"] = g.text
-        reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___text{i})",
+        now = f"___describe({g.source.expr(scope)})" if g.source is not None else "None"
+        reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___with_value(___text{i}, {now}))",
                         "except Exception:", f"    ___failed.append(___text{i})"]
     reason_body.append("return ___failed")
+    scope["___describe"] = _describe_value
+    scope["___with_value"] = lambda text, now: text if now is None else f"{text} (now: {now})"
     reasons_fn = codegen.make_function(fn, reason_body, scope, "guard check")
     names = codegen.parameter_names(code)
 

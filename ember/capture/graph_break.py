@@ -26,6 +26,7 @@ generators, or when a value on the stack cannot be rebuilt.
 """
 from __future__ import annotations
 
+import logging
 import types
 from typing import Callable
 
@@ -34,6 +35,8 @@ from ember.bytecode import create_instruction, decode, find_offset, live_locals,
 from ember.bytecode import assemble
 from ember.bytecode import versions
 from ember.capture.variables.base import NullVariable, unsupported
+
+log_code = logging.getLogger("ember.bytecode")
 
 _CALLS = ("CALL", "CALL_FUNCTION_EX")
 _BRANCHES = ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
@@ -186,4 +189,10 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
                         co_flags=code.co_flags & ~(0x04 | 0x08 | 0x20),
                         cellvars=(), freevars=code.co_freevars)
     residual = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
+    if log_code.isEnabledFor(logging.DEBUG):
+        import dis
+        import io
+        buf = io.StringIO()
+        dis.dis(new_code, file=buf)
+        log_code.debug("residual %s:\n%s", new_code.co_qualname, buf.getvalue())
     return residual, arg_positions, [n for n in live_here if n not in arg_names]
