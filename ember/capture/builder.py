@@ -160,7 +160,7 @@ def _wrap(tx, value, source) -> VariableTracker:
                 in (None,) or mod == "builtins" or isinstance(getattr(value, "__self__", None), types.ModuleType):
             if mod in ("builtins", "math", "_operator", "operator", "cmath", None):
                 return BuiltinVariable(value, source)
-        raise unsupported(f"calling builtin {getattr(value, '__qualname__', value)!s} from module {mod}")
+        return OpaqueCallableVariable(value, source, f"calling builtin {getattr(value, '__qualname__', value)!s}")
 
     if isinstance(value, types.MethodType):
         self_src = AttrSource(source, "__self__") if source is not None else None
@@ -178,7 +178,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         return PartialVariable(func, args, kwargs, source)
 
     if callable(value) and t.__module__ in ("builtins",) and not hasattr(value, "__dict__"):
-        raise unsupported(f"calling {t.__name__} {value!r}")
+        return OpaqueCallableVariable(value, source, f"calling {t.__name__} {getattr(value, '__qualname__', '')}")
 
     if source is not None:
         guards.type_match(source, value)
@@ -200,6 +200,26 @@ def advance(it, n: int) -> None:
     """Consume ``n`` items of a real iterator (the trace consumed them symbolically)."""
     for _ in range(n):
         next(it)
+
+
+class OpaqueCallableVariable(VariableTracker):
+    """A callable ember cannot trace into (a C function, a builtin method of an outside object).
+
+    Reading it is fine; calling it is unsupported — at the call, so the frame can break there."""
+
+    def __init__(self, value, source, reason):
+        self.value = value
+        self.source = source
+        self.reason = reason
+
+    def describe(self):
+        return f"opaque callable {getattr(self.value, '__qualname__', self.value)!s}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        raise unsupported(self.reason)
 
 
 def guards_kind_equals():

@@ -329,7 +329,16 @@ class _ReturnPlan:
             return name
         if vt.source is not None:
             return vt.source.expr(s)
-        for attr in ("value", "fn", "module", "obj"):
-            if hasattr(vt, attr) and vt.is_constant():
-                return bind(s, getattr(vt, attr), "value")
+        from ember.capture.variables.builtins import BuiltinVariable
+        from ember.capture.variables.functions import UserFunctionVariable
+        from ember.capture.variables.objects import (ClassVariable, NNModuleVariable, PythonModuleVariable,
+                                                     UserObjectVariable)
+        from ember.capture.variables.torch_fn import TorchFunctionVariable
+        from ember.capture.builder import OpaqueCallableVariable
+        # Real objects from outside the frame, reached without a source: hand over the object itself.
+        real = {TorchFunctionVariable: "fn", BuiltinVariable: "fn", UserFunctionVariable: "fn",
+                OpaqueCallableVariable: "value", ClassVariable: "value", PythonModuleVariable: "module",
+                NNModuleVariable: "module", UserObjectVariable: "obj"}.get(type(vt))
+        if real is not None:
+            return bind(s, getattr(vt, real), "value")
         raise unsupported(f"returning {vt.describe()} from the compiled frame")

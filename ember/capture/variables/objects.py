@@ -54,7 +54,8 @@ def _class_attribute(tx, obj_vt, obj, name):
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             return UserMethodVariable(UserFunctionVariable(value.__func__), obj_vt, src)
         if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
-            raise unsupported(f"calling builtin method {type(obj).__name__}.{name}")
+            from ember.capture.builder import OpaqueCallableVariable
+            return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
         return wrap(tx, value, src)
     return wrap(tx, attr, src)
 
