@@ -114,11 +114,12 @@ def format_table(rows: list[dict[str, Any]]) -> str:
             ("peak_rss_mb", "peak MB", ".0f", True), ("max_diff", "max diff", ".1e", False)]
     head1 = f"{'model':<13}{'mode':<6}{'backend':<10}"
     head2 = " " * len(head1)
-    for _, title, _, ratio in cols:
-        w = 20 if ratio else 14
+    for key, title, _, ratio in cols:
+        cw = 8 if key == "max_diff" else 6
+        w = 3 * cw + 2 if ratio else 2 * cw + 2
         head1 += f"| {title:<{w - 2}}"
-        head2 += "| " + (f"{'ember':>6}{'torch':>6}{'e/t':>6}" if ratio else
-                         f"{'ember':>6}{'torch':>6}").ljust(w - 2)
+        head2 += "| " + (f"{'ember':>{cw}}{'torch':>{cw}}{'e/t':>{cw}}" if ratio else
+                         f"{'ember':>{cw}}{'torch':>{cw}}").ljust(w - 2)
     lines = [head1 + "| ok", head2 + "| e/t", "-" * (len(head1) + 6)]
     notes: list[str] = []
     ok_ratios: dict[str, list[float]] = {"compile_s": [], "step_ms": []}
@@ -137,12 +138,13 @@ def format_table(rows: list[dict[str, Any]]) -> str:
                     return ({"fallback": "FB", "timeout": "T/O"}.get(r.get("status"), "FAIL")
                             if key == "compile_s" else "")
                 return _fmt(r.get(key), spec) if spec else _fmt(r.get(key))
-            w = 20 if ratio else 14
-            text = f"{cell(e):>6}{cell(t):>6}"
+            cw = 8 if key == "max_diff" else 6
+            w = 3 * cw + 2 if ratio else 2 * cw + 2
+            text = f"{cell(e):>{cw}}{cell(t):>{cw}}"
             if ratio:
                 both = e.get("status") == "ok" and t.get("status") == "ok"
                 rt = _ratio(e.get(key), t.get(key)) if both else "-"
-                text += f"{rt:>6}"
+                text += f"{rt:>{cw}}"
                 if both and key in ok_ratios and rt != "-":
                     ok_ratios[key].append(float(e[key]) / float(t[key]) if t[key] else float("nan"))
             line += "| " + text.ljust(w - 2)
