@@ -142,6 +142,13 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return ClassVariable(value, source)
 
+    from ember.capture.graph_break import GradModeExit
+    if type(value) is GradModeExit:
+        if source is not None:
+            guards.type_match(source, value)
+            guards.constant_match(AttrSource(source, "prior"), value.prior)
+        return GradModeExitVariable(value.prior, source)
+
     if value is object.__setattr__:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()
@@ -200,6 +207,18 @@ def advance(it, n: int) -> None:
     """Consume ``n`` items of a real iterator (the trace consumed them symbolically)."""
     for _ in range(n):
         next(it)
+
+
+class GradModeExitVariable(VariableTracker):
+    """A resumed grad-mode ``with`` block's exit (see graph_break.GradModeExit): traced in-graph."""
+
+    def __init__(self, prior: bool, source=None):
+        self.prior = prior
+        self.source = source
+
+    def call(self, tx, args, kwargs):
+        tx.output.set_grad_enabled(self.prior)
+        return ConstantVariable(None)
 
 
 class OpaqueCallableVariable(VariableTracker):

@@ -115,8 +115,13 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
                 tx.locals[names[-1]].source = None
             result = tx.run()
+            block_grad_mode = None
             if torch.is_grad_enabled() != grad_mode:
-                raise _NotBreakable("grad mode changed and was not restored by the end of the frame")
+                # The frame leaves grad mode changed: a break inside `with torch.no_grad():`, or a
+                # resume function that leaves such a block. Graphs stay balanced (the graph restores
+                # the entry mode at its end); the entry function sets the new mode after the graph.
+                block_grad_mode = torch.is_grad_enabled()
+                output.graph.call_function(torch._C._set_grad_enabled, (grad_mode,))
             if output.active_contexts and tx.reached_break is None:
                 raise _NotBreakable("autocast entered and not exited by the end of the frame")
             if output.active_contexts:
@@ -163,7 +168,14 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
         body.append(f"___o = ___compiled({args})")
     body.extend(plan.prelude)
     body.extend(effect_lines)
-    body.append(f"return {ret_expr}")
+    if block_grad_mode is not None:
+        scope["___set_grad"] = torch._C._set_grad_enabled
+        body.append(f"___set_grad({block_grad_mode})")
+    if residual_call is not None and block_grad_mode is not None:
+        body += ["try:", f"    return {ret_expr}", "except BaseException:", f"    ___set_grad({grad_mode})",
+                 "    raise"]
+    else:
+        body.append(f"return {ret_expr}")
     scope["___MISS"] = codegen.MISS
     scope["___iter"] = iter
     run = codegen.make_function(fn, body, scope, "entry")
@@ -304,6 +316,12 @@ class _ReturnPlan:
             if vt.bound_to is None:
                 return fn
             return f"{bind(s, types.MethodType, 'MethodType')}({fn}, {self.expr(vt.bound_to)})"
+        if type(vt).__name__ == "_WithExit":
+            from ember.capture.graph_break import GradModeExit
+            from ember.capture.variables.objects import GradModeVariable
+            if isinstance(vt.ctx, GradModeVariable):
+                return bind(s, GradModeExit(vt.ctx.prior), "grad_exit")
+            raise unsupported(f"graph break inside `with {vt.ctx.describe()}`")
         if type(vt).__name__ == "TensorMethodVariable":
             return f"___getattr({self.expr(vt.tensor)}, {vt.name!r})"
         if type(vt).__name__ == "IteratorVariable" and vt.source is None:

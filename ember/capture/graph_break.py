@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import logging
 import types
+
+import torch
 from typing import Callable
 
 from ember.bytecode import create_instruction, decode, find_offset, live_locals, make_resume_code, \
@@ -56,18 +58,38 @@ class BreakPoint:
 
 def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     """None if ember can break the frame at this instruction, else why not."""
-    import dis
     import inspect
+    from ember.bytecode import active_exception_entries, active_with_blocks
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph break inside a generator"
     if opname not in _CALLS and opname not in _BRANCHES:
         return f"graph break at {opname} is not supported"
+    import dis
+    by_offset = {i.offset: i for i in dis.get_instructions(code)}
+    order = sorted(by_offset)
     for entry in dis._parse_exception_table(code):
         if entry.start <= offset < entry.end:
-            return "graph break inside a try/with block"
-    if code.co_cellvars or code.co_freevars and False:
-        return "graph break in a function with cell variables"
+            handler = by_offset.get(entry.target)
+            after = order[order.index(entry.target) + 1] if handler is not None else None
+            if not (handler is not None and handler.opname == "PUSH_EXC_INFO"
+                    and by_offset[after].opname == "WITH_EXCEPT_START"):
+                return "graph break inside a try block"
     return None
+
+
+class GradModeExit:
+    """Stands for the ``__exit__`` of a grad-mode ``with`` block that a graph break cut in two:
+    the resume function calls it when it leaves the block (normally or by an exception)."""
+
+    def __init__(self, prior: bool):
+        self.prior = prior
+
+    def __call__(self, *exc_info):
+        torch._C._set_grad_enabled(self.prior)
+        return None  # never suppresses an exception
+
+    def __repr__(self):
+        return f"GradModeExit(restore={self.prior})"
 
 
 class ResumeCache:

@@ -71,6 +71,20 @@ def _op_name(node) -> str:
     return getattr(t, "__qualname__", None) or getattr(t, "__name__", None) or str(t)
 
 
+def _all_caches(root) -> list:
+    """The compiled function's cache, then those of its resume functions and compiled callees."""
+    seen, order, todo = set(), [], [root]
+    while todo:
+        cache = todo.pop(0)
+        if id(cache) in seen:
+            continue
+        seen.add(id(cache))
+        order.append(cache)
+        todo.extend(cache.resumes._resume.values())
+        todo.extend(cache.resumes._callees.values())
+    return order
+
+
 def explain(fn: Callable, *args, **kwargs):
     """``explain(fn)(*args)``; the older ``explain(fn, *args)`` form also works."""
     from ember.api import compile as ember_compile
@@ -85,17 +99,19 @@ def explain(fn: Callable, *args, **kwargs):
         before = dict(metrics.phase_seconds)
         compiled = ember_compile(fn, backend=recording_backend)
         result = compiled(*call_args, **call_kwargs)
-        cache = compiled._ember_cache if isinstance(compiled, torch.nn.Module) else compiled._cache
+        root = compiled._ember_cache if isinstance(compiled, torch.nn.Module) else compiled._cache
+        caches = _all_caches(root)
         reasons = [BreakReason(e.reason, e.where, e.source_line, e.user_stack)
-                   for e in cache.fallback_reasons + list(getattr(cache, "break_reasons", []))]
+                   for cache in caches for e in cache.break_reasons + cache.fallback_reasons]
         ops = [[_op_name(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")] for g in graphs]
         times = {k: v - before.get(k, 0.0) for k, v in metrics.phase_seconds.items()}
         return ExplainOutput(
             graphs=graphs, graph_count=len(graphs), graph_break_count=len(reasons), break_reasons=reasons,
             op_count=sum(len(o) for o in ops), ops_per_graph=ops,
-            guards=[e.guards.readable() for e in cache.entries],
-            generated_code=[e.source for e in cache.entries],
-            recompile_reasons=list(cache.recompile_reasons), compile_times=times, result=result)
+            guards=[e.guards.readable() for cache in caches for e in cache.entries],
+            generated_code=[e.source for cache in caches for e in cache.entries],
+            recompile_reasons=[r for cache in caches for r in cache.recompile_reasons],
+            compile_times=times, result=result)
 
     if args or kwargs:
         return run(*args, **kwargs)
