@@ -40,6 +40,7 @@ class OutputGraph:
         self.placeholders: list[fx.Node] = []
         self._by_tensor: dict[int, TensorVariable] = {}
         self.source_memo: dict = {}
+        self.entry_grad_mode: bool | None = torch.is_grad_enabled()
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
 
@@ -139,6 +140,12 @@ class OutputGraph:
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
         self.graph.output(tuple(output_nodes))
+        toggles = [n for n in self.graph.nodes if n.target is torch._C._set_grad_enabled]
+        if toggles and self.entry_grad_mode is not None:
+            # A graph that changes grad mode states the mode it starts in, so it means the same
+            # thing whatever mode a backend traces it under (AOT traces joint graphs with grad on).
+            with self.graph.inserting_before(toggles[0]):
+                self.graph.call_function(torch._C._set_grad_enabled, (self.entry_grad_mode,))
         keep_sources, keep_values = [], []
         for node, src, val in zip(self.placeholders, self.input_sources, self.input_values):
             if node.users:

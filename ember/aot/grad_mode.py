@@ -1,0 +1,33 @@
+"""Does a program turn grad mode on inside itself?
+
+A captured graph may contain ``torch._C._set_grad_enabled(True)`` (an
+``enable_grad`` region, or a resume function leaving a ``no_grad`` block). Then
+gradients can flow even when grad mode is off when the graph is called, so the
+AOT layer must take the training path, not the inference one.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def graph_enables_grad(fn) -> bool:
+    """True if ``fn`` (a GraphModule, or a function closing over one) contains ``_set_grad_enabled(True)``."""
+    return any(n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args and n.args[0]
+               for gm in _graph_modules(fn) for n in gm.graph.nodes)
+
+
+def _graph_modules(fn) -> list:
+    found = []
+    if isinstance(fn, torch.fx.GraphModule):
+        found.append(fn)
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(value, torch.fx.GraphModule):
+            found.append(value)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.fx.GraphModule):
+        found.append(owner)
+    return found
