@@ -20,8 +20,10 @@ from typing import Callable
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from ember import metrics
+from ember.aot.aliasing import InputLayout, compute_layout, inner_fake_args, wrap_program
 from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
@@ -47,37 +49,152 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                 partition_fn: Callable = default_partition,
                 decompositions: dict | None = None,
                 keep_inference_input_mutations: bool = False,
-                on_metadata: Callable | None = None) -> CompiledGraph:
+                on_metadata: Callable | None = None) -> "AOTCallable":
     """Compile ``gm`` (called with ``example_inputs``) through functionalization and autograd.
 
     ``on_metadata(meta, static_input_indices)`` is called once the metadata is
     known, before any compiler runs (backends use it to learn the output layout).
+    The result compiles further variants on demand when a call's inputs alias
+    each other differently (see ``ember.aot.aliasing``).
     """
-    bw_compiler = bw_compiler or fw_compiler
-    inference_compiler = inference_compiler or fw_compiler
+    options = dict(fw_compiler=fw_compiler, bw_compiler=bw_compiler or fw_compiler,
+                   inference_compiler=inference_compiler or fw_compiler, partition_fn=partition_fn,
+                   decompositions=decompositions, keep_inference_input_mutations=keep_inference_input_mutations,
+                   on_metadata=on_metadata)
     with metrics.timed("aot"):
-        prog = flatten_program(gm, list(example_inputs))
-        meta = collect_metadata(prog.fn, prog.fake_args, prog.fake_mode,
-                                keep_input_mutations=keep_inference_input_mutations)
-        out_spec = prog._spec_box[0]
-        if on_metadata is not None:
-            on_metadata(meta, prog.static_input_indices or [])
-        mutated_inputs = [i for i, info in enumerate(meta.input_info) if info.mutated]
-        if meta.is_train:
-            joint = trace_joint(prog.fn, prog.fake_args, meta, prog.fake_mode, decompositions)
-            parts = partition_fn(joint, num_primals=len(prog.fake_args), num_fw_returns=meta.num_forward_returns)
-            with metrics.timed("backend_compile"):
-                fw = boxed(fw_compiler(parts.fw, _placeholder_vals(parts.fw)))
-            bw = LazyBackward(parts.bw, bw_compiler, _placeholder_vals(parts.bw), prog.fake_mode)
-            fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints)
-            compiled = CompiledGraph(meta, lifted=prog.lifted, out_spec=out_spec, forward=fw,
-                                     autograd_function=fn_cls, aliased_input_check=mutated_inputs)
-            compiled.graphs = {"joint": joint, "forward": parts.fw, "backward": parts.bw}
-        else:
-            fw_gm = trace_inference(prog.fn, prog.fake_args, meta, prog.fake_mode, decompositions)
-            with metrics.timed("backend_compile"):
-                fw = boxed(inference_compiler(fw_gm, _placeholder_vals(fw_gm)))
-            compiled = CompiledGraph(meta, lifted=prog.lifted, out_spec=out_spec, forward=fw,
-                                     aliased_input_check=mutated_inputs)
-            compiled.graphs = {"inference": fw_gm}
+        return AOTCallable(gm, list(example_inputs), options)
+
+
+def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *, lifted: list, out_spec_box: list,
+                     static_input_indices: list[int], meta=None) -> CompiledGraph:
+    """Metadata (unless given), trace, partition and compile one flat program."""
+    if meta is None:
+        meta = collect_metadata(fn, fake_args, fake_mode,
+                                keep_input_mutations=options["keep_inference_input_mutations"])
+    out_spec = out_spec_box[0]
+    if options["on_metadata"] is not None:
+        options["on_metadata"](meta, static_input_indices)
+    if meta.is_train:
+        joint = trace_joint(fn, fake_args, meta, fake_mode, options["decompositions"])
+        parts = options["partition_fn"](joint, num_primals=len(fake_args), num_fw_returns=meta.num_forward_returns)
+        with metrics.timed("backend_compile"):
+            fw = boxed(options["fw_compiler"](parts.fw, _placeholder_vals(parts.fw)))
+        bw = LazyBackward(parts.bw, options["bw_compiler"], _placeholder_vals(parts.bw), fake_mode)
+        fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints,
+                                        num_unversioned=getattr(parts, "num_unversioned", 0))
+        compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw, autograd_function=fn_cls)
+        compiled.graphs = {"joint": joint, "forward": parts.fw, "backward": parts.bw}
+        compiled.partition = parts
+    else:
+        fw_gm = trace_inference(fn, fake_args, meta, fake_mode, options["decompositions"])
+        with metrics.timed("backend_compile"):
+            fw = boxed(options["inference_compiler"](fw_gm, _placeholder_vals(fw_gm)))
+        compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
+        compiled.graphs = {"inference": fw_gm}
     return compiled
+
+
+class _Variant:
+    """One compiled graph for one aliasing layout of the inputs."""
+
+    def __init__(self, compiled: CompiledGraph, layout: InputLayout | None, identity_box: list, signature=None):
+        self.compiled = compiled
+        self.layout = layout
+        self.identity = identity_box[0] if identity_box else {}
+        #: for variants compiled at call time on static fake inputs: the inputs' shapes they accept
+        self.signature = signature
+
+    def run(self, args: list) -> list:
+        if self.layout is None:
+            return self.compiled.run_flat(args)
+        flat = self.compiled.run_flat(self.layout.inner_args(args))
+        for oi, i in self.identity.items():
+            flat[oi] = args[i]  # ``return b`` gives back the caller's alias itself
+        return flat
+
+
+def _signature(args: list) -> tuple:
+    return tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype, a.requires_grad)
+                 if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
+
+
+class AOTCallable:
+    """What the AOT backends return: call it with the graph's inputs positionally.
+
+    Holds one compiled graph per aliasing layout of the inputs (normally just
+    one). When the graph mutates some input, every call checks which tensor
+    inputs share a storage (one ``untyped_storage()`` per tensor input) and
+    picks, or compiles, the variant for that layout: deduplicated identical
+    inputs, synthetic bases for mutated aliases. ``meta`` and ``graphs`` are
+    the first variant's.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: dict):
+        self.gm = gm
+        self.options = options
+        prog = flatten_program(gm, example_inputs)
+        self.lifted = prog.lifted
+        self.num_lifted = len(prog.lifted)
+        args = prog.lifted + example_inputs
+        meta = collect_metadata(prog.fn, prog.fake_args, prog.fake_mode,
+                                keep_input_mutations=options["keep_inference_input_mutations"])
+        self.out_spec = prog._spec_box[0]
+        info = meta.input_info
+        self.data_mutated = frozenset(i for i, x in enumerate(info) if x.mutates_data)
+        self.mutated = frozenset(i for i, x in enumerate(info) if x.mutated)
+        self.check_aliasing = bool(self.mutated)
+        self.variants: dict = {}
+        key, layout = (compute_layout(args, self.data_mutated, self.mutated, training=meta.is_train)
+                       if self.check_aliasing else (None, None))
+        if layout is None:
+            compiled = _compile_program(prog.fn, prog.fake_args, prog.fake_mode, options, lifted=[],
+                                        out_spec_box=prog._spec_box,
+                                        static_input_indices=prog.static_input_indices or [], meta=meta)
+            variant = _Variant(compiled, None, [])
+        else:
+            variant = self._compile_layout(prog, args, layout)
+        self.variants[key] = [variant]
+        self.primary = variant
+        self.meta = variant.compiled.meta
+        self.graphs = variant.compiled.graphs
+
+    # ---- compiling variants ------------------------------------------------
+    def _compile_layout(self, prog, args: list, layout: InputLayout, signature=None) -> _Variant:
+        identity_box: list = []
+        inner_fn = wrap_program(prog.fn, layout, identity_box)
+        fakes = inner_fake_args(prog.fake_args, args, layout, prog.fake_mode)
+        static = [layout.kept.index(i) for i in (prog.static_input_indices or []) if i in layout.kept]
+        compiled = _compile_program(inner_fn, fakes, prog.fake_mode, self.options, lifted=[],
+                                    out_spec_box=prog._spec_box, static_input_indices=static)
+        return _Variant(compiled, layout, identity_box, signature)
+
+    def _compile_at_call(self, args: list, layout: InputLayout | None) -> _Variant:
+        """A variant for a layout first seen at call time: static shapes in a fresh fake mode
+        (the frontend's guards are already final), so it only serves calls with these shapes."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with metrics.timed("aot"):
+            prog = flatten_program(self.gm, args[self.num_lifted:], fake_mode=FakeTensorMode())
+            signature = _signature(args)
+            if layout is None:
+                compiled = _compile_program(prog.fn, prog.fake_args, prog.fake_mode, self.options, lifted=[],
+                                            out_spec_box=prog._spec_box,
+                                            static_input_indices=prog.static_input_indices or [])
+                return _Variant(compiled, None, [], signature)
+            return self._compile_layout(prog, args, layout, signature)
+
+    def _variant_for(self, args: list) -> _Variant:
+        key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled())
+        candidates = self.variants.get(key)
+        if candidates:
+            for v in candidates:
+                if v.signature is None or v.signature == _signature(args):
+                    return v
+        variant = self._compile_at_call(args, layout)
+        self.variants.setdefault(key, []).append(variant)
+        return variant
+
+    # ---- calling -----------------------------------------------------------
+    def __call__(self, *user_args):
+        args = self.lifted + list(user_args) if self.lifted else list(user_args)
+        variant = self._variant_for(args) if self.check_aliasing else self.primary
+        return pytree.tree_unflatten(variant.run(args), self.out_spec)

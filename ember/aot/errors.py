@@ -32,7 +32,7 @@ class AOTCompileError(BackendCompilerFailed):
 
 
 class UnsupportedAliasedMutation(AOTCompileError):
-    """An input is mutated while another input aliases it (synthetic bases: a later issue)."""
+    """Inputs alias each other in a way synthetic bases cannot express (see ``ember.aot.aliasing``)."""
 
 
 def _describe_target(node: torch.fx.Node) -> str:

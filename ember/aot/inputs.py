@@ -95,14 +95,16 @@ def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
                 fakes.append(fake_mode.from_tensor(a, static_shapes=True))
         elif isinstance(a, torch.SymInt):
             fakes.append(a)
-        elif isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        elif (isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool))
+              and fake_mode.shape_env is not None and meta_val.node.shape_env is fake_mode.shape_env):
             fakes.append(meta_val)
         else:
             fakes.append(a)
     return fakes
 
 
-def flatten_program(gm: torch.fx.GraphModule, example_inputs: list) -> FlatProgram:
+def flatten_program(gm: torch.fx.GraphModule, example_inputs: list,
+                    fake_mode: FakeTensorMode | None = None) -> FlatProgram:
     """Lift parameters/buffers, choose the fake mode and fake inputs, flatten outputs."""
     names, lifted = [], []
     seen = set()
@@ -116,7 +118,8 @@ def flatten_program(gm: torch.fx.GraphModule, example_inputs: list) -> FlatProgr
     if len(phs) != num_user:
         raise AOTCompileError(f"graph has {len(phs)} placeholders but {num_user} example inputs were given")
 
-    fake_mode = detect_fake_mode(gm, example_inputs)
+    if fake_mode is None:
+        fake_mode = detect_fake_mode(gm, example_inputs)
     if fake_mode is None:
         fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
     flat_args = lifted + list(example_inputs)

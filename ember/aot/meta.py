@@ -17,7 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from ember.aot.errors import AOTCompileError, UnsupportedAliasedMutation
+from ember.aot.errors import AOTCompileError
 from ember.aot.schemas import InputInfo, OutputInfo, OutputKind, ViewAndMutationMeta
 
 
@@ -150,20 +150,6 @@ def _classify_outputs(f_args: list, f_outs: list, input_info: list[InputInfo]):
     return infos, bases
 
 
-def _check_aliased_mutations(fake_args: list, input_info: list[InputInfo]) -> None:
-    by_storage = collections.defaultdict(list)
-    for i, a in enumerate(fake_args):
-        if isinstance(a, torch.Tensor):
-            by_storage[StorageWeakRef(a.untyped_storage())].append(i)
-    for idxs in by_storage.values():
-        if len(idxs) > 1 and any(input_info[i].mutated for i in idxs):
-            mutated = [i for i in idxs if input_info[i].mutated]
-            raise UnsupportedAliasedMutation(
-                f"inputs {idxs} share storage and input(s) {mutated} are mutated by the graph; "
-                "mutating inputs that alias other inputs needs synthetic bases, which ember does not "
-                "implement yet")
-
-
 def _tangent_like(t: torch.Tensor) -> torch.Tensor:
     return torch.empty(t.shape, dtype=t.dtype, device=t.device)
 
@@ -179,12 +165,16 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
     """
     shape_env = fake_mode.shape_env
     quiet = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else contextlib.nullcontext()
+    grad_at_entry = torch.is_grad_enabled()
     with fake_mode, functionalization_guard(), FunctionalTensorMode(), quiet:
         f_args = [to_functional(a) for a in fake_args]
         f_outs = fn(*f_args)
         input_info = [_input_info(a, fa, i) for i, (a, fa) in enumerate(zip(fake_args, f_args))]
         output_info, bases = _classify_outputs(f_args, f_outs, input_info)
-        is_train = torch.is_grad_enabled() and any(
+        # Training if gradients can flow: grad mode on at entry, or the graph itself turns it on
+        # (a `with torch.enable_grad()` region, or a resume function leaving a no_grad block).
+        from ember.aot.grad_mode import graph_enables_grad
+        is_train = (grad_at_entry or graph_enables_grad(fn)) and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in fake_args)
         if not is_train and keep_input_mutations:
             input_info = [
@@ -203,5 +193,4 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
         with fake_mode:
             meta.traced_tangents = [_tangent_like(r) for r in needs_tangent]
     fake_mode.epoch += 1  # nothing traced here: keep its memo from leaking into the real trace
-    _check_aliased_mutations(fake_args, input_info)
     return meta

@@ -77,6 +77,16 @@ def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:
     return out
 
 
+def _grow_storage_for(t: torch.Tensor, size, stride, offset) -> None:
+    if any(s == 0 for s in size):
+        return
+    needed = (offset + sum((s - 1) * st for s, st in zip(size, stride)) + 1) * t.element_size()
+    storage = t.untyped_storage()
+    if storage.nbytes() < needed:
+        with torch.no_grad():
+            storage.resize_(needed)
+
+
 class LazyBackward:
     """The backward graph, compiled on the first ``backward()``."""
 
@@ -96,7 +106,7 @@ class LazyBackward:
 
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,
-                           num_saved_tensors: int, num_saved_symints: int):
+                           num_saved_tensors: int, num_saved_symints: int, num_unversioned: int = 0):
     n_ret = meta.num_forward_returns
     n_mut = meta.num_mutated_inputs
     mask = meta.tangent_mask
@@ -155,7 +165,7 @@ class CompiledGraph:
     """What the AOT backends return: call with the graph's inputs positionally."""
 
     def __init__(self, meta: ViewAndMutationMeta, *, lifted: list, out_spec, forward: Callable[[list], Any],
-                 autograd_function=None, aliased_input_check: list[int] | None = None):
+                 autograd_function=None):
         self.meta = meta
         self.lifted = lifted
         self.out_spec = out_spec
@@ -165,32 +175,19 @@ class CompiledGraph:
         self._outputs = list(enumerate(meta.output_info))
         self._has_aliases = any(o.kind not in (OutputKind.NON_ALIAS, OutputKind.UNSAFE_VIEW_ALIAS,
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
-        self._aliased_input_check = aliased_input_check or []
         self._simple_spec = out_spec is None
 
     def __call__(self, *user_args):
         args = self.lifted + list(user_args) if self.lifted else list(user_args)
-        if self._aliased_input_check:
-            self._check_no_new_aliasing(args)
+        return pytree.tree_unflatten(self.run_flat(args), self.out_spec)
+
+    def run_flat(self, args: list) -> list:
+        """Run on the flat inputs (lifted params/buffers first); the flat user outputs."""
         if self.autograd_function is not None:
             returns = self.autograd_function.apply(*args)
         else:
             returns = self.forward(list(args))  # a boxed callee may clear its list
         return self._epilogue(args, returns)
-
-    def _check_no_new_aliasing(self, args: list) -> None:
-        from ember.aot.errors import UnsupportedAliasedMutation
-        seen = {}
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                seen.setdefault(a.untyped_storage().data_ptr(), []).append(i)
-        for i in self._aliased_input_check:
-            ptr = args[i].untyped_storage().data_ptr()
-            if len(seen.get(ptr, ())) > 1 and ptr != 0:
-                raise UnsupportedAliasedMutation(
-                    f"input {i} is mutated by the compiled graph but aliases input(s) "
-                    f"{[j for j in seen[ptr] if j != i]} in this call; this graph was compiled for "
-                    "non-aliased inputs (synthetic bases are not implemented yet)")
 
     def _epilogue(self, args: list, returns) -> Any:
         k = 0
@@ -204,6 +201,7 @@ class CompiledGraph:
                 else:
                     size, stride, offset = upd.size(), upd.stride(), upd.storage_offset()
                 ctx = torch.no_grad() if (inp.is_leaf and inp.requires_grad) else contextlib.nullcontext()
+                _grow_storage_for(inp, size, stride, offset)  # resize_ that grew the tensor
                 # a metadata change leaves the data alone: keep the version counter so that
                 # tensors saved for the backward from this input stay valid
                 with ctx, torch.autograd._unsafe_preserve_version_counter(inp):
@@ -234,4 +232,4 @@ class CompiledGraph:
                     later.append((j, info))
             for j, info in later:
                 user[j] = _regenerate(user[info.base_idx], _unwrap(user[j]), info)
-        return pytree.tree_unflatten(user, self.out_spec)
+        return user
