@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
+import os
+import sys
 import types
 
 import torch
 
-from ember.capture.sources import AttrSource, ConstSource, ItemSource
+from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
@@ -107,9 +110,12 @@ def _wrap(tx, value, source) -> VariableTracker:
             return ListVariable(items, source)
         return TupleVariable(items, source, tuple_type=t if t is not tuple else None)
 
+    original = value
+    if t is types.MappingProxyType:
+        value, t = dict(value), dict  # read-only view: traced as the dict it shows (never mutated)
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
         if source is not None:
-            guards.type_match(source, value)
+            guards.type_match(source, original)
             guards.dict_keys(source, list(value.keys()), ordered=False)
         for k in value:
             if not isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple)):
@@ -142,6 +148,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return ClassVariable(value, source)
 
+    if value is os.environ:
+        return EnvironVariable(source)
+    if value is inspect.signature:
+        return SignatureFunctionVariable()
+
     from ember.capture.graph_break import GradModeExit
     if type(value) is GradModeExit:
         if source is not None:
@@ -167,6 +178,8 @@ def _wrap(tx, value, source) -> VariableTracker:
                 in (None,) or mod == "builtins" or isinstance(getattr(value, "__self__", None), types.ModuleType):
             if mod in ("builtins", "math", "_operator", "operator", "cmath", None):
                 return BuiltinVariable(value, source)
+        if value in (sys.getrecursionlimit, sys.getdefaultencoding):
+            return BuiltinVariable(value, source)
         return OpaqueCallableVariable(value, source, f"calling builtin {getattr(value, '__qualname__', value)!s}")
 
     if isinstance(value, types.MethodType):
@@ -207,6 +220,87 @@ def advance(it, n: int) -> None:
     """Consume ``n`` items of a real iterator (the trace consumed them symbolically)."""
     for _ in range(n):
         next(it)
+
+
+def _environ_get(key, default=None):
+    return os.environ.get(key, default)
+
+
+def _environ_contains(key):
+    return key in os.environ
+
+
+class EnvironVariable(VariableTracker):
+    """``os.environ``: reads are answered now and guarded (the variable re-read on every call)."""
+
+    def __init__(self, source=None):
+        self.source = source
+
+    def describe(self):
+        return "os.environ"
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.functions import BoundMethodVariable
+        if name in ("get", "__getitem__", "__contains__"):
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        from ember.capture.sources import ConstSource
+        from ember.capture.variables.objects import MissingAttribute  # noqa: F401
+        if kwargs or not all(a.is_constant() for a in args):
+            raise unsupported("os.environ with non-constant arguments")
+        cargs = tuple(a.as_constant() for a in args)
+        if name == "__contains__":
+            value = _environ_contains(*cargs)
+            src = CallSource(_environ_contains, _NoBase(), cargs)
+        elif name in ("get", "__getitem__"):
+            if name == "__getitem__" and cargs[0] not in os.environ:
+                from ember.exc import PythonException
+                raise PythonException(KeyError(cargs[0]))
+            value = _environ_get(*cargs)
+            src = CallSource(_environ_get, _NoBase(), cargs)
+        else:
+            return super().call_method(tx, name, args, kwargs)
+        return wrap(tx, value, src)
+
+
+class _NoBase:
+    """A CallSource with no object argument (module-level function)."""
+
+    def name(self):
+        return "os.environ"
+
+    def expr(self, scope):
+        return None
+
+
+class SignatureFunctionVariable(VariableTracker):
+    """``inspect.signature(f)`` of a function known to the trace: computed now on the real function
+    (whose identity the trace already pins), instead of tracing ``inspect`` itself."""
+
+    def describe(self):
+        return "inspect.signature"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        from ember.capture.variables.objects import UserObjectVariable
+        target = args[0] if args else None
+        if kwargs or len(args) != 1:
+            raise unsupported("inspect.signature with extra arguments")
+        if isinstance(target, UserFunctionVariable):
+            sig = inspect.signature(target.fn)
+        elif isinstance(target, UserMethodVariable) and isinstance(target.func, UserFunctionVariable):
+            sig = inspect.signature(types.MethodType(target.func.fn, object()))
+        else:
+            raise unsupported(f"inspect.signature of {target.describe() if target else '?'}")
+        return UserObjectVariable(sig, None)
 
 
 class GradModeExitVariable(VariableTracker):

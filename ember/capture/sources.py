@@ -182,12 +182,15 @@ class CallSource(Source):
 
     def expr(self, scope):
         f = bind(scope, self.func, "func")
-        a = ", ".join(bind(scope, x, "arg") for x in self.args)
-        return f"{f}({self.base.expr(scope)}{', ' if a else ''}{a})"
+        parts = [bind(scope, x, "arg") for x in self.args]
+        base = self.base.expr(scope)
+        if base is not None:
+            parts.insert(0, base)
+        return f"{f}({', '.join(parts)})"
 
     def __eq__(self, other):
         return (isinstance(other, CallSource) and other.func is self.func and other.base == self.base
                 and other.args == self.args)
 
     def __hash__(self):
-        return hash((id(self.func), self.base))
+        return hash((id(self.func), id(self.base) if not isinstance(self.base, Source) else self.base))

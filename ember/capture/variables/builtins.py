@@ -7,6 +7,7 @@ refused with a reason.
 from __future__ import annotations
 
 import builtins
+import sys
 import collections
 import functools
 import math
@@ -28,6 +29,7 @@ _PURE_BUILTINS = {
     zip, enumerate, type, callable, bin, hex, oct, complex, bytes,
 }
 _PURE_MODULES = ("math", "operator", "_operator", "cmath")
+_PURE_SYS = {sys.getrecursionlimit, sys.getdefaultencoding}
 
 # operator functions that map onto tensors as graph ops
 _TENSOR_OPERATORS = {
@@ -83,7 +85,7 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _TENSOR_OPERATORS and _has_tensor(args):
             return tx.output.call_function(fn, args, kwargs)
-        pure = fn in _PURE_BUILTINS or getattr(fn, "__module__", None) in _PURE_MODULES
+        pure = fn in _PURE_BUILTINS or fn in _PURE_SYS or getattr(fn, "__module__", None) in _PURE_MODULES
         if pure and _constants(args) and _constants(kwargs.values()):
             try:
                 value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
@@ -322,7 +324,19 @@ def _print(tx, *args, **kwargs):
 
 
 def _id(tx, obj):
-    raise unsupported("id() of a traced value")
+    # Objects that exist outside the frame keep their identity (guarded by ID_MATCH or held by
+    # the code being traced), so their id() is a constant of this trace.
+    for attr in ("fn", "module", "obj", "value"):
+        if hasattr(obj, attr) and type(obj).__name__ in (
+                "UserFunctionVariable", "NNModuleVariable", "UserObjectVariable", "ClassVariable",
+                "BuiltinVariable", "TorchFunctionVariable", "PythonModuleVariable"):
+            return ConstantVariable(id(getattr(obj, attr)))
+    if type(obj).__name__ in ("UserMethodVariable", "NewObjectVariable", "NestedFunctionVariable"):
+        # Made during the trace (a bound method is a new object on every access in Python too):
+        # any value unique for the trace will do, as long as it is only compared, which is how
+        # id() is used on such values (e.g. inspect.unwrap's cycle memo).
+        return ConstantVariable(id(obj))
+    raise unsupported(f"id() of {obj.describe()}")
 
 
 def _super(tx, *args):

@@ -122,11 +122,12 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.builder import wrap
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
             return ConstantVariable(getattr(self.fn, name))
-        if name in ("__defaults__", "__kwdefaults__", "__wrapped__"):
+        if name in ("__defaults__", "__kwdefaults__"):
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
-        return super().getattr(tx, name)
+        from ember.capture.variables.objects import MissingAttribute
+        raise MissingAttribute(f"function {self.fn.__qualname__} has no attribute {name!r}")
 
 
 class NestedFunctionVariable(VariableTracker):

@@ -53,6 +53,8 @@ def _class_attribute(tx, obj_vt, obj, name):
         value = getattr(obj, name)
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             return UserMethodVariable(UserFunctionVariable(value.__func__), obj_vt, src)
+        if isinstance(obj, dict) and name in _DICT_READS:
+            return RealDictReadVariable(obj_vt, name)
         if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
             from ember.capture.builder import OpaqueCallableVariable
             return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
@@ -62,6 +64,51 @@ def _class_attribute(tx, obj_vt, obj, name):
 
 _LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
              "named_parameters", "named_buffers", "keys", "values", "items")
+
+
+def _dict_keys(d):
+    return list(dict.keys(d))
+
+
+def _dict_values(d):
+    return list(dict.values(d))
+
+
+def _dict_items(d):
+    return list(dict.items(d))
+
+
+_DICT_READS = {"keys": _dict_keys, "values": _dict_values, "items": _dict_items, "get": dict.get,
+               "__getitem__": dict.__getitem__, "__contains__": dict.__contains__, "__len__": dict.__len__}
+
+
+class RealDictReadVariable(VariableTracker):
+    """A read-only dict method (``keys``, ``get``...) of a real dict-subclass object from outside the
+    frame (e.g. an HF ``ModelOutput``): answered now, guarded by re-reading it the same way."""
+
+    def __init__(self, obj_vt, name):
+        self.obj_vt = obj_vt
+        self.name = name
+
+    def describe(self):
+        return f"dict.{self.name} of {self.obj_vt.describe()}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.builder import wrap
+        from ember.capture.sources import CallSource
+        if kwargs or not all(a.is_constant() for a in args):
+            raise unsupported(f"{self.describe()} with non-constant arguments")
+        fn = _DICT_READS[self.name]
+        cargs = tuple(a.as_constant() for a in args)
+        try:
+            value = fn(self.obj_vt.obj, *cargs)
+        except KeyError as e:
+            raise PythonException(e) from None
+        src = CallSource(fn, self.obj_vt.source, cargs) if self.obj_vt.source is not None else None
+        return wrap(tx, value, src)
 
 
 class NNModuleVariable(VariableTracker):
@@ -151,8 +198,14 @@ class NNModuleVariable(VariableTracker):
                                                   torch.nn.ModuleDict, torch.nn.ParameterList,
                                                   torch.nn.ParameterDict)):
             key = args[0].as_constant()
+            if isinstance(key, slice) and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+                # A slice is a new container of the same submodules; a list of them iterates,
+                # indexes and measures the same way.
+                from ember.capture.variables.containers import ListVariable
+                keys = list(m._modules)[key]
+                return ListVariable([self.getattr(tx, k) for k in keys])
             if isinstance(key, slice):
-                raise unsupported("slicing a ModuleList/Sequential")
+                raise unsupported(f"slicing a {type(m).__name__}")
             from ember.capture.builder import wrap
             if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
                 return wrap(tx, m[key], ItemSource(self.source, key) if self.source else None)
@@ -251,7 +304,7 @@ class UserObjectVariable(VariableTracker):
         d = getattr(obj, "__dict__", None)
         if name == "__class__":
             return ClassVariable(type(obj))
-        if type(obj).__getattribute__ is not object.__getattribute__:
+        if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
         if isinstance(obj, logging.Logger) and name in _LOGGING_METHODS and self.source is not None:
             return DeferredCallVariable(self, name)
