@@ -24,6 +24,7 @@ import torch.utils._pytree as pytree
 
 from ember import metrics
 from ember.aot.aliasing import InputLayout, compute_layout, inner_fake_args, wrap_program
+from ember.aot.autocast import parse_backward_pass_autocast
 from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
@@ -49,7 +50,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                 partition_fn: Callable = default_partition,
                 decompositions: dict | None = None,
                 keep_inference_input_mutations: bool = False,
-                on_metadata: Callable | None = None) -> "AOTCallable":
+                on_metadata: Callable | None = None,
+                backward_pass_autocast="same_as_forward") -> "AOTCallable":
     """Compile ``gm`` (called with ``example_inputs``) through functionalization and autograd.
 
     ``on_metadata(meta, static_input_indices)`` is called once the metadata is
@@ -60,7 +62,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
     options = dict(fw_compiler=fw_compiler, bw_compiler=bw_compiler or fw_compiler,
                    inference_compiler=inference_compiler or fw_compiler, partition_fn=partition_fn,
                    decompositions=decompositions, keep_inference_input_mutations=keep_inference_input_mutations,
-                   on_metadata=on_metadata)
+                   on_metadata=on_metadata,
+                   backward_pass_autocast=parse_backward_pass_autocast(backward_pass_autocast))
     with metrics.timed("aot"):
         return AOTCallable(gm, list(example_inputs), options)
 
@@ -75,7 +78,8 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
     if options["on_metadata"] is not None:
         options["on_metadata"](meta, static_input_indices)
     if meta.is_train:
-        joint = trace_joint(fn, fake_args, meta, fake_mode, options["decompositions"])
+        joint = trace_joint(fn, fake_args, meta, fake_mode, options["decompositions"],
+                            options["backward_pass_autocast"])
         parts = options["partition_fn"](joint, num_primals=len(fake_args), num_fw_returns=meta.num_forward_returns)
         with metrics.timed("backend_compile"):
             fw = boxed(options["fw_compiler"](parts.fw, _placeholder_vals(parts.fw)))

@@ -176,10 +176,13 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
         from ember.aot.grad_mode import graph_enables_grad
         is_train = (grad_at_entry or graph_enables_grad(fn)) and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in fake_args)
-        if not is_train and keep_input_mutations:
+        if keep_input_mutations:
+            # data-only mutations stay in the graph as a trailing copy_ (in training only
+            # for inputs without grad: an autograd-visible mutation needs a tangent)
             input_info = [
                 InputInfo(**{**info.__dict__, "mutated_in_graph": True})
-                if info.mutates_data and not info.mutates_metadata else info
+                if info.mutates_data and not info.mutates_metadata and (not is_train or not info.requires_grad)
+                else info
                 for info in input_info
             ]
         meta = ViewAndMutationMeta(input_info=input_info, output_info=output_info,

@@ -1,25 +1,42 @@
 """Split a joint forward+backward graph into a forward and a backward graph.
 
-The default partitioner: the forward graph is exactly what the forward
-returns need (every primal is an input); everything else the gradients need
-goes to the backward. Values computed in the forward and used by the
-backward are *saved*: the forward returns them after its own returns, tensors
-first, then SymInts, and the backward takes them as inputs before the
-tangents::
+Both partitioners produce::
 
-    forward (*primals)                  -> (*fw_returns, *saved_tensors, *saved_symints)
-    backward(*saved_tensors, *saved_symints, *tangents) -> (grad per primal, None if none)
+    forward (*primals) -> (*fw_returns, *saved_tensors, *saved_symints, *mutable_inputs)
+    backward(*saved_tensors, *saved_symints, *mutable_inputs, *tangents) -> (grad per primal, None if none)
 
-Nothing is recomputed and nothing unneeded is saved. (A min-cut partitioner
-that recomputes cheap ops to save memory is a later issue.)
+``default_partition``: the forward is exactly what the forward returns need;
+everything else the gradients need goes to the backward; forward values the
+backward uses are saved. Nothing is recomputed.
+
+``min_cut_partition`` (``ember.aot.mincut``): chooses what to save and what
+the backward recomputes by a minimum cut (see there).
+
+Tags set while tracing the joint (``node.meta["partitioner_tag"]``) are
+honoured by both:
+
+* ``must_be_in_forward``: a ``copy_`` that applies a forward mutation of an
+  input inside the forward graph (and everything it needs);
+* ``must_be_in_backward``: a ``copy_`` that applies a mutation the backward
+  made to an input. Its destination input reaches the backward as a
+  *mutable input*: passed on ``ctx`` without ``save_for_backward``'s version
+  check (the forward's own mutation of that input happened in between);
+* ``node.meta["ember_must_save"]``: the value a forward mutation wrote; the
+  min-cut partitioner never recomputes it in the backward.
+
+A saved *primal* that is mutated (``placeholder.meta["ember_mutated"]``) is
+saved as a ``clone`` taken in the forward: the backward must see the value the
+forward read, not the one the mutation left.
 """
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx
+
+aten = torch.ops.aten
 
 
 @dataclass
@@ -28,62 +45,144 @@ class PartitionResult:
     bw: torch.fx.GraphModule
     num_saved_tensors: int
     num_saved_symints: int
+    #: inputs the backward mutates, passed after the saved SymInts (no version check)
+    num_unversioned: int = 0
+    saved_names: list[str] = field(default_factory=list)
+    recomputed: int = 0
 
 
 def _is_sym(node: torch.fx.Node) -> bool:
     return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool, int, float, bool))
 
 
-def _ancestors(roots, stop=frozenset()) -> set:
+def ancestors(roots, stop=frozenset(), skip_edge=None) -> set:
+    """Nodes reachable backwards from ``roots``, not expanding past ``stop``.
+
+    ``skip_edge(user, input)`` drops an edge (the destination of a backward ``copy_``).
+    """
     seen: set = set()
     stack = [r for r in roots if isinstance(r, torch.fx.Node)]
     while stack:
         n = stack.pop()
-        if n in seen or n in stop:
+        if n in seen:
             continue
         seen.add(n)
-        stack.extend(n.all_input_nodes)
+        if n in stop:
+            continue
+        for a in n.all_input_nodes:
+            if skip_edge is None or not skip_edge(n, a):
+                stack.append(a)
     return seen
 
 
-def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, name: str) -> torch.fx.GraphModule:
+@dataclass
+class JointParts:
+    """The joint graph's pieces, as the partitioners see them."""
+
+    joint: torch.fx.GraphModule
+    primals: list
+    tangents: list
+    fw_returns: list
+    grads: list
+    fw_copies: list   # copy_ nodes tagged must_be_in_forward
+    bw_copies: list   # copy_ nodes tagged must_be_in_backward
+    mutable_inputs: list  # destinations of bw_copies (primals), unique, in order
+
+    def skip_edge(self, user: torch.fx.Node, inp: torch.fx.Node) -> bool:
+        return user in self._bw_copy_set and inp is user.args[0]
+
+    def __post_init__(self):
+        self._bw_copy_set = set(self.bw_copies)
+
+
+def split_joint(joint: torch.fx.GraphModule, num_primals: int, num_fw_returns: int) -> JointParts:
+    phs = [n for n in joint.graph.nodes if n.op == "placeholder"]
+    out_node = next(n for n in reversed(joint.graph.nodes) if n.op == "output")
+    outs = list(out_node.args[0])
+    fw_copies = [n for n in joint.graph.nodes if n.meta.get("partitioner_tag") == "must_be_in_forward"]
+    bw_copies = [n for n in joint.graph.nodes if n.meta.get("partitioner_tag") == "must_be_in_backward"
+                 and n.target is aten.copy_.default]
+    mutable = []
+    for n in bw_copies:
+        if n.args[0] not in mutable:
+            mutable.append(n.args[0])
+    return JointParts(joint, phs[:num_primals], phs[num_primals:], outs[:num_fw_returns], outs[num_fw_returns:],
+                      fw_copies, bw_copies, mutable)
+
+
+def _with_getitems(nodes: set) -> set:
+    """Never save a tuple: the forward also computes every getitem of a multi-output op it runs."""
+    for n in list(nodes):
+        if isinstance(n.meta.get("val"), (tuple, list)):
+            nodes.update(u for u in n.users if u.target is operator.getitem)
+    return nodes
+
+
+def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, name: str, *,
+           input_names: list | None = None, arg_override=None, output_override=None) -> torch.fx.GraphModule:
     g = torch.fx.Graph()
     env: dict = {}
-    for n in inputs:
-        p = g.placeholder(n.name)
+    extra: dict = {}
+    for k, n in enumerate(inputs):
+        p = g.placeholder(input_names[k] if input_names else n.name)
         p.meta = dict(n.meta)
-        env[n] = p
+        if input_names and input_names[k] != n.name:
+            extra[n] = p  # a second placeholder for the same joint node (mutable input)
+        else:
+            env[n] = p
     for n in joint.graph.nodes:
         if n in body and n not in env and n.op != "placeholder" and n.op != "output":
-            env[n] = g.node_copy(n, lambda x: env[x])
-    g.output(tuple(env[o] if isinstance(o, torch.fx.Node) else o for o in outputs))
+            if arg_override is not None and n in arg_override:
+                repl = arg_override[n]
+                env[n] = g.node_copy(n, lambda x, repl=repl: extra[x] if x is repl else env[x])
+            else:
+                env[n] = g.node_copy(n, lambda x: env[x])
+    results = []
+    for o in outputs:
+        if output_override is not None and o in output_override:
+            results.append(output_override[o](g, env))
+        else:
+            results.append(env[o] if isinstance(o, torch.fx.Node) else o)
+    g.output(tuple(results))
     gm = torch.fx.GraphModule(joint, g, class_name=name)
     return gm
 
 
-def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_returns: int) -> PartitionResult:
-    phs = [n for n in joint.graph.nodes if n.op == "placeholder"]
-    primals, tangents = phs[:num_primals], phs[num_primals:]
-    out_node = next(n for n in reversed(joint.graph.nodes) if n.op == "output")
-    outs = list(out_node.args[0])
-    fw_returns, grads = outs[:num_fw_returns], outs[num_fw_returns:]
-
-    fw_nodes = _ancestors(fw_returns) | set(primals)
-    # never save a tuple: the forward also computes every getitem of a multi-output op it runs
-    for n in list(fw_nodes):
-        if isinstance(n.meta.get("val"), (tuple, list)):
-            fw_nodes.update(u for u in n.users if u.target is operator.getitem)
-    leaked = fw_nodes & set(tangents)
-    if leaked:
-        raise AssertionError(f"forward returns depend on tangents: {leaked}")
-    bw_nodes = _ancestors(grads, stop=fw_nodes)
-    returned_by_bw = {g for g in grads if isinstance(g, torch.fx.Node) and g in fw_nodes}
-    saved = [n for n in joint.graph.nodes
-             if n in fw_nodes and (n in returned_by_bw or any(u in bw_nodes for u in n.users))]
+def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> PartitionResult:
+    """Forward and backward graphs from the chosen forward nodes, saved values and backward body."""
     saved_syms = [n for n in saved if _is_sym(n)]
     saved_tensors = [n for n in saved if not _is_sym(n)]
+    # a saved primal that some mutation overwrites: save a clone taken before it
+    clones = {}
+    for n in saved_tensors:
+        if n.op == "placeholder" and n.meta.get("ember_mutated"):
+            clones[n] = (lambda g, env, n=n: g.call_function(aten.clone.default, (env[n],)))
+    fw = _build(parts.joint, parts.primals, fw_nodes | set(parts.primals),
+                parts.fw_returns + saved_tensors + saved_syms + parts.mutable_inputs, "EmberForward",
+                output_override=clones)
+    mutable_names = [n.name + "_mutable" for n in parts.mutable_inputs]
+    bw_inputs = saved_tensors + saved_syms + parts.mutable_inputs + parts.tangents
+    names = ([n.name for n in saved_tensors + saved_syms] + mutable_names + [n.name for n in parts.tangents])
+    bw = _build(parts.joint, bw_inputs, bw_body | set(saved) | set(parts.tangents), parts.grads, "EmberBackward",
+                input_names=names, arg_override={c: c.args[0] for c in parts.bw_copies})
+    for n in bw.graph.nodes:
+        if n.op == "placeholder" and n.name in mutable_names:
+            n.meta["ember_role"] = "mutable_input"
+    recomputed = sum(1 for n in bw_body if n in fw_nodes and n not in saved and n.op != "placeholder")
+    return PartitionResult(fw, bw, len(saved_tensors), len(saved_syms), len(parts.mutable_inputs),
+                           [n.name for n in saved], recomputed)
 
-    fw = _build(joint, primals, fw_nodes, fw_returns + saved_tensors + saved_syms, "EmberForward")
-    bw_inputs = saved_tensors + saved_syms + tangents
-    bw = _build(joint, bw_inputs, bw_nodes | set(bw_inputs), grads, "EmberBackward")
-    return PartitionResult(fw, bw, len(saved_tensors), len(saved_syms))
+
+def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_returns: int) -> PartitionResult:
+    parts = split_joint(joint, num_primals, num_fw_returns)
+    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies) | set(parts.primals))
+    leaked = fw_nodes & set(parts.tangents)
+    if leaked:
+        raise AssertionError(f"forward returns depend on tangents: {leaked}")
+    bw_nodes = ancestors(parts.grads + parts.bw_copies, stop=fw_nodes, skip_edge=parts.skip_edge)
+    bw_only = bw_nodes - fw_nodes
+    returned_by_bw = {g for g in parts.grads if isinstance(g, torch.fx.Node) and g in fw_nodes}
+    saved = [n for n in joint.graph.nodes
+             if n in fw_nodes and (n in returned_by_bw or any(
+                 u in bw_only and not parts.skip_edge(u, n) for u in n.users))]
+    return assemble(parts, fw_nodes, saved, bw_only)

@@ -132,7 +132,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             # input they view, which autograd forbids for views made under no_grad.
             saved = [t.detach() if t._is_view() else t for t in outs[n_ret:n_ret + num_saved_tensors]]
             ctx.save_for_backward(*saved)
-            ctx.symints = outs[n_ret + num_saved_tensors:]
+            n_saved = n_ret + num_saved_tensors
+            ctx.symints = outs[n_saved:len(outs) - num_unversioned]
+            # inputs the backward graph mutates: no version check (the epilogue mutates them too)
+            ctx.unversioned = outs[len(outs) - num_unversioned:] if num_unversioned else ()
             returns = outs[:n_ret]
             non_differentiable = []
             for i, is_opaque, is_nondiff, is_unsafe_view in post:
@@ -155,7 +158,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             for i in tangent_positions:
                 g = grads[i]
                 tangents.append(g.contiguous() if g is not None else g)
-            args = [*ctx.saved_tensors, *ctx.symints, *tangents]
+            args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
             return tuple(bw(args))
 
     return CompiledFunction

@@ -18,6 +18,7 @@ value the caller passed, not the mutated one.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Callable
 
 import torch
@@ -27,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from ember.aot.autocast import backward_autocast
 from ember.aot.errors import AOTCompileError
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
@@ -89,42 +91,123 @@ def _fresh_input(x, info):
     return x
 
 
+@contextlib.contextmanager
+def partitioner_tag(tag: str):
+    """Nodes ``make_fx`` records inside get ``node.meta["partitioner_tag"] = tag``."""
+    old = fx_traceback.current_meta.get("partitioner_tag")
+    fx_traceback.current_meta["partitioner_tag"] = tag
+    try:
+        yield
+    finally:
+        fx_traceback.current_meta["partitioner_tag"] = old
+
+
+def _mutation_counter(t) -> int:
+    if isinstance(t, FunctionalTensor):
+        return torch._functionalize_mutation_counter(t.elem)
+    return -1
+
+
 def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_mode: FakeTensorMode,
-                decompositions=None) -> torch.fx.GraphModule:
+                decompositions=None, backward_pass_autocast="same_as_forward") -> torch.fx.GraphModule:
+    """Trace ``(*primals, *tangents) -> [forward returns] + [grad per primal]``.
+
+    Input mutations are attributed to the pass that made them. Right after the
+    forward we take the value of every input (and of every forward return) and
+    its functionalization *mutation counter*; the forward's mutations are
+    returned (or, for ``mutated_in_graph`` inputs, applied by a ``copy_`` tagged
+    ``must_be_in_forward``) with those post-forward values. If the counter
+    moved during the backward (a custom ``autograd.Function`` whose backward
+    mutates a saved input), the backward's final value is written by a second
+    ``copy_`` tagged ``must_be_in_backward``. The values written by forward
+    mutations are tagged ``ember_must_save`` (never recomputed in the backward,
+    where the input no longer holds them).
+    """
     num_primals = len(fake_args)
     mask = meta.tangent_mask
+    in_graph = [i for i, info in enumerate(meta.input_info) if info.mutated_in_graph]
+    emitted: list[tuple[str, int]] = []
 
     def joint(*args):
         primals, tangents = args[:num_primals], args[num_primals:]
-        with functionalization_guard(), FunctionalTensorMode():
-            f_primals = [to_functional(p) for p in primals]
-            f_tangents = [to_functional(t) for t in tangents]
-            with torch.enable_grad():
-                call_args = [_fresh_input(p, info) for p, info in zip(f_primals, meta.input_info)]
-                outs = fn(*call_args)
-                returns = ([call_args[i] for i in meta.mutated_input_indices] + list(outs)
-                           + _intermediate_bases(outs, meta))
-                _sync_all(call_args)
-            if len(returns) != len(mask):
-                raise AOTCompileError("the graph returned a different number of values while tracing "
-                                      f"({len(returns)} vs {len(mask)} during metadata collection)")
-            diff_outs, diff_tangents = [], []
-            for r, t in zip([r for r, m in zip(returns, mask) if m], f_tangents):
-                if isinstance(r, torch.Tensor) and r.requires_grad:
-                    diff_outs.append(r)
-                    diff_tangents.append(t)
-            grad_primals = [p for p in f_primals if isinstance(p, torch.Tensor) and p.requires_grad]
-            grads = [None] * len(grad_primals)
-            if grad_primals and diff_outs:
-                grads = list(torch.autograd.grad(diff_outs, grad_primals, grad_outputs=diff_tangents,
-                                                 allow_unused=True))
-            grads_iter = iter(grads)
-            per_primal = [next(grads_iter) if isinstance(p, torch.Tensor) and p.requires_grad else None
-                          for p in f_primals]
-            result = [from_functional(r) for r in returns] + [from_functional(g) for g in per_primal]
-        return result
+        fw_copies, bw_copies = [], []
+        with functionalization_guard():
+            with FunctionalTensorMode():
+                f_primals = [to_functional(p) for p in primals]
+                f_tangents = [to_functional(t) for t in tangents]
+                with torch.enable_grad():
+                    call_args = [_fresh_input(p, info) for p, info in zip(f_primals, meta.input_info)]
+                    outs = fn(*call_args)
+                    returns = ([call_args[i] for i in meta.mutated_input_indices] + list(outs)
+                               + _intermediate_bases(outs, meta))
+                    _sync_all(call_args)
+                if len(returns) != len(mask):
+                    raise AOTCompileError("the graph returned a different number of values while tracing "
+                                          f"({len(returns)} vs {len(mask)} during metadata collection)")
+                # ---- post-forward: what the forward produced, before the backward can mutate it
+                fw_values = [from_functional(r) for r in returns]
+                counters = [_mutation_counter(a) for a in call_args]
+                fw_copies = [(i, from_functional(call_args[i])) for i in in_graph]
+                diff_outs, diff_tangents = [], []
+                for r, t in zip([r for r, m in zip(returns, mask) if m], f_tangents):
+                    if isinstance(r, torch.Tensor) and r.requires_grad:
+                        diff_outs.append(r)
+                        diff_tangents.append(t)
+                grad_primals = [p for p in f_primals if isinstance(p, torch.Tensor) and p.requires_grad]
+                grads = [None] * len(grad_primals)
+                if grad_primals and diff_outs:
+                    with partitioner_tag("is_backward"), backward_autocast(backward_pass_autocast):
+                        grads = list(torch.autograd.grad(diff_outs, grad_primals, grad_outputs=diff_tangents,
+                                                         allow_unused=True))
+                grads_iter = iter(grads)
+                per_primal = [next(grads_iter) if isinstance(p, torch.Tensor) and p.requires_grad else None
+                              for p in f_primals]
+                grads_out = [from_functional(g) for g in per_primal]
+                # ---- mutations made by the backward
+                for i, a in enumerate(call_args):
+                    if not isinstance(a, FunctionalTensor) or _mutation_counter(a) == counters[i]:
+                        continue
+                    if torch._functionalize_has_metadata_mutation(a.elem) and not meta.input_info[i].mutates_metadata:
+                        raise AOTCompileError(f"input {i} has its metadata mutated in the backward; not supported")
+                    if meta.input_info[i].requires_grad:
+                        raise AOTCompileError(
+                            f"input {i} requires grad and is mutated in the backward (a custom "
+                            "autograd.Function's backward writes to it); not supported")
+                    bw_copies.append((i, from_functional(a)))
+            # ---- emit the copies into the inputs, without re-pointing the inputs' proxies
+            from torch.fx.experimental.proxy_tensor import _proxy_tensor_disable_update_tensor_tracker
+            with torch.no_grad(), _proxy_tensor_disable_update_tensor_tracker():
+                emitted.clear()
+                for i, v in fw_copies:
+                    with partitioner_tag("must_be_in_forward"):
+                        primals[i].copy_(v)
+                    emitted.append(("must_be_in_forward", i))
+                for i, v in bw_copies:
+                    with partitioner_tag("must_be_in_backward"):
+                        primals[i].copy_(v)
+                    emitted.append(("must_be_in_backward", i))
+        return fw_values + grads_out
 
     gm = _make_fx(joint, list(fake_args) + list(meta.traced_tangents), fake_mode, decompositions)
-    for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, n in enumerate(phs):
         n.meta["ember_role"] = "primal" if i < num_primals else "tangent"
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    fw_returns = out.args[0][:len(mask)]
+    for k in range(meta.num_mutated_inputs):  # sources of forward mutations: never recompute
+        if isinstance(fw_returns[k], torch.fx.Node):
+            fw_returns[k].meta["ember_must_save"] = True
+    copies = [n for n in gm.graph.nodes
+              if n.target is torch.ops.aten.copy_.default and n.args[0] in phs[:num_primals]]
+    if len(copies) != len(emitted):
+        raise AOTCompileError(f"joint tracing: expected {len(emitted)} input copies, found {len(copies)}")
+    for i, info in enumerate(meta.input_info):
+        if info.mutated:
+            phs[i].meta["ember_mutated"] = True
+    for n, (tag, i) in zip(copies, emitted):
+        phs[i].meta["ember_mutated"] = True
+        n.meta["partitioner_tag"] = tag
+        n.meta["ember_mutated_input"] = i
+        if tag == "must_be_in_forward" and isinstance(n.args[1], torch.fx.Node):
+            n.args[1].meta["ember_must_save"] = True
     return gm
