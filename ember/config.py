@@ -34,10 +34,12 @@ class Config:
     # Specialize Python ints/floats read from inputs (static until dynamic shapes land).
     specialize_int: bool = True
     specialize_float: bool = True
-    # Run the backward under the forward's autocast state ("same_as_forward"),
-    # under none ("off"), or a comma-separated autocast kwargs string.
+    # The autocast state the backward is traced under: "same_as_forward" (the
+    # ambient state at compile time), "off", or torch.autocast kwargs as
+    # "device_type=cpu,dtype=bfloat16" (";" separates several contexts; in code
+    # also a dict or a list of dicts). See docs/aot.md.
     backward_pass_autocast: str = "same_as_forward"
-    # Which partitioner aot_eager uses: "default" or "min_cut".
+    # Which partitioner aot_eager uses: "default" or "min_cut" (inductor always uses min_cut).
     aot_eager_partitioner: str = "default"
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""

@@ -18,8 +18,10 @@ import torch.fx
 
 from ember.aot.compile import aot_compile, nop
 from ember.aot.errors import AOTCompileError
+from ember.aot.mincut import min_cut_partition
 from ember.aot.partition import default_partition
 from ember.backends.registry import register_backend
+from ember.config import config
 from ember.exc import BackendCompilerFailed
 
 
@@ -43,6 +45,7 @@ def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = 
 
 
 def _compile(gm, example_inputs, **kwargs):
+    kwargs.setdefault("backward_pass_autocast", config.backward_pass_autocast)
     try:
         return aot_compile(gm, example_inputs, **kwargs)
     except BackendCompilerFailed:
@@ -51,10 +54,23 @@ def _compile(gm, example_inputs, **kwargs):
         raise AOTCompileError(f"{type(e).__name__}: {e}") from e
 
 
+def partitioner(name: str) -> Callable:
+    """``"default"`` (save what the backward needs) or ``"min_cut"`` (recompute cheap ops)."""
+    if name == "default":
+        return default_partition
+    if name == "min_cut":
+        return min_cut_partition
+    raise BackendCompilerFailed(f"unknown partitioner {name!r} (expected 'default' or 'min_cut')")
+
+
 @register_backend("aot_eager")
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, **_options):
-    """Functionalize, trace forward/backward, partition, and run the graphs as fx code."""
-    return _compile(gm, example_inputs, fw_compiler=nop, keep_inference_input_mutations=False)
+    """Functionalize, trace forward/backward, partition, and run the graphs as fx code.
+
+    The partitioner is ``ember.config.aot_eager_partitioner`` (``"default"`` or ``"min_cut"``).
+    """
+    return _compile(gm, example_inputs, fw_compiler=nop, keep_inference_input_mutations=False,
+                    partition_fn=partitioner(config.aot_eager_partitioner))
 
 
 # ---------------------------------------------------------------------------
@@ -153,7 +169,7 @@ class _InductorCompilers:
         vals = [n.meta.get("val") for n in joint.graph.nodes if n.op == "placeholder"]
         with _inductor_config(self.mode, self.options), _inductor_context(vals):
             joint = joint_graph_passes(joint)
-        return default_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
+        return min_cut_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
 
 
 @register_backend("inductor")
