@@ -138,9 +138,9 @@ def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, 
             else:
                 env[n] = g.node_copy(n, lambda x: env[x])
     results = []
-    for o in outputs:
-        if output_override is not None and o in output_override:
-            results.append(output_override[o](g, env))
+    for k, o in enumerate(outputs):
+        if output_override is not None and k in output_override:
+            results.append(output_override[k](g, env))
         else:
             results.append(env[o] if isinstance(o, torch.fx.Node) else o)
     g.output(tuple(results))
@@ -153,10 +153,10 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
     saved_syms = [n for n in saved if _is_sym(n)]
     saved_tensors = [n for n in saved if not _is_sym(n)]
     # a saved primal that some mutation overwrites: save a clone taken before it
-    clones = {}
-    for n in saved_tensors:
+    clones = {}  # output position -> builder
+    for k, n in enumerate(saved_tensors):
         if n.op == "placeholder" and n.meta.get("ember_mutated"):
-            clones[n] = (lambda g, env, n=n: g.call_function(aten.clone.default, (env[n],)))
+            clones[len(parts.fw_returns) + k] = (lambda g, env, n=n: g.call_function(aten.clone.default, (env[n],)))
     fw = _build(parts.joint, parts.primals, fw_nodes | set(parts.primals),
                 parts.fw_returns + saved_tensors + saved_syms + parts.mutable_inputs, "EmberForward",
                 output_override=clones)
