@@ -67,7 +67,14 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.reason = f"{e.reason} (and no graph break: {why_not})"
             e.args = (e._message(),)
             raise
-        entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes)
+        try:
+            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes)
+        except _NotBreakable as refused:
+            # Report the instruction that could not be traced (with its location), and why the
+            # frame could not break there instead.
+            e.reason = f"{e.reason} (and no graph break: {refused.reason})"
+            e.args = (e._message(),)
+            raise e from None
         metrics.bump("graph_breaks")
         entry.break_reason = e
         return entry
@@ -211,6 +218,8 @@ def _has_posonly(code) -> bool:
 def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     """The expression that runs the breaking instruction and the rest of the frame."""
     bp = tx.reached_break
+    if tx.current_exception is not None:
+        raise unsupported("graph break inside an except block (the exception being handled)")
     if offset_map is not None:  # a resume function: speak in the root function's offsets
         bp.offset = offset_map[bp.offset]
     inst = bp.inst
@@ -230,7 +239,7 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     # Python callees at the breaking call run through ember, so their own bodies get compiled.
     if bp.opname in ("CALL", "CALL_FUNCTION_EX") and len(stack) >= consumed:
         pos = len(stack) - consumed + 1
-        stack[pos] = _compiled_callee(stack[pos], resumes)
+        stack[pos] = _compiled_callee(stack[pos], resumes, tx)
     bound = set(tx.locals) | {n for n, c in tx.cells.items() if getattr(c, "contents", None) is not None}
     residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound)
     values = {**tx.locals}
@@ -242,8 +251,27 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
 
 
-def _compiled_callee(vt, resumes):
+def _compiled_callee(vt, resumes, tx):
     from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    from ember.capture.variables.objects import NNModuleVariable
+    if isinstance(vt, NNModuleVariable) and vt.source is not None:
+        m = vt.module
+        own = m.__dict__.get("forward")
+        forward = own if own is not None else type(m).forward
+        mm = torch.nn.modules.module
+        if isinstance(forward, types.FunctionType) and not (
+                m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
+                or mm._global_forward_hooks or mm._global_forward_pre_hooks or mm._global_backward_hooks):
+            # `self.sub(x)` at a break: call sub's forward through ember (as Module.__call__ would,
+            # with no hooks — guarded), so the submodule gets its own graphs.
+            tx.guards.hook_keys(vt.source, [], [])
+            if own is not None:  # an instance-level forward (a plain function, not bound)
+                from ember.capture.sources import AttrSource
+                tx.guards.id_match(AttrSource(vt.source, "forward"), own)
+                return _Rebuilt(resumes.compiled_function(own))
+            tx.guards.not_in_instance_dict(vt.source, "forward")
+            return _Rebuilt(resumes.compiled_function(forward), bound_to=vt)
+        return vt
     if isinstance(vt, UserFunctionVariable):
         return _Rebuilt(resumes.compiled_function(vt.fn))
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable) and \

@@ -35,6 +35,7 @@ from typing import Callable
 from ember.bytecode import create_instruction, decode, find_offset, live_locals, make_resume_code, \
     make_resume_function
 from ember.bytecode import assemble
+from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
 from ember.capture.variables.base import NullVariable, unsupported
 
@@ -64,16 +65,15 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
         return "graph break inside a generator"
     if opname not in _CALLS and opname not in _BRANCHES:
         return f"graph break at {opname} is not supported"
+    return None
+
+
+def _covering_handler(code, offset):
+    """The exception-table entry (offsets) covering ``offset`` in ``code``, or None."""
     import dis
-    by_offset = {i.offset: i for i in dis.get_instructions(code)}
-    order = sorted(by_offset)
     for entry in dis._parse_exception_table(code):
         if entry.start <= offset < entry.end:
-            handler = by_offset.get(entry.target)
-            after = order[order.index(entry.target) + 1] if handler is not None else None
-            if not (handler is not None and handler.opname == "PUSH_EXC_INFO"
-                    and by_offset[after].opname == "WITH_EXCEPT_START"):
-                return "graph break inside a try block"
+            return entry
     return None
 
 
@@ -194,16 +194,49 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     if is_call:
         if bp.opname == "CALL":
             nargs = n_consumed - 2
-            ins += versions.call(nargs, bp.kw_names)
+            breaking = versions.call(nargs, bp.kw_names)
         else:
-            ins.append(create_instruction("CALL_FUNCTION_EX", arg=1 if n_consumed == 4 else 0))
+            breaking = [create_instruction("CALL_FUNCTION_EX", arg=1 if n_consumed == 4 else 0)]
+        ins += breaking
         ins += continue_at(after_offsets[0])
     else:
         taken = continue_at(after_offsets[1])
         generic = bp.opname.replace("_FORWARD", "").replace("_BACKWARD", "")
-        ins.append(create_instruction(generic, target=taken[0]))
+        breaking = [create_instruction(generic, target=taken[0])]
+        ins += breaking
         ins += continue_at(after_offsets[0])
         ins += taken
+
+    # Inside a try/with block of the original: if the breaking instruction raises, the original's
+    # handler must run. The residual catches it with the same depth/lasti and continues in a
+    # resume function that starts at the original handler, with that handler's stack.
+    handler = _covering_handler(resumes.fn.__code__, bp.offset)
+    if handler is not None:
+        if handler.depth > remaining:
+            raise unsupported("graph break: exception handler deeper than the stack")
+        if any(isinstance(v, NullVariable) for v in stack[:handler.depth]):
+            raise unsupported("graph break inside a try block with a pending call's NULL on the stack")
+        h_depth = handler.depth + (1 if handler.lasti else 0) + 1
+        h_temps = [f"___h{p}" for p in range(h_depth)]
+        varnames += h_temps
+        live_handler = [n for n in resumes.live_at(handler.target) if n in bound]
+        resume_handler = resumes.resume(handler.target, h_depth, live_handler)
+        block = [create_instruction("STORE_FAST", argval=t) for t in reversed(h_temps)]
+        block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_handler)])
+        block += [create_instruction("LOAD_FAST", argval=t) for t in h_temps]
+        block += [create_instruction("LOAD_FAST", argval=n) for n in live_handler]
+        block += versions.call(len(h_temps) + len(live_handler))
+        block += versions.return_value()
+        entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=handler.depth,
+                            lasti=handler.lasti)
+        for instr in breaking:
+            instr.exn_tab_entry = entry
+        ins += block
+    # Every instruction of the residual carries the breaking instruction's source position, so a
+    # traceback through it names the user's line.
+    where = resumes.instructions[find_offset(resumes.instructions, bp.offset)].positions
+    for instr in ins:
+        instr.positions = where
     new_code = assemble(ins, code, varnames=varnames, co_name=f"break_at_{bp.offset}",
                         co_qualname=f"{code.co_qualname}.break_at_{bp.offset}",
                         co_argcount=len(arg_names) + len([n for n in live_here if n not in arg_names]),

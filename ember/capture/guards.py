@@ -139,6 +139,11 @@ class GuardSet:
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
 
+    def not_in_instance_dict(self, source: Source, name: str) -> None:
+        e = source.expr(self.scope)
+        self._add(GuardKind.ID_MATCH, source, ("no_instance", name),
+                  f"{name!r} not set on the instance {source.name()}", f"{name!r} not in {e}.__dict__")
+
     def hook_keys(self, source: Source, pre: list, post: list) -> None:
         """The module's forward (pre-)hooks are exactly these (none, usually)."""
         e = source.expr(self.scope)

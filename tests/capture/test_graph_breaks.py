@@ -451,10 +451,6 @@ def test_break_inside_submodule_forward_matches_eager(capsys):
     assert capsys.readouterr().out.count("in sub.forward") == 3
 
 
-@pytest.mark.xfail(not REFERENCE, strict=True, reason=(
-    "ember: a submodule called at a breaking call site (`self.sub(x)`) runs eagerly as a whole; "
-    "only Python functions/methods are wrapped in a compiled callee (convert_frame._compiled_callee), "
-    "so sub.forward's own graphs (lin | relu) are never compiled: 2 graphs instead of Dynamo's 4"))
 def test_break_inside_submodule_forward_compiles_submodule_separately():
     cnt = check_module_same(CallsSubForward, t(2, 4, grad=True), graphs=None, fullgraph=False)
     # Top before the call (sin) | sub.forward: lin | relu | Top after (out)

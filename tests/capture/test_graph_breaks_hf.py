@@ -118,11 +118,6 @@ def test_gpt2_explain_names_the_patched_line(kind, capsys):
     assert len(seen) == 1
 
 
-@pytest.mark.xfail(not REFERENCE, strict=True, reason=(
-    "ember: the break inside block 1's MLP makes every enclosing module call a breaking call "
-    "site (GPT2LMHeadModel.forward -> self.transformer(...)), and a module called at a breaking "
-    "call site runs eagerly as a whole (only plain functions/methods get a compiled callee), so "
-    "only lm_head/loss are compiled: a 1-graph, 2-op capture of a 2-layer GPT-2"))
 def test_gpt2_with_break_still_compiles_the_transformer():
     _, compiled_model, _, _ = patched_pair("item")
     cnt = CompileCounter()

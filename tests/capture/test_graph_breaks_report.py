@@ -181,11 +181,6 @@ def test_explain_break_inside_submodule():
         torch.testing.assert_close(result, model(x))
 
 
-@pytest.mark.xfail(not REFERENCE, strict=True, reason=(
-    "ember.explain: when a break is refused (here: head's pending call NULL below the break in "
-    "`self.head(self.sub(x))`), the recorded fallback reason is the re-trace's _NotBreakable with "
-    "where=None and source_line=None; the original break's file:line (the .item() in Sub.forward) "
-    "is lost from explain and from the fallback log"))
 def test_explain_refused_break_still_names_the_line():
     torch.manual_seed(0)
     model = TopNestedCall()
