@@ -134,7 +134,12 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     if isinstance(value, torch.nn.Module):
         if source is not None:
-            guards.id_match(source, value)
+            if _stateless(value):
+                # No parameters, buffers or submodules (e.g. a loss module built in forward):
+                # identity does not matter, its type and the attributes the trace reads do.
+                guards.type_match(source, value)
+            else:
+                guards.id_match(source, value)
         return NNModuleVariable(value, source)
 
     if isinstance(value, types.ModuleType):
@@ -206,6 +211,12 @@ def _wrap(tx, value, source) -> VariableTracker:
 
 
 _ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def _stateless(m: torch.nn.Module) -> bool:
+    d = m.__dict__
+    return not any(v is not None for kind in ("_parameters", "_buffers", "_modules")
+                   for v in (d.get(kind) or {}).values())
 
 
 def remaining_items(it) -> tuple:

@@ -386,5 +386,7 @@ class _ReturnPlan:
                 OpaqueCallableVariable: "value", ClassVariable: "value", PythonModuleVariable: "module",
                 NNModuleVariable: "module", UserObjectVariable: "obj"}.get(type(vt))
         if real is not None:
+            if getattr(vt, "created_in_frame", False):
+                raise unsupported(f"a {type(vt.module).__name__} built in the frame escapes it")
             return bind(s, getattr(vt, real), "value")
         raise unsupported(f"returning {vt.describe()} from the compiled frame")

@@ -460,6 +460,17 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                                      **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise unsupported(f"{cls.__name__}(...) raised {type(e).__name__}: {e}") from None
+    if issubclass(cls, torch.nn.Module) and cls.__module__.startswith("torch.nn.modules") \
+            and _constants(args) and _constants(kwargs.values()):
+        # torch's own stateless modules (losses, activations) built in forward: build it now;
+        # it holds only the constants it was given, so one instance serves every call.
+        from ember.capture.builder import _stateless
+        from ember.capture.variables.objects import NNModuleVariable
+        module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+        if _stateless(module):
+            vt = NNModuleVariable(module, None)
+            vt.created_in_frame = True
+            return vt
     from ember.capture.variables.new_object import constructible, construct_object
     if constructible(cls):
         return construct_object(tx, cls, args, kwargs)
