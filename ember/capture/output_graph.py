@@ -69,7 +69,7 @@ class OutputGraph:
         self.placeholders.append(node)
         self.input_sources.append(source)
         self.input_values.append(real)
-        vt = TensorVariable(node, fake, source, cls=type(real))
+        vt = TensorVariable(node, fake, source, cls=type(real), real=real)
         self._by_tensor[id(real)] = vt
         return vt
 

@@ -38,13 +38,15 @@ _TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
 
 
 class TensorVariable(VariableTracker):
-    __slots__ = ("node", "fake", "source", "cls")
+    __slots__ = ("node", "fake", "source", "cls", "real")
 
-    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor):
+    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor,
+                 real: torch.Tensor | None = None):
         self.node = node
         self.fake = fake
         self.source = source
         self.cls = cls
+        self.real = real  # the real tensor, for graph inputs (their .grad can be read and assigned)
 
     def python_type(self):
         return self.cls
@@ -62,7 +64,14 @@ class TensorVariable(VariableTracker):
         if name in _TENSOR_PROPERTIES:
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
-            raise unsupported("reading Tensor.grad inside the compiled region")
+            if self.real is not None and self.source is not None:
+                from ember.capture.builder import wrap
+                from ember.capture.sources import AttrSource
+                pending = tx.side_effects.load_attr(self.real, "grad")
+                if pending is not None:
+                    return pending
+                return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
+            raise unsupported("reading .grad of a tensor computed inside the compiled region")
         if name == "data":
             raise unsupported("Tensor.data inside the compiled region")
         if name in ("_version", "_base"):
@@ -77,6 +86,14 @@ class TensorVariable(VariableTracker):
         if isinstance(attr, torch.Tensor):
             raise unsupported(f"tensor-valued attribute Tensor.{name}")
         return ConstantVariable(attr)
+
+    def setattr(self, tx, name, value):
+        if name == "grad" and self.real is not None and self.source is not None:
+            if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
+                raise unsupported(f"assigning {value.describe()} to Tensor.grad")
+            tx.side_effects.store_attr(self, self.real, "grad", value)  # replayed after the graph
+            return
+        super().setattr(tx, name, value)
 
     def call_method(self, tx, name, args, kwargs):
         if name in _BREAKING_METHODS:
