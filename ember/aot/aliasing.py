@@ -163,6 +163,10 @@ def compute_layout(args: list, data_mutated: frozenset, mutated: frozenset, *, t
             raise UnsupportedAliasedMutation(
                 f"inputs {g} share storage and one of them has its data mutated while another has its "
                 "metadata mutated (t_, transpose_, ...); not supported")
+        if any(i in data_mutated and torch._debug_has_internal_overlap(args[i]) == 1 for i in g):
+            raise UnsupportedAliasedMutation(
+                f"inputs {g} share storage and a mutated one overlaps itself (an expand()ed view); "
+                "ember cannot write it back through a synthetic base")
         needs_grad = training and any(t.requires_grad for t in tensors)
         if needs_grad:
             roots = {id(t._base if t._base is not None else t) for t in tensors}
