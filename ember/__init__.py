@@ -1,7 +1,7 @@
 """ember: a just-in-time compiler frontend for PyTorch, in plain Python.
 
     import ember
-    fast = ember.compile(model)                  # same knobs as torch.compile
+    fast = ember.compile(model)                  # same knobs as PyTorch's compile
     ember.explain(model)(x)                      # graphs, breaks, guards, why
 """
 from ember.config import config

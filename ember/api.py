@@ -123,7 +123,7 @@ class CompiledModule(torch.nn.Module):
 def compile(model: Callable | None = None, *, backend: str | Callable = "eager", fullgraph: bool = False,
             dynamic: bool | None = None, mode: str | None = None, options: dict | None = None,
             disable: bool = False):
-    """Compile a function or ``nn.Module`` (the knobs of ``torch.compile``).
+    """Compile a function or ``nn.Module`` (the knobs of PyTorch's compile).
 
     Usable directly, ``ember.compile(fn, backend="inductor")``, or as a
     decorator, ``@ember.compile`` / ``@ember.compile(fullgraph=True)``.

@@ -1,4 +1,4 @@
-"""Backends: the torch.compile contract ``backend(gm, example_inputs) -> callable``."""
+"""Backends: the PyTorch compile-backend contract ``backend(gm, example_inputs) -> callable``."""
 from ember.backends.registry import list_backends, lookup_backend, register_backend
 
 

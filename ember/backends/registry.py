@@ -1,4 +1,4 @@
-"""Backend registry: names → callables with the torch.compile backend contract.
+"""Backend registry: names → callables with the PyTorch compile-backend contract.
 
 A backend is ``backend(gm: torch.fx.GraphModule, example_inputs: list) -> callable``;
 the returned callable takes the graph's inputs positionally and returns what

@@ -10,7 +10,7 @@ What is compiled (``--target``):
 
 - ``step``: the whole training step function (forward, loss, ``loss.backward()``),
   the way one compiles a training loop body; ``backward()`` is a graph break.
-- ``model``: the module (``ember.compile(model)``, like ``torch.compile(model)``);
+- ``model``: the module (``ember.compile(model)``, like PyTorch's own compile);
   forward and loss are one graph, the backward runs the AOT backward graph.
 - ``auto`` (default): ``step``, and if ember runs the whole step function
   eagerly (nothing compiled), say why and compile the model instead.

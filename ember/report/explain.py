@@ -1,6 +1,6 @@
 """``ember.explain(fn)(*args, **kwargs)``: what ember did with a call, in readable form.
 
-Mirrors ``torch._dynamo.explain``: compile ``fn`` with a recording backend,
+Mirrors Dynamo's ``explain``: compile ``fn`` with a recording backend,
 run it once on the given arguments, and report the graphs (as GraphModules
 and code), graph count, break reasons (reason, ``file:line``, source line,
 user stack), the guards of each cache entry, and op counts.

@@ -409,7 +409,7 @@ class PythonModuleVariable(VariableTracker):
         if not hasattr(self.module, name):
             raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
         value = getattr(self.module, name)
-        # torch's own namespaces are assumed not to be monkeypatched (as torch.compile does).
+        # torch's own namespaces are assumed not to be monkeypatched (as Dynamo does).
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "typing")
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
