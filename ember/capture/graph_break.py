@@ -68,6 +68,22 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     return None
 
 
+def readable_code(code) -> str:
+    """Disassembly of generated code, plus Python source when the optional ``depyf``
+    package is installed and can decompile it."""
+    import dis
+    import io
+    buf = io.StringIO()
+    dis.dis(code, file=buf)
+    text = buf.getvalue()
+    try:
+        import depyf  # optional: pip install depyf
+        text = depyf.decompile(code) + "\n" + text
+    except Exception:
+        pass
+    return text
+
+
 def _covering_handler(code, offset):
     """The exception-table entry (offsets) covering ``offset`` in ``code``, or None."""
     import dis
@@ -123,6 +139,8 @@ class ResumeCache:
             rc = make_resume_code(self.fn.__code__, idx, stack_depth, live, instructions=self.instructions,
                                   null_positions=())
             fn = make_resume_function(self.fn, rc)
+            if log_code.isEnabledFor(logging.DEBUG):
+                log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
             hit = self._resume[key] = self.make_compiled(fn, self._offset_map(fn.__code__))
         return hit
 
@@ -245,9 +263,5 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
                         cellvars=(), freevars=code.co_freevars)
     residual = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
     if log_code.isEnabledFor(logging.DEBUG):
-        import dis
-        import io
-        buf = io.StringIO()
-        dis.dis(new_code, file=buf)
-        log_code.debug("residual %s:\n%s", new_code.co_qualname, buf.getvalue())
+        log_code.debug("residual %s:\n%s", new_code.co_qualname, readable_code(new_code))
     return residual, arg_positions, [n for n in live_here if n not in arg_names]
