@@ -8,7 +8,7 @@ import collections
 import contextlib
 import time
 
-COUNTER_NAMES = ("frames", "graphs", "recompiles", "graph_breaks", "fallbacks", "cache_hits")
+COUNTER_NAMES = ("frames", "graphs", "recompiles", "graph_breaks", "fallbacks")
 
 counters: collections.Counter = collections.Counter()
 phase_seconds: dict[str, float] = collections.defaultdict(float)
