@@ -112,7 +112,12 @@ def _check(program, via):
     from ember.aot.errors import UnsupportedAliasedMutation
     try:
         run_and_compare(fn, make, via=via, rtol=1e-4, atol=1e-4)
-    except UnsupportedAliasedMutation:
+    except Exception as e:  # noqa: BLE001
+        cause = e
+        while cause is not None and not isinstance(cause, UnsupportedAliasedMutation):
+            cause = cause.__cause__  # torch.compile wraps backend errors in its BackendCompilerFailed
+        if cause is None:
+            raise
         STATS["unsupported"] += 1  # a clear error, never a wrong answer
         return
     STATS["ran"] += 1
