@@ -29,6 +29,7 @@ from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
 from ember.aot.runtime import CompiledGraph, LazyBackward, boxed, make_autograd_function
+from ember.aot.grad_mode import graph_enables_grad
 from ember.aot.trace import trace_inference, trace_joint
 
 _graph_ids = itertools.count()
@@ -87,6 +88,9 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
         fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints,
                                         num_unversioned=getattr(parts, "num_unversioned", 0))
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw, autograd_function=fn_cls)
+        # A graph that turns grad mode on inside (see grad_mode.py) must be applied with grad mode on,
+        # or autograd.Function would not connect its outputs even though the graph computes grads.
+        compiled.enables_grad = graph_enables_grad(fn)
         compiled.graphs = {"joint": joint, "forward": parts.fw, "backward": parts.bw}
         compiled.partition = parts
     else:

@@ -179,6 +179,7 @@ class CompiledGraph:
         self._has_aliases = any(o.kind not in (OutputKind.NON_ALIAS, OutputKind.UNSAFE_VIEW_ALIAS,
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
         self._simple_spec = out_spec is None
+        self.enables_grad = False  # set by the compiler for graphs with set_grad_enabled(True) inside
 
     def __call__(self, *user_args):
         args = self.lifted + list(user_args) if self.lifted else list(user_args)
@@ -187,7 +188,11 @@ class CompiledGraph:
     def run_flat(self, args: list) -> list:
         """Run on the flat inputs (lifted params/buffers first); the flat user outputs."""
         if self.autograd_function is not None:
-            returns = self.autograd_function.apply(*args)
+            if self.enables_grad and not torch.is_grad_enabled():
+                with torch.enable_grad():
+                    returns = self.autograd_function.apply(*args)
+            else:
+                returns = self.autograd_function.apply(*args)
         else:
             returns = self.forward(list(args))  # a boxed callee may clear its list
         return self._epilogue(args, returns)

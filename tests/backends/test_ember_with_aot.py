@@ -104,3 +104,29 @@ def test_hf_gpt2_train_step(backend):
             return self.m(ids, labels=ids).loss
 
     _train_step_matches(WithLoss, lambda: (ids,), backend)
+
+
+def break_inside_no_grad(x):
+    y = x * 2
+    with torch.no_grad():
+        z = y + 1
+        print("inside no_grad")
+        w = z * 3
+    return (y * w).sum(), w
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_break_inside_no_grad_then_backward(backend):
+    # The resume function starts inside the no_grad block and leaves it: its graph turns grad
+    # mode on, so the AOT layer must take the training path and connect the outputs.
+    x = torch.randn(3, requires_grad=True)
+    x2 = x.detach().clone().requires_grad_()
+    out, w = ember.compile(break_inside_no_grad, backend=backend)(x)
+    ref, w_ref = break_inside_no_grad(x2)
+    assert out.requires_grad == ref.requires_grad and w.requires_grad == w_ref.requires_grad
+    out.backward()
+    ref.backward()
+    torch.testing.assert_close(out, ref)
+    torch.testing.assert_close(x.grad, x2.grad)
+    assert torch.is_grad_enabled()
+    assert ember.stats()["graph_breaks"] == 1 and ember.stats()["fallbacks"] == 0
