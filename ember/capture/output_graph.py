@@ -81,6 +81,10 @@ class OutputGraph:
         return self._call("call_method", name, args, kwargs)
 
     def _call(self, kind, target, args, kwargs):
+        if _writes_to_self_overlapping(kind, target, args):
+            # e.g. x.expand(2, 4).zero_(): eager allows it, but a functional graph cannot express
+            # the write (as_strided_scatter rejects it), so it runs eagerly, outside any graph.
+            raise unsupported(f"{_describe(kind, target)} writes into a self-overlapping (expanded) tensor")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         try:
@@ -162,6 +166,19 @@ def _describe(kind, target) -> str:
     if kind == "call_method":
         return f"Tensor.{target}()"
     return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', target)}()".lstrip(".")
+
+
+def _writes_to_self_overlapping(kind, target, args) -> bool:
+    if not args or not isinstance(args[0], TensorVariable):
+        return False
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    in_place = (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") \
+        or name.startswith("i") and target in _INPLACE_OPERATORS
+    return in_place and torch._debug_has_internal_overlap(args[0].fake) == 1
+
+
+_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                      operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor}
 
 
 def _may_mutate(kind, target, result) -> bool:
