@@ -30,6 +30,7 @@ from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
 from ember.aot.runtime import CompiledGraph, LazyBackward, boxed, make_autograd_function
 from ember.aot.grad_mode import graph_enables_grad
+from ember.aot.overlap import check_self_overlapping_writes
 from ember.aot.trace import trace_inference, trace_joint
 
 _graph_ids = itertools.count()
@@ -140,6 +141,7 @@ class AOTCallable:
     def __init__(self, gm: torch.fx.GraphModule, example_inputs: list, options: dict):
         self.gm = gm
         self.options = options
+        check_self_overlapping_writes(gm)
         prog = flatten_program(gm, example_inputs)
         self.lifted = prog.lifted
         self.num_lifted = len(prog.lifted)

@@ -113,9 +113,11 @@ def _check(program, via):
     try:
         run_and_compare(fn, make, via=via, rtol=1e-4, atol=1e-4)
     except Exception as e:  # noqa: BLE001
+        import ember
         cause = e
-        while cause is not None and not isinstance(cause, UnsupportedAliasedMutation):
-            cause = cause.__cause__  # torch.compile wraps backend errors in its BackendCompilerFailed
+        while cause is not None and not isinstance(cause, (UnsupportedAliasedMutation, ember.Unsupported)):
+            # torch.compile wraps backend errors in its BackendCompilerFailed (.inner_exception)
+            cause = getattr(cause, "inner_exception", None) or cause.__cause__
         if cause is None:
             raise
         STATS["unsupported"] += 1  # a clear error, never a wrong answer
