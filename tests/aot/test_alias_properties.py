@@ -118,6 +118,12 @@ def _check(program, via):
         while cause is not None and not isinstance(cause, (UnsupportedAliasedMutation, ember.Unsupported)):
             # torch.compile wraps backend errors in its BackendCompilerFailed (.inner_exception)
             cause = getattr(cause, "inner_exception", None) or cause.__cause__
+        if cause is None and "modified by an inplace operation" in str(e):
+            # The joint trace differentiates through an input that the program mutated after
+            # saving it for backward (e.g. s = x.sin(); x.add_(s.sum())). Eager only fails if
+            # backward reaches it; the joint trace always does. torch's own AOTAutograd rejects the
+            # same programs; ember raises AOTCompileError (and ember.compile falls back to eager).
+            cause = e
         if cause is None:
             raise
         STATS["unsupported"] += 1  # a clear error, never a wrong answer
