@@ -131,13 +131,13 @@ class ResumeCache:
             hit = self._callees[fn] = self.make_compiled(fn)
         return hit
 
-    def resume(self, offset: int, stack_depth: int, live: list[str]):
-        key = (offset, stack_depth, tuple(live))
+    def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = ()):
+        key = (offset, stack_depth, tuple(live), nulls)
         hit = self._resume.get(key)
         if hit is None:
             idx = find_offset(self.instructions, offset)
             rc = make_resume_code(self.fn.__code__, idx, stack_depth, live, instructions=self.instructions,
-                                  null_positions=())
+                                  null_positions=nulls)
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
@@ -181,31 +181,39 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     stack = bp.stack
     depth = len(stack)
     remaining = depth - n_consumed
-    if any(isinstance(v, NullVariable) for v in stack[:remaining]):
-        raise unsupported("graph break with a pending call's NULL on the stack")
+    handler = _covering_handler(resumes.fn.__code__, bp.offset)
+    lower_nulls = [p for p in range(remaining) if isinstance(stack[p], NullVariable)]
+    if lower_nulls and handler is not None:
+        raise unsupported("graph break inside a try block with a pending call's NULL on the stack")
+    # With a pending outer call below the break (`foo(print(x))`), its NULL cannot be moved around
+    # in bytecode: the residual then pushes only what the breaking instruction consumes, and the
+    # items below go straight from its arguments to the resume function, whose prologue
+    # re-creates the NULLs.
+    base = remaining if lower_nulls else 0
     live_here = [n for n in resumes.live_at(bp.offset) if n in bound]
     is_call = bp.opname in _CALLS
     depth_after = remaining + (1 if is_call else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
-    temps = [f"___after{p}" for p in range(depth_after)]
+    temps = [f"___after{p}" for p in range(base, depth_after)]
     varnames = arg_names + [n for n in live_here if n not in arg_names] + temps
     ins = [create_instruction("RESUME", arg=0)]
-    for p in range(depth):
+    for p in range(base, depth):
         if isinstance(stack[p], NullVariable):
             ins.append(create_instruction("PUSH_NULL"))
         else:
             ins.append(create_instruction("LOAD_FAST", argval=f"___stack{p}"))
+    passed_through = [f"___stack{p}" for p in range(base) if not isinstance(stack[p], NullVariable)]
 
     def continue_at(offset: int) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
-        resume_fn = resumes.resume(offset, depth_after, live_next)
+        resume_fn = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls))
         out = [create_instruction("STORE_FAST", argval=t) for t in reversed(temps)]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
-        out += [create_instruction("LOAD_FAST", argval=t) for t in temps]
+        out += [create_instruction("LOAD_FAST", argval=t) for t in passed_through + temps]
         out += [create_instruction("LOAD_FAST", argval=n) for n in live_next]
-        out += versions.call(len(temps) + len(live_next))
+        out += versions.call(len(passed_through) + len(temps) + len(live_next))
         out += versions.return_value()
         return out
 
@@ -228,7 +236,6 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # Inside a try/with block of the original: if the breaking instruction raises, the original's
     # handler must run. The residual catches it with the same depth/lasti and continues in a
     # resume function that starts at the original handler, with that handler's stack.
-    handler = _covering_handler(resumes.fn.__code__, bp.offset)
     if handler is not None:
         if handler.depth > remaining:
             raise unsupported("graph break: exception handler deeper than the stack")
