@@ -174,7 +174,11 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     if isinstance(value, types.FunctionType):
         if source is not None:
-            guards.id_match(source, value)
+            # What a trace bakes in from a Python function is its code and globals (defaults and
+            # closure contents are guarded where they are read), so any function object with the
+            # same code matches — a lambda made anew on every call does not recompile.
+            guards.type_match(source, value)
+            guards.function_code(source, value)
         return UserFunctionVariable(value, source)
 
     if isinstance(value, types.BuiltinFunctionType):

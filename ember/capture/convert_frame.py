@@ -288,6 +288,11 @@ class _Rebuilt(VariableTracker):
         self.bound_to = bound_to
 
 
+def _with_kwdefaults(fn, kwdefaults):
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
 class _ReturnPlan:
     """Builds the return expression; collects the graph outputs it needs."""
 
@@ -297,6 +302,27 @@ class _ReturnPlan:
         self.mutated = mutated or set()
         self.prelude: list[str] = []        # statements building new objects before the return
         self.built: dict[int, str | None] = {}
+
+    def _nested_function(self, vt) -> str:
+        """A function made in the frame, rebuilt after the graph (e.g. a lambda live across a break).
+
+        Only closures over cells that outlive the frame (the enclosing function's own closure) are
+        rebuilt: a cell of the frame itself would be split between the rebuilt function and the
+        resume function, which gets cell contents by value."""
+        from ember.capture.variables.functions import RealCellVariable
+        cells = []
+        for cell in vt.closure_cells:
+            if not isinstance(cell, RealCellVariable):
+                raise unsupported(f"{vt.describe()} closes over a variable of the frame")
+            cells.append(bind(self.scope, cell.cell, "cell"))
+        defaults = "(" + "".join(f"{self.expr(d)}, " for d in vt.defaults_vts) + ")" if vt.defaults_vts else "None"
+        fn = f"{bind(self.scope, types.FunctionType, 'FunctionType')}({bind(self.scope, vt.code, 'code')}, " \
+             f"{bind(self.scope, vt.globals, 'globals')}, {vt.name!r}, {defaults}, " \
+             f"({''.join(c + ', ' for c in cells)}){'' if cells else ''})"
+        if vt.kwdefaults_vts:
+            kw = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.kwdefaults_vts.items()) + "}"
+            fn = f"{bind(self.scope, _with_kwdefaults, 'with_kwdefaults')}({fn}, {kw})"
+        return fn
 
     def _out(self, node) -> str:
         if node not in self.output_nodes:
@@ -344,6 +370,8 @@ class _ReturnPlan:
             if vt.bound_to is None:
                 return fn
             return f"{bind(s, types.MethodType, 'MethodType')}({fn}, {self.expr(vt.bound_to)})"
+        if type(vt).__name__ == "NestedFunctionVariable":
+            return self._nested_function(vt)
         if type(vt).__name__ == "_WithExit":
             from ember.capture.graph_break import GradModeExit
             from ember.capture.variables.objects import GradModeVariable

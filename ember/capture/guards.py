@@ -139,6 +139,12 @@ class GuardSet:
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
 
+    def function_code(self, source: Source, fn) -> None:
+        e = source.expr(self.scope)
+        c, g = bind(self.scope, fn.__code__, "code"), bind(self.scope, fn.__globals__, "globals")
+        self._add(GuardKind.ID_MATCH, source, "code", f"{source.name()}.__code__ is <code {fn.__qualname__}>",
+                  f"{e}.__code__ is {c} and {e}.__globals__ is {g}")
+
     def not_in_instance_dict(self, source: Source, name: str) -> None:
         e = source.expr(self.scope)
         self._add(GuardKind.ID_MATCH, source, ("no_instance", name),

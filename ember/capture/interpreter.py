@@ -171,6 +171,9 @@ class Translator(OpcodeMixin):
         return SuperVariable(cls, obj)
 
     def compare_identity(self, a, b, negate: bool) -> VariableTracker:
+        for v in (a, b):  # identity observed: functions are otherwise guarded by code, not identity
+            if isinstance(v, UserFunctionVariable) and v.source is not None:
+                self.guards.id_match(v.source, v.fn)
         result = _same_object(a, b)
         return ConstantVariable(result != negate)
 

@@ -131,3 +131,48 @@ def test_explain_lists_graphs_breaks_and_guards():
     assert "print" in out.break_reasons[0].source_line
     assert any("TENSOR_MATCH" in g for g in out.guards[0])
     assert "Graph count: 2" in str(out)
+
+
+def lambda_across_break(x):
+    act = lambda t: t.relu() * 2  # noqa: E731  (a new function object on every call)
+    y = act(x)
+    print("break")
+    return act(y + 1)
+
+
+def test_lambda_live_across_break_is_rebuilt_and_not_recompiled():
+    counter = CompileCounter()
+    cf = ember.compile(lambda_across_break, backend=counter)
+    x = torch.randn(4)
+    for _ in range(3):
+        assert_same(cf(x), lambda_across_break(x))
+    assert counter.frame_count == 2
+    assert ember.stats()["recompiles"] == 0 and ember.stats()["fallbacks"] == 0
+
+
+DEFAULT_CB = lambda t: t + 1  # noqa: E731
+
+
+def identity_of_function(x, cb):
+    return cb(x) * (2 if cb is DEFAULT_CB else 3)
+
+
+def test_function_identity_is_guarded_when_observed():
+    cf = ember.compile(identity_of_function, fullgraph=True)
+    x = torch.ones(2)
+    other = lambda t: t + 1  # noqa: E731  (same behaviour, different object)
+    assert_same(cf(x, DEFAULT_CB), identity_of_function(x, DEFAULT_CB))
+    assert_same(cf(x, other), identity_of_function(x, other))
+    assert ember.stats()["recompiles"] == 1
+
+
+def pending_outer_call(x):
+    return torch.full((2,), x.sum().item()) + 1
+
+
+def test_break_under_a_pending_outer_call():
+    counter = CompileCounter()
+    cf = ember.compile(pending_outer_call, backend=counter)
+    x = torch.randn(3)
+    assert_same(cf(x), pending_outer_call(x))
+    assert ember.stats()["graph_breaks"] == 1 and ember.stats()["fallbacks"] == 0

@@ -326,6 +326,8 @@ def _print(tx, *args, **kwargs):
 def _id(tx, obj):
     # Objects that exist outside the frame keep their identity (guarded by ID_MATCH or held by
     # the code being traced), so their id() is a constant of this trace.
+    if type(obj).__name__ == "UserFunctionVariable" and obj.source is not None:
+        tx.guards.id_match(obj.source, obj.fn)
     for attr in ("fn", "module", "obj", "value"):
         if hasattr(obj, attr) and type(obj).__name__ in (
                 "UserFunctionVariable", "NNModuleVariable", "UserObjectVariable", "ClassVariable",
