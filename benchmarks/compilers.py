@@ -72,24 +72,19 @@ class EmberCompiler:
                 "frames": int(s.get("frames", 0))}
 
     def graph_break_reasons(self) -> list[str]:
-        """``reason at file:line`` per graph break ember recorded (best effort, internal API)."""
+        """``reason at file:line`` per graph break ember recorded (best effort)."""
         try:
-            from ember.capture.cache import _ALL_CACHES
-            out = []
-            for c in list(_ALL_CACHES):
-                for e in getattr(c, "break_reasons", []):
-                    where = getattr(e, "where", None)
-                    out.append(f"{getattr(e, 'reason', e)}" + (f" at {where}" if where else ""))
-            return out
+            from ember.report import compiled_functions
+            return [r for f in compiled_functions() for r in f.break_reasons]
         except Exception:  # noqa: BLE001
             return []
 
     def fallback_reasons(self) -> list[str]:
-        """Why functions ember was asked to compile run eagerly (best effort, internal API)."""
+        """Why functions ember was asked to compile run eagerly (best effort)."""
         try:
-            from ember.capture.cache import _ALL_CACHES
-            return [f"{c.label}: {c.run_eagerly_reason}" for c in list(_ALL_CACHES)
-                    if getattr(c, "run_eagerly_reason", None)]
+            from ember.report import compiled_functions
+            return [f"{f.label}: {f.runs_eagerly_because}" for f in compiled_functions()
+                    if f.runs_eagerly_because]
         except Exception:  # noqa: BLE001
             return []
 

@@ -126,3 +126,8 @@ def reset_all() -> None:
 
 
 Any
+
+
+def live_caches() -> list[FrameCache]:
+    """Every live FrameCache (for reports)."""
+    return list(_ALL_CACHES)

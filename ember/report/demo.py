@@ -49,10 +49,10 @@ def _median_ms(fn: Callable[[], Any], n: int) -> float:
 
 
 def _caches() -> list:
-    """ember's per-function code caches (internal; empty if unavailable)."""
+    """ember's per-function code caches (empty if unavailable)."""
     try:
-        from ember.capture.cache import _ALL_CACHES
-        return list(_ALL_CACHES)
+        from ember.capture.cache import live_caches
+        return live_caches()
     except Exception:  # noqa: BLE001
         return []
 
