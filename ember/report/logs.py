@@ -38,6 +38,9 @@ def set_logs(spec: str) -> list[str]:
             if _handler not in logger.handlers:
                 logger.addHandler(_handler)
             logger.propagate = False
-        elif _handler in logger.handlers:
-            logger.removeHandler(_handler)
+        else:
+            logger.setLevel(logging.NOTSET)
+            logger.propagate = True
+            if _handler in logger.handlers:
+                logger.removeHandler(_handler)
     return names
