@@ -39,11 +39,28 @@ def make_cases() -> dict[str, tuple[Callable[[], Any], tuple]]:
     def mlp():
         torch.manual_seed(0)
         return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+    def gpt2():
+        # HF GPT-2 (2 layers, 64 dim), eval, returning logits: a realistic guard set (~350 guards)
+        from transformers import GPT2Config, GPT2LMHeadModel
+        torch.manual_seed(0)
+        cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=128, n_positions=64, use_cache=False)
+        return _Logits(GPT2LMHeadModel(cfg).eval())
+
     g = torch.Generator().manual_seed(0)
     return {
         "mlp": (mlp, (torch.randn(2, 8, generator=g),)),
         "3ops": (lambda: three_ops, (torch.randn(8, generator=g), torch.randn(8, generator=g))),
+        "gpt2": (gpt2, (torch.randint(0, 128, (1, 8), generator=g),)),
     }
+
+
+class _Logits(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(ids).logits
 
 
 def _materialize(t):
