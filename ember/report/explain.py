@@ -13,6 +13,7 @@ from typing import Any, Callable
 import torch
 
 from ember import metrics
+from ember.capture.graph_break import readable_code
 
 
 @dataclasses.dataclass
@@ -44,6 +45,9 @@ class ExplainOutput:
     recompile_reasons: list[str]
     compile_times: dict[str, float]
     result: Any = None
+    #: each resume function ember made at a graph break: (name, disassembly, plus Python source
+    #: when the optional depyf package decompiles it)
+    resume_code: list[tuple[str, str]] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -60,6 +64,8 @@ class ExplainOutput:
         if self.recompile_reasons:
             lines.append("Recompile reasons:")
             lines.extend(f"  - {r}" for r in self.recompile_reasons)
+        for name, _code in self.resume_code:
+            lines.append(f"Resume function: {name} (code in .resume_code)")
         lines.append("Compile time: " + ", ".join(f"{k} {v * 1000:.1f} ms" for k, v in self.compile_times.items()))
         return "\n".join(lines)
 
@@ -111,7 +117,9 @@ def explain(fn: Callable, *args, **kwargs):
             guards=[e.guards.readable() for cache in caches for e in cache.entries],
             generated_code=[e.source for cache in caches for e in cache.entries],
             recompile_reasons=[r for cache in caches for r in cache.recompile_reasons],
-            compile_times=times, result=result)
+            compile_times=times, result=result,
+            resume_code=[(c.fn.__code__.co_qualname, readable_code(c.fn.__code__)) for c in caches[1:]
+                         if c.fn.__code__.co_name.startswith("resume_at_")])
 
     if args or kwargs:
         return run(*args, **kwargs)

@@ -42,3 +42,12 @@ def test_set_logs_enables_named_artifacts_and_rejects_unknown():
 def test_cli_without_command_prints_help():
     out = subprocess.run([sys.executable, "-m", "ember"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "demo" in out.stdout
+
+
+def test_explain_shows_resume_function_code():
+    out = ember.explain(with_break)(torch.ones(2))
+    assert len(out.resume_code) == 1
+    name, code = out.resume_code[0]
+    assert name.startswith("with_break.resume_at_")
+    assert "LOAD_FAST" in code and "cos" in code  # the disassembly of the rest of the function
+    assert "Resume function" in str(out)
