@@ -4,14 +4,14 @@ from __future__ import annotations
 import functools
 import inspect
 import types
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture.cache import FrameCache, reset_all
-from ember.config import config
+from ember.capture.variables.objects import has_hooks
 
 
 def _resolve_backend(backend, mode, options) -> Callable:
@@ -81,10 +81,11 @@ class CompiledModule(torch.nn.Module):
 
     def forward(self, *args, **kwargs):
         mod = self._modules["_orig_mod"]
-        if self._ember_disable or type(mod).forward is not self._ember_cache.fn:
+        # The cache compiles type(mod).forward called directly; whatever Module.__call__ would add
+        # (hooks, global ones included) or an instance-level forward means running the module as is.
+        if (self._ember_disable or type(mod).forward is not self._ember_cache.fn
+                or "forward" in mod.__dict__ or has_hooks(mod)):
             return mod(*args, **kwargs)
-        if mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks or mod._backward_pre_hooks:
-            return mod(*args, **kwargs)  # hooks on the top module: run it eagerly, exactly as eager
         return self._ember_cache(mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
@@ -149,5 +150,3 @@ def explain(fn: Callable, *explain_args, **explain_kwargs):
     from ember.report.explain import explain as _explain
     return _explain(fn, *explain_args, **explain_kwargs)
 
-
-Any, config

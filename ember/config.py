@@ -31,9 +31,6 @@ class Config:
     strict: bool = False
     # Force every frame to run eagerly (debugging aid, like TORCH_COMPILE_DISABLE).
     disable: bool = False
-    # Specialize Python ints/floats read from inputs (static until dynamic shapes land).
-    specialize_int: bool = True
-    specialize_float: bool = True
     # The autocast state the backward is traced under: "same_as_forward" (the
     # ambient state at compile time), "off", or torch.autocast kwargs as
     # "device_type=cpu,dtype=bfloat16" (";" separates several contexts; in code

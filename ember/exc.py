@@ -43,9 +43,6 @@ class BackendCompilerFailed(RuntimeError):
     """A backend raised while compiling a graph."""
 
 
-class InternalError(RuntimeError):
-    """A bug in ember itself (an invariant did not hold)."""
-
 
 class PythonException(Unsupported):
     """Traced code raises a Python exception (``IndexError`` from a list, ``raise`` in user code).

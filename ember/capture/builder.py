@@ -10,7 +10,6 @@ import enum
 import functools
 import inspect
 import os
-import sys
 import types
 
 import torch
@@ -79,8 +78,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             if t in (slice, range):
                 guards.type_match(source, value)
-                guards._add(guards_kind_equals(), source, None, f"{source.name()} == {value!r}",
-                            f"{source.expr(guards.scope)} == {value!r}")
+                guards.equals(source, value)
             else:
                 guards.constant_match(source, value)
         return ConstantVariable(value, source)
@@ -128,8 +126,7 @@ def _wrap(tx, value, source) -> VariableTracker:
             raise unsupported("a set of non-constant values")
         if source is not None:
             guards.type_match(source, value)
-            guards._add(guards_kind_equals(), source, None, f"{source.name()} == {value!r}",
-                        f"{source.expr(guards.scope)} == {_bind(guards, value)}")
+            guards.equals(source, value)
         return SetVariable([ConstantVariable(v) for v in value], source, frozen=t is frozenset)
 
     if isinstance(value, torch.nn.Module):
@@ -182,12 +179,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         return UserFunctionVariable(value, source)
 
     if isinstance(value, types.BuiltinFunctionType):
-        mod = getattr(value, "__module__", None)
-        if mod in ("builtins", "math", "_operator", "operator", "cmath") and getattr(value, "__self__", None) \
-                in (None,) or mod == "builtins" or isinstance(getattr(value, "__self__", None), types.ModuleType):
-            if mod in ("builtins", "math", "_operator", "operator", "cmath", None):
-                return BuiltinVariable(value, source)
-        if value in (sys.getrecursionlimit, sys.getdefaultencoding):
+        # Module-level functions of builtins/math/operator (and a few pure sys readers) are
+        # BuiltinVariables, which fold on constants; any other C function is opaque.
+        from ember.capture.variables.builtins import _PURE_SYS
+        owner = getattr(value, "__self__", None)
+        if (getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator", "cmath")
+                and (owner is None or isinstance(owner, types.ModuleType))) or value in _PURE_SYS:
             return BuiltinVariable(value, source)
         return OpaqueCallableVariable(value, source, f"calling builtin {getattr(value, '__qualname__', value)!s}")
 
@@ -264,8 +261,6 @@ class EnvironVariable(VariableTracker):
         return super().getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
-        from ember.capture.sources import ConstSource
-        from ember.capture.variables.objects import MissingAttribute  # noqa: F401
         if kwargs or not all(a.is_constant() for a in args):
             raise unsupported("os.environ with non-constant arguments")
         cargs = tuple(a.as_constant() for a in args)
@@ -349,12 +344,3 @@ class OpaqueCallableVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         raise unsupported(self.reason)
 
-
-def guards_kind_equals():
-    from ember.capture.guards import GuardKind
-    return GuardKind.EQUALS_MATCH
-
-
-def _bind(guards, value):
-    from ember.capture.sources import bind
-    return bind(guards.scope, value, "value")

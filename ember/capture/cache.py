@@ -10,7 +10,7 @@ import logging
 import types
 import warnings
 import weakref
-from typing import Any, Callable
+from typing import Callable
 
 from ember import metrics
 from ember.capture import codegen
@@ -48,11 +48,10 @@ class FrameCache:
         _ALL_CACHES.add(self)
 
     def _compile_nested(self, fn, offset_map=None):
-        """Resume functions and callees at a break: compiled like the function itself."""
-        if offset_map is not None:
-            return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
-                              resumes=self.resumes, offset_map=offset_map)
-        return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}")
+        """Resume functions (sharing this ResumeCache, offsets mapped to the root's) and callees at
+        a break (a cache of their own): compiled like the function itself."""
+        return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
+                          resumes=self.resumes if offset_map is not None else None, offset_map=offset_map)
 
     def reset(self) -> None:
         self.entries = []
@@ -123,9 +122,6 @@ class FrameCache:
 def reset_all() -> None:
     for cache in list(_ALL_CACHES):
         cache.reset()
-
-
-Any
 
 
 def live_caches() -> list[FrameCache]:

@@ -133,7 +133,7 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
                 raise _NotBreakable("autocast entered and not exited by the end of the frame")
             if output.active_contexts:
                 raise _NotBreakable("graph break inside a `with torch.autocast` block")
-            plan = _ReturnPlan(guards.scope, set(side_effects._containers))
+            plan = _ReturnPlan(guards.scope)
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
                 ret_expr = residual_call
@@ -253,15 +253,12 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
 
 def _compiled_callee(vt, resumes, tx):
     from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-    from ember.capture.variables.objects import NNModuleVariable
+    from ember.capture.variables.objects import NNModuleVariable, has_hooks
     if isinstance(vt, NNModuleVariable) and vt.source is not None:
         m = vt.module
         own = m.__dict__.get("forward")
         forward = own if own is not None else type(m).forward
-        mm = torch.nn.modules.module
-        if isinstance(forward, types.FunctionType) and not (
-                m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks
-                or mm._global_forward_hooks or mm._global_forward_pre_hooks or mm._global_backward_hooks):
+        if isinstance(forward, types.FunctionType) and not has_hooks(m):
             # `self.sub(x)` at a break: call sub's forward through ember (as Module.__call__ would,
             # with no hooks — guarded), so the submodule gets its own graphs.
             tx.guards.hook_keys(vt.source, [], [])
@@ -296,10 +293,9 @@ def _with_kwdefaults(fn, kwdefaults):
 class _ReturnPlan:
     """Builds the return expression; collects the graph outputs it needs."""
 
-    def __init__(self, scope: dict, mutated: set | None = None):
+    def __init__(self, scope: dict):
         self.scope = scope
         self.output_nodes: list = []
-        self.mutated = mutated or set()
         self.prelude: list[str] = []        # statements building new objects before the return
         self.built: dict[int, str | None] = {}
 
@@ -329,9 +325,8 @@ class _ReturnPlan:
             self.output_nodes.append(node)
         return f"___o[{self.output_nodes.index(node)}]"
 
-    def expr(self, vt: VariableTracker, fresh: bool = False) -> str:
-        """Source text rebuilding ``vt``. ``fresh``: never reuse a caller's container by source
-        (used when replaying the new contents of a mutated container)."""
+    def expr(self, vt: VariableTracker) -> str:
+        """Source text rebuilding ``vt`` after the graph (containers from outside keep identity)."""
         s = self.scope
         if isinstance(vt, TensorVariable):
             if vt.node.op == "placeholder" and vt.source is not None:

@@ -19,10 +19,12 @@ Callees at a breaking call site that are Python functions are called through
 an ember-compiled wrapper, so a break inside a helper compiles the helper on
 its own (as Dynamo does for the callee's frame).
 
-A break is refused (the whole frame runs eagerly instead) where this scheme
-cannot reproduce eager exactly: inside a ``try``/``with`` block of the
-compiled function, with a call's NULL left on the stack below the break, in
-generators, or when a value on the stack cannot be rebuilt.
+Inside a ``try`` or grad-mode ``with`` block the residual carries an exception
+table entry that continues at the original handler (in a resume function). A
+break is refused (the whole frame runs eagerly instead) where this scheme
+cannot reproduce eager exactly: inside an ``autocast`` block or an ``except``
+handler, a call's NULL below a break inside a ``try``, in generators, or when a
+value on the stack cannot be rebuilt.
 """
 from __future__ import annotations
 
@@ -60,7 +62,6 @@ class BreakPoint:
 def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     """None if ember can break the frame at this instruction, else why not."""
     import inspect
-    from ember.bytecode import active_exception_entries, active_with_blocks
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph break inside a generator"
     if opname not in _CALLS and opname not in _BRANCHES:

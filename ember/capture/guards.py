@@ -53,7 +53,6 @@ class GuardSet:
         self.scope: dict[str, Any] = {"___type": type, "___len": len, "___list": list,
                                       "___getattr": getattr}
         self._guards: dict[tuple, Guard] = {}
-        self._display_scope: dict[str, Any] = {}
 
     # -- adding guards -------------------------------------------------------
     def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str) -> None:
@@ -81,11 +80,11 @@ class GuardSet:
             self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} is {value!r}",
                       f"{e} is {value!r}")
             return
-        if isinstance(value, (torch.dtype, torch.device, torch.layout, torch.memory_format)) \
-                or type(value) is type:
-            self.id_match(source, value) if not isinstance(value, torch.device) else self._add(
-                GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}",
-                f"{e} == {bind(self.scope, value, 'device')}")
+        if isinstance(value, torch.device):
+            self.equals(source, value)
+            return
+        if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)) or type(value) is type:
+            self.id_match(source, value)
             return
         tname = bind(self.scope, type(value), "type")
         if isinstance(value, float) and value != value:  # NaN never equals itself
@@ -93,6 +92,12 @@ class GuardSet:
         else:
             code = f"___type({e}) is {tname} and {e} == {bind(self.scope, value, 'value')}"
         self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}", code)
+
+    def equals(self, source: Source, value: Any) -> None:
+        """``source == value`` (no type check: for devices, slices, ranges, sets)."""
+        e = source.expr(self.scope)
+        self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}",
+                  f"{e} == {bind(self.scope, value, 'value')}")
 
     def length(self, source: Source, n: int) -> None:
         e = source.expr(self.scope)

@@ -17,7 +17,6 @@ import inspect
 import linecache
 import types
 
-import torch
 
 from ember.capture.builder import wrap
 from ember.capture.opcodes import OpcodeMixin
@@ -26,12 +25,11 @@ from ember.capture.variables.base import NULL, ConstantVariable, NullVariable, V
 from ember.capture.variables.builtins import BuiltinVariable
 from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
-                                               UserFunctionVariable, UserMethodVariable, bind_arguments)
-from ember.capture.variables.objects import ClassVariable, MissingAttribute
+                                               UserFunctionVariable, bind_arguments)
+from ember.capture.variables.objects import ClassVariable
 from ember.exc import PythonException, Unsupported
 
 MAX_INLINE_DEPTH = 64
-_UNSET = object()
 
 
 class Translator(OpcodeMixin):
@@ -456,25 +454,33 @@ class _WithExit(VariableTracker):
         return self.ctx.exit(tx)
 
 
+def _real_object(vt: VariableTracker):
+    """The outside object a tracker stands for, or None for values made in the frame."""
+    from ember.capture.variables.objects import NNModuleVariable, UserObjectVariable
+    from ember.capture.variables.torch_fn import TorchFunctionVariable
+    if isinstance(vt, NNModuleVariable):
+        return vt.module
+    if isinstance(vt, UserObjectVariable):
+        return vt.obj
+    if isinstance(vt, (UserFunctionVariable, TorchFunctionVariable, BuiltinVariable)):
+        return vt.fn
+    return None
+
+
 def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
+    """``a is b`` for two trackers."""
     from ember.capture.variables.tensor import TensorVariable
     if a is b:
         return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
-    for attr in ("module", "obj", "fn"):
-        if hasattr(a, attr) and hasattr(b, attr):
-            return getattr(a, attr) is getattr(b, attr)
+    ra, rb = _real_object(a), _real_object(b)
+    if ra is not None and rb is not None:
+        return ra is rb
     if a.is_constant() and b.is_constant():
         return a.as_constant() is b.as_constant()
-    if isinstance(a, (ConstantVariable, NullVariable)) or isinstance(b, (ConstantVariable, NullVariable)):
-        return False  # a constant (e.g. None) vs a container/function/tensor built in the frame
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, (BuiltinVariable, ClassVariable)):
-        return a.as_constant() is b.as_constant()
-    if isinstance(a, (UserFunctionVariable, UserMethodVariable)):
-        return False
+    # Otherwise at least one was made in the frame, and each such object has one tracker
+    # (bound methods, as in Python, are new objects on every access).
     return False
 
 
@@ -508,6 +514,3 @@ def _decode(code):
         _DECODED[code] = hit
     return hit
 
-
-torch  # the interpreter traces torch programs; imported for readers and type checkers
-_UNSET, MissingAttribute

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dis
 import operator
 
-from ember.capture.variables.base import NULL, ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable)
@@ -385,10 +385,10 @@ class OpcodeMixin:
 
 
 def _comparable_by_identity(vt) -> bool:
-    """Objects whose == falls back to identity (modules, functions, plain objects)."""
-    return any(hasattr(vt, a) for a in ("module", "fn")) or isinstance(vt, TensorVariable) is False and \
-        type(vt).__name__ in ("NNModuleVariable", "UserFunctionVariable", "NestedFunctionVariable",
-                              "ClassVariable", "BuiltinVariable", "TorchFunctionVariable")
-
-
-NULL
+    """Objects whose == is identity (modules, functions, classes): equality folds to `is`."""
+    from ember.capture.variables.builtins import BuiltinVariable
+    from ember.capture.variables.functions import NestedFunctionVariable, UserFunctionVariable
+    from ember.capture.variables.objects import ClassVariable, NNModuleVariable, PythonModuleVariable
+    from ember.capture.variables.torch_fn import TorchFunctionVariable
+    return isinstance(vt, (NNModuleVariable, PythonModuleVariable, UserFunctionVariable, NestedFunctionVariable,
+                           ClassVariable, BuiltinVariable, TorchFunctionVariable))

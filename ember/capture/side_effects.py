@@ -63,22 +63,22 @@ class SideEffects:
         for c in self._containers.values():
             target = c.source.expr(scope)
             if isinstance(c, ListVariable):
-                lines.append(f"{target}[:] = [{', '.join(plan.expr(i, fresh=True) for i in c.items)}]")
+                lines.append(f"{target}[:] = [{', '.join(plan.expr(i) for i in c.items)}]")
             elif isinstance(c, DictVariable):
-                items = ", ".join(f"({plan.expr(c.keys[k], fresh=True)}, {plan.expr(v, fresh=True)})"
+                items = ", ".join(f"({plan.expr(c.keys[k])}, {plan.expr(v)})"
                                   for k, v in c.items.items())
                 lines += [f"___new = [{items}]", f"___d = {target}", "___d.clear()", "___d.update(___new)"]
             elif isinstance(c, SetVariable):
-                items = ", ".join(plan.expr(v, fresh=True) for v in c.items.values())
+                items = ", ".join(plan.expr(v) for v in c.items.values())
                 lines += [f"___new = [{items}]", f"___s = {target}", "___s.clear()", "___s.update(___new)"]
             elif isinstance(c, IteratorVariable):
                 lines.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:
                 raise unsupported(f"replaying a mutation of {c.describe()}")
         for target, name, value in self._attrs.values():
-            lines.append(f"___setattr({target.source.expr(scope)}, {name!r}, {plan.expr(value, fresh=True)})")
+            lines.append(f"___setattr({target.source.expr(scope)}, {name!r}, {plan.expr(value)})")
         for gdict, name, value, _src in self._globals.values():
-            lines.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {plan.expr(value, fresh=True)}")
+            lines.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {plan.expr(value)}")
         for target, method, args, kwargs in self._calls:
             parts = [plan.expr(a) for a in args] + [f"{k}={plan.expr(v)}" for k, v in kwargs.items()]
             lines.append(f"{target.source.expr(scope)}.{method}({', '.join(parts)})")

@@ -6,7 +6,6 @@ refused with a reason.
 """
 from __future__ import annotations
 
-import builtins
 import sys
 import collections
 import functools
@@ -478,8 +477,6 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return construct_object(tx, cls, args, kwargs)
     raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
 
-
-builtins  # referenced for readers: these handlers mirror the builtins module
 
 
 class OperatorGetterVariable(VariableTracker):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
 
 from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -238,5 +237,3 @@ class PartialVariable(VariableTracker):
 def real_defaults(fn) -> tuple[tuple, dict]:
     return tuple(fn.__defaults__ or ()), dict(fn.__kwdefaults__ or {})
 
-
-Any  # re-exported for type hints elsewhere

@@ -15,7 +15,7 @@ import torch
 
 from ember.capture.sources import AttrSource, ItemSource, ModuleMemberSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.exc import PythonException, Unsupported
+from ember.exc import PythonException
 
 
 class MissingAttribute(PythonException):
@@ -60,6 +60,22 @@ def _class_attribute(tx, obj_vt, obj, name):
             return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
         return wrap(tx, value, src)
     return wrap(tx, attr, src)
+
+
+def untraced_hooks(m: torch.nn.Module) -> bool:
+    """Hooks that ember does not inline: backward, global, keyword-argument, always-called."""
+    mm = torch.nn.modules.module
+    return bool(m._backward_hooks or m._backward_pre_hooks or mm._global_forward_hooks
+                or mm._global_forward_pre_hooks or mm._global_backward_hooks
+                or getattr(mm, "_global_backward_pre_hooks", None)
+                or getattr(m, "_forward_hooks_with_kwargs", None)
+                or getattr(m, "_forward_pre_hooks_with_kwargs", None)
+                or getattr(m, "_forward_hooks_always_called", None))
+
+
+def has_hooks(m: torch.nn.Module) -> bool:
+    """Any hook ``Module.__call__`` would run: calling ``forward`` directly would skip it."""
+    return bool(m._forward_hooks or m._forward_pre_hooks) or untraced_hooks(m)
 
 
 _LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
@@ -164,12 +180,7 @@ class NNModuleVariable(VariableTracker):
         from ember.capture.builder import wrap
         from ember.capture.variables.containers import TupleVariable
         m = self.module
-        mm = torch.nn.modules.module
-        if (m._backward_hooks or m._backward_pre_hooks or mm._global_forward_hooks
-                or mm._global_forward_pre_hooks or mm._global_backward_hooks
-                or getattr(mm, "_global_backward_pre_hooks", None)
-                or getattr(m, "_forward_hooks_with_kwargs", None) or getattr(m, "_forward_pre_hooks_with_kwargs", None)
-                or getattr(m, "_forward_hooks_always_called", None)):
+        if untraced_hooks(m):
             raise unsupported(f"backward, global or keyword-argument module hooks on {type(m).__name__}")
         src = self.source
         if src is not None:
@@ -415,30 +426,12 @@ class PythonModuleVariable(VariableTracker):
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
 
 
-class ClassVariable(VariableTracker):
-    """A class object, e.g. for ``isinstance`` or to construct a value."""
-
-    def __init__(self, cls: type, source=None):
-        self.value = cls
-        self.source = source
-
-    def python_type(self):
-        return type(self.value)
-
-    def is_constant(self):
-        return True
-
-    def as_constant(self):
-        return self.value
+class ClassVariable(ConstantVariable):
+    """A class object, e.g. for ``isinstance`` or to construct a value: a constant that can also
+    be called and whose attributes resolve like the class's."""
 
     def describe(self):
         return f"class {self.value.__qualname__}"
-
-    def truth(self, tx):
-        return True
-
-    def hash_key(self):
-        return self.value
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
