@@ -176,3 +176,18 @@ def test_break_under_a_pending_outer_call():
     x = torch.randn(3)
     assert_same(cf(x), pending_outer_call(x))
     assert ember.stats()["graph_breaks"] == 1 and ember.stats()["fallbacks"] == 0
+
+
+def test_top_module_with_global_hook_or_instance_forward_behaves_like_eager():
+    calls = []
+    lin = nn.Linear(2, 2)
+    cm = ember.compile(lin, fullgraph=True)
+    x = torch.randn(1, 2)
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, i, o: calls.append(m) or o * 2)
+    try:
+        torch.testing.assert_close(cm(x), lin.forward(x) * 2)  # the global hook ran
+    finally:
+        handle.remove()
+    assert calls == [lin]
+    lin.forward = lambda t: t + 100  # an instance-level forward wins, as in eager
+    torch.testing.assert_close(cm(x), x + 100)
