@@ -56,6 +56,25 @@ def make_function(fn: types.FunctionType, body: list[str], scope: dict[str, Any]
     return gen
 
 
+def call_bound(gen, code: types.CodeType, bound: dict[str, Any]):
+    """Call ``gen`` (a generated function with ``code``'s signature) with the arguments in ``bound``
+    (parameter name -> value, as ``make_binder`` returns them), for any signature: ordinary and
+    positional-only parameters go positionally, then ``*args`` spread, keyword-only parameters as
+    keywords, then ``**kwargs`` spread (its keys cannot clash: they were not parameters when bound,
+    or only positional-only ones, which are passed positionally here)."""
+    argc, kwonly = code.co_argcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    args = [bound[n] for n in names[:argc]]
+    i = argc + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        args.extend(bound[names[i]])
+        i += 1
+    kwargs = {n: bound[n] for n in names[argc:argc + kwonly]}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        kwargs.update(bound[names[i]])
+    return gen(*args, **kwargs)
+
+
 def make_binder(fn: types.FunctionType):
     """A function with fn's signature that returns its bound arguments as a dict."""
     names = parameter_names(fn.__code__)

@@ -200,19 +200,12 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     scope["___describe"] = _describe_value
     scope["___with_value"] = lambda text, now: text if now is None else f"{text} (now: {now})"
     reasons_fn = codegen.make_function(fn, reason_body, scope, "guard check")
-    names = codegen.parameter_names(code)
 
     def check_guards(bound_args: dict) -> list[str]:
-        return reasons_fn(**{n: bound_args[n] for n in names}) if not _has_posonly(code) else \
-            reasons_fn(*[bound_args[n] for n in names[:code.co_posonlyargcount]],
-                       **{n: bound_args[n] for n in names[code.co_posonlyargcount:]})
+        return codegen.call_bound(reasons_fn, code, bound_args)
 
     return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
                       check_guards, run.__ember_source__)
-
-
-def _has_posonly(code) -> bool:
-    return code.co_posonlyargcount > 0
 
 
 def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
