@@ -1,0 +1,298 @@
+"""Sweep of HuggingFace architectures: ember against eager (and optionally torch.compile).
+
+    python -m benchmarks.hf_sweep                        # all architectures, backend eager
+    python -m benchmarks.hf_sweep --backend aot_eager --only bert,t5
+    python -m benchmarks.hf_sweep --torch                # also count torch.compile's graphs
+
+Each architecture is built from a tiny config with random weights (no downloads) and run in
+its own process: an inference forward (no_grad) and a train step (forward with labels where the
+model takes them, loss, backward). ember's outputs, loss and gradients are compared with eager;
+the row records graphs, graph breaks, recompiles and frames that fell back to eager. A row is
+``ok`` when every value matches; ``WRONG`` when ember ran and answered differently (the worst
+outcome); ``CRASH`` when ember raised where eager did not.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+# model_type -> (model class, extra config kwargs, input kind)
+_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              vocab_size=128, max_position_embeddings=64)
+_IMG = dict(image_size=32, patch_size=8, num_channels=3)
+ARCHS: dict[str, tuple[str, dict, str]] = {
+    "bert": ("BertForSequenceClassification", {}, "text_cls"),
+    "roberta": ("RobertaForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
+    "distilbert": ("DistilBertForSequenceClassification",
+                   dict(dim=32, n_layers=2, n_heads=2, hidden_dim=64, vocab_size=128,
+                        max_position_embeddings=64), "text_cls"),
+    "albert": ("AlbertForSequenceClassification", {"embedding_size": 16}, "text_cls"),
+    "electra": ("ElectraForSequenceClassification", {"embedding_size": 16}, "text_cls"),
+    "deberta": ("DebertaForSequenceClassification", {}, "text_cls"),
+    "deberta-v2": ("DebertaV2ForSequenceClassification", {}, "text_cls"),
+    "mobilebert": ("MobileBertForSequenceClassification",
+                   dict(embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16,
+                        num_feedforward_networks=1), "text_cls"),
+    "funnel": ("FunnelForSequenceClassification",
+               dict(block_sizes=[1, 1], d_model=32, n_head=2, d_head=16, d_inner=64), "text_cls"),
+    "xlnet": ("XLNetForSequenceClassification", dict(d_model=32, n_layer=2, n_head=2, d_inner=64), "text_cls"),
+    "gpt2": ("GPT2LMHeadModel", dict(n_layer=2, n_embd=32, n_head=2, n_positions=64), "causal"),
+    "gpt_neo": ("GPTNeoForCausalLM", dict(num_layers=2, attention_types=[[["global", "local"], 1]],
+                                          window_size=8), "causal"),
+    "gptj": ("GPTJForCausalLM", dict(n_layer=2, n_embd=32, n_head=2, n_positions=64, rotary_dim=8), "causal"),
+    "opt": ("OPTForCausalLM", dict(ffn_dim=64, word_embed_proj_dim=32), "causal"),
+    "bloom": ("BloomForCausalLM", dict(n_layer=2, n_head=2), "causal"),
+    "llama": ("LlamaForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "mistral": ("MistralForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "mixtral": ("MixtralForCausalLM", dict(num_key_value_heads=1, num_local_experts=4,
+                                           num_experts_per_tok=2), "causal"),
+    "qwen2": ("Qwen2ForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "phi": ("PhiForCausalLM", {}, "causal"),
+    "phi3": ("Phi3ForCausalLM", dict(num_key_value_heads=1, pad_token_id=0), "causal"),
+    "gemma": ("GemmaForCausalLM", dict(num_key_value_heads=1, head_dim=16), "causal"),
+    "gemma2": ("Gemma2ForCausalLM", dict(num_key_value_heads=1, head_dim=16), "causal"),
+    "falcon": ("FalconForCausalLM", dict(new_decoder_architecture=False), "causal"),
+    "gpt_neox": ("GPTNeoXForCausalLM", {}, "causal"),
+    "codegen": ("CodeGenForCausalLM", dict(n_layer=2, n_embd=32, n_head=2, n_positions=64, rotary_dim=8),
+                "causal"),
+    "mamba": ("MambaForCausalLM", dict(state_size=4, expand=2, conv_kernel=4), "causal"),
+    "t5": ("T5ForConditionalGeneration", dict(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
+                                              decoder_start_token_id=0), "seq2seq"),
+    "bart": ("BartForConditionalGeneration", dict(d_model=32, encoder_layers=2, decoder_layers=2,
+                                                  encoder_attention_heads=2, decoder_attention_heads=2,
+                                                  encoder_ffn_dim=64, decoder_ffn_dim=64), "seq2seq"),
+    "marian": ("MarianMTModel", dict(d_model=32, encoder_layers=2, decoder_layers=2,
+                                     encoder_attention_heads=2, decoder_attention_heads=2,
+                                     encoder_ffn_dim=64, decoder_ffn_dim=64, pad_token_id=127,
+                                     decoder_start_token_id=127), "seq2seq"),
+    "mbart": ("MBartForConditionalGeneration", dict(d_model=32, encoder_layers=2, decoder_layers=2,
+                                                    encoder_attention_heads=2, decoder_attention_heads=2,
+                                                    encoder_ffn_dim=64, decoder_ffn_dim=64), "seq2seq"),
+    "pegasus": ("PegasusForConditionalGeneration", dict(d_model=32, encoder_layers=2, decoder_layers=2,
+                                                        encoder_attention_heads=2, decoder_attention_heads=2,
+                                                        encoder_ffn_dim=64, decoder_ffn_dim=64), "seq2seq"),
+    "whisper": ("WhisperForConditionalGeneration", dict(d_model=32, encoder_layers=2, decoder_layers=2,
+                                                        encoder_attention_heads=2, decoder_attention_heads=2,
+                                                        encoder_ffn_dim=64, decoder_ffn_dim=64,
+                                                        num_mel_bins=8, max_source_positions=16,
+                                                        max_target_positions=32), "audio_seq2seq"),
+    "vit": ("ViTForImageClassification", dict(_IMG), "image"),
+    "deit": ("DeiTForImageClassification", dict(_IMG), "image"),
+    "beit": ("BeitForImageClassification", dict(_IMG), "image"),
+    "swin": ("SwinForImageClassification", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                                                num_heads=[2, 2], window_size=4), "image"),
+    "convnext": ("ConvNextForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1]), "image"),
+    "resnet": ("ResNetForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1],
+                                                    embedding_size=8), "image"),
+    "regnet": ("RegNetForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1],
+                                                    embedding_size=8, groups_width=8), "image"),
+    "mobilenet_v2": ("MobileNetV2ForImageClassification", dict(image_size=32, depth_multiplier=0.25), "image"),
+    "segformer": ("SegformerForImageClassification", dict(num_encoder_blocks=2, depths=[1, 1],
+                                                          sr_ratios=[2, 1], hidden_sizes=[8, 16],
+                                                          num_attention_heads=[1, 2], patch_sizes=[7, 3],
+                                                          strides=[4, 2], decoder_hidden_size=16), "image"),
+    "clip": ("CLIPModel", {}, "clip"),
+    "wav2vec2": ("Wav2Vec2ForSequenceClassification",
+                 dict(conv_dim=[8, 8], conv_stride=[5, 2], conv_kernel=[10, 3], num_conv_pos_embeddings=8,
+                      num_conv_pos_embedding_groups=2), "audio_cls"),
+}
+
+
+def _config(model_type, extra):
+    from transformers import AutoConfig
+    kw = dict(_SMALL)
+    if model_type == "clip":
+        return AutoConfig.for_model("clip", text_config=dict(_SMALL), vision_config=dict(_SMALL, **_IMG),
+                                    projection_dim=16)
+    kw.update(extra)
+    cfg = AutoConfig.for_model(model_type, **kw)
+    for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
+              "resid_pdrop", "embd_pdrop", "attn_pdrop", "activation_dropout", "dropout_rate",
+              "hidden_dropout", "classifier_dropout", "drop_path_rate", "layerdrop", "mask_time_prob"):
+        if hasattr(cfg, k) and isinstance(getattr(cfg, k), float):
+            setattr(cfg, k, 0.0)
+    if hasattr(cfg, "_attn_implementation"):
+        try:
+            cfg._attn_implementation = "eager"
+        except Exception:
+            pass
+    return cfg
+
+
+def _inputs(kind, cfg, seed=0):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    b, s = 2, 8
+    vocab = getattr(cfg, "vocab_size", 128) or 128
+    if kind in ("text_cls", "causal"):
+        ids = torch.randint(2, min(vocab, 120), (b, s), generator=g)
+        labels = torch.randint(0, 2, (b,), generator=g) if kind == "text_cls" else ids.clone()
+        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long)}, {"labels": labels}
+    if kind == "seq2seq":
+        ids = torch.randint(2, min(vocab, 120), (b, s), generator=g)
+        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long)}, {"labels": ids.clone()}
+    if kind == "audio_seq2seq":
+        feats = torch.randn(b, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
+        dec = torch.randint(2, 120, (b, 6), generator=g)
+        return {"input_features": feats, "decoder_input_ids": dec}, {"labels": dec.clone()}
+    if kind == "image":
+        n = getattr(cfg, "num_channels", 3)
+        return {"pixel_values": torch.randn(b, n, 32, 32, generator=g)}, \
+            {"labels": torch.randint(0, 2, (b,), generator=g)}
+    if kind == "clip":
+        ids = torch.randint(2, 120, (b, s), generator=g)
+        return {"input_ids": ids, "pixel_values": torch.randn(b, 3, 32, 32, generator=g),
+                "return_loss": True}, {}
+    if kind == "audio_cls":
+        return {"input_values": torch.randn(b, 400, generator=g)}, {"labels": torch.randint(0, 2, (b,), generator=g)}
+    raise ValueError(kind)
+
+
+def _flat(x, out):
+    import torch
+    if isinstance(x, torch.Tensor):
+        out.append(x)
+    elif isinstance(x, dict) or hasattr(x, "to_tuple"):
+        for v in (x.values() if isinstance(x, dict) else x.to_tuple()):
+            _flat(v, out)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _flat(v, out)
+    return out
+
+
+def _max_diff(a, b):
+    fa, fb = _flat(a, []), _flat(b, [])
+    if len(fa) != len(fb):
+        return float("inf")
+    worst = 0.0
+    for x, y in zip(fa, fb):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return float("inf")
+        if x.numel():
+            d = (x.double() - y.double()).abs()
+            scale = y.double().abs().max().item() + 1.0
+            worst = max(worst, (d.max().item()) / scale)
+    return worst
+
+
+def run_one(arch: str, backend: str, with_torch: bool) -> dict:
+    import copy
+    import warnings
+
+    import torch
+    import transformers
+
+    import ember
+    cls_name, extra, kind = ARCHS[arch]
+    row = {"arch": arch, "backend": backend}
+    torch.manual_seed(0)
+    cfg = _config(arch, extra)
+    model = getattr(transformers, cls_name)(cfg)
+    model.eval()  # dropout off; train steps still build the backward
+    inputs, labels = _inputs(kind, cfg)
+    tol = 1e-4 if backend != "inductor" else 1e-3
+
+    def infer(m):
+        with torch.no_grad():
+            return m(**inputs)
+
+    def train(m):
+        m.zero_grad(set_to_none=True)
+        out = m(**inputs, **labels)
+        loss = out["loss"] if "loss" in out else _flat(out, [])[0].float().pow(2).mean()
+        loss.backward()
+        return loss.detach(), [p.grad for p in m.parameters() if p.grad is not None]
+
+    for step, fn in (("infer", infer), ("train", train)):
+        ref_model = copy.deepcopy(model)
+        try:
+            expected = fn(ref_model)
+        except Exception as e:  # eager itself fails: not ember's concern
+            row[step] = f"eager-error {type(e).__name__}: {str(e)[:120]}"
+            continue
+        ember.reset()
+        m = copy.deepcopy(model)
+        compiled = ember.compile(m, backend=backend)
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                got = fn(compiled)
+                got2 = fn(compiled)
+            fell_back = [str(x.message)[:200] for x in w if "ember" in str(x.message).lower()]
+        except Exception as e:
+            row[step] = "CRASH"
+            row[step + "_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+            continue
+        row[step + "_s"] = round(time.perf_counter() - t0, 2)
+        diff = max(_max_diff(got, expected), _max_diff(got2, expected))
+        st = ember.stats()
+        row[step] = "ok" if diff <= tol else "WRONG"
+        row[step + "_diff"] = diff
+        row[step + "_stats"] = {k: st.get(k) for k in ("graphs", "graph_breaks", "recompiles", "fallbacks")}
+        if fell_back:
+            row[step + "_warnings"] = fell_back[:3]
+        if with_torch:
+            import torch._dynamo
+            torch._dynamo.reset()
+            counter = {"graphs": 0}
+
+            def count(gm, ex):
+                counter["graphs"] += 1
+                return gm.forward
+            try:
+                fn(torch.compile(copy.deepcopy(model), backend=count))
+                row[step + "_torch_graphs"] = counter["graphs"]
+            except Exception as e:
+                row[step + "_torch_graphs"] = f"error {type(e).__name__}"
+    return row
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", default="")
+    p.add_argument("--backend", default="eager")
+    p.add_argument("--torch", action="store_true", help="also count torch.compile's graphs")
+    p.add_argument("--timeout", type=int, default=300)
+    p.add_argument("--json", default="")
+    p.add_argument("--one", default="", help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.one:
+        print("ROW " + json.dumps(run_one(a.one, a.backend, a.torch)))
+        return
+    archs = [x for x in a.only.split(",") if x] or list(ARCHS)
+    rows = []
+    for arch in archs:
+        cmd = [sys.executable, "-m", "benchmarks.hf_sweep", "--one", arch, "--backend", a.backend]
+        if a.torch:
+            cmd.append("--torch")
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
+                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            line = [x for x in r.stdout.splitlines() if x.startswith("ROW ")]
+            row = json.loads(line[-1][4:]) if line else {"arch": arch, "infer": "DIED",
+                                                         "error": (r.stderr or "")[-400:]}
+        except subprocess.TimeoutExpired:
+            row = {"arch": arch, "infer": "TIMEOUT"}
+        rows.append(row)
+        st = lambda k: row.get(k + "_stats") or {}
+        print(f"{arch:14s} infer={row.get('infer', '?'):8s} train={row.get('train', '?'):8s} "
+              f"graphs={st('infer').get('graphs')}/{st('train').get('graphs')} "
+              f"breaks={st('infer').get('graph_breaks')}/{st('train').get('graph_breaks')} "
+              f"fallbacks={st('infer').get('fallbacks')}/{st('train').get('fallbacks')} "
+              f"{row.get('infer_error', '') or row.get('train_error', '') or row.get('error', '')}"[:400],
+              flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    bad = [r["arch"] for r in rows if r.get("infer") not in ("ok",) or r.get("train") not in ("ok",)]
+    print(f"{len(rows) - len(bad)}/{len(rows)} ok; not ok: {', '.join(bad)}")
+
+
+if __name__ == "__main__":
+    main()
