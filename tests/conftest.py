@@ -45,6 +45,10 @@ if not REFERENCE:
         _ember_import_error = e
     else:
         _ember.config.strict = True
+        # Every code object ember generates (entries, guard checks, residuals, resume functions)
+        # must pass the code validator: stack depth, exception/line/position tables, prologue.
+        import ember.bytecode.validate
+        ember.bytecode.validate.enabled = True
 
 
 if REFERENCE or _ember is not None:  # else capture tests fail on import, nothing else does

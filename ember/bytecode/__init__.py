@@ -34,6 +34,7 @@ from .analysis import (
 )
 from .resume import ResumeCode, find_offset, make_resume_code, make_resume_function
 from . import versions
+from .validate import CodeValidationError, check_generated, validate_code
 from .versions import (
     call,
     call_function,
@@ -66,6 +67,9 @@ __all__ = [
     "make_resume_function",
     "find_offset",
     "versions",
+    "CodeValidationError",
+    "check_generated",
+    "validate_code",
     "push_null_and_callable",
     "load_global",
     "load_method",

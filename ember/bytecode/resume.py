@@ -43,6 +43,7 @@ from typing import Optional, Sequence
 from .analysis import stack_depths
 from .assemble import assemble
 from .instructions import Instruction, copy_instructions, create_instruction, decode
+from .validate import check_generated
 from .versions import jump
 
 __all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset"]
@@ -168,7 +169,7 @@ def make_resume_code(
         co_kwonlyargcount=0,
         co_flags=flags,
     )
-    return ResumeCode(new_code, offset, tuple(stack_args), nulls, live)
+    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live)
 
 
 def make_resume_function(fn: types.FunctionType, resume: ResumeCode) -> types.FunctionType:

@@ -13,6 +13,8 @@ import math
 import types
 from typing import Any
 
+from ember.bytecode.validate import check_generated
+
 MISS = object()  # returned by an entry whose guards do not hold
 
 
@@ -48,7 +50,8 @@ def make_function(fn: types.FunctionType, body: list[str], scope: dict[str, Any]
     namespace = dict(scope)
     exec(compile(src, f"<ember {label} for {fn.__qualname__}>", "exec"), namespace)
     gen = namespace["___generated"]
-    gen.__code__ = gen.__code__.replace(co_name=code.co_name, co_qualname=fn.__qualname__)
+    gen.__code__ = check_generated(gen.__code__.replace(co_name=code.co_name, co_qualname=fn.__qualname__),
+                                   from_source=True)
     gen.__name__, gen.__qualname__ = fn.__name__, fn.__qualname__
     gen.__defaults__ = fn.__defaults__
     gen.__kwdefaults__ = fn.__kwdefaults__

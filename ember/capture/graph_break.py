@@ -36,7 +36,7 @@ from typing import Callable
 
 from ember.bytecode import create_instruction, decode, find_offset, live_locals, make_resume_code, \
     make_resume_function
-from ember.bytecode import assemble
+from ember.bytecode import assemble, check_generated
 from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
 from ember.capture.variables.base import NullVariable, unsupported
@@ -268,8 +268,10 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
                         co_argcount=len(arg_names) + len([n for n in live_here if n not in arg_names]),
                         co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=code.co_flags & ~(0x04 | 0x08 | 0x20),
-                        cellvars=(), freevars=code.co_freevars)
-    residual = types.FunctionType(new_code, fn.__globals__, new_code.co_name, None, fn.__closure__)
+                        cellvars=(), freevars=())
+    # The residual reads only its arguments and constants: no cells, no closure (a code object with
+    # free variables would also need COPY_FREE_VARS in its prologue, or its frame holds garbage).
+    residual = types.FunctionType(check_generated(new_code), fn.__globals__, new_code.co_name)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("residual %s:\n%s", new_code.co_qualname, readable_code(new_code))
     return residual, arg_positions, [n for n in live_here if n not in arg_names]
