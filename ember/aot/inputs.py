@@ -63,22 +63,24 @@ def _hints(values) -> tuple:
     return tuple(v.node.hint if isinstance(v, torch.SymInt) else v for v in values)
 
 
-def _reusable(meta_val, real: torch.Tensor, fake_mode: FakeTensorMode) -> bool:
-    """The frontend's fake tensor for this input still describes the real input.
+def _describes(fake, real: torch.Tensor) -> bool:
+    """``fake`` stands for ``real`` as the graph receives it (metadata and autograd flags)."""
+    return (isinstance(fake, FakeTensor)
+            and fake.dtype == real.dtype and fake.device == real.device
+            and fake.requires_grad == real.requires_grad
+            and _hints(fake.shape) == tuple(real.shape)
+            and _hints(fake.stride()) == real.stride()
+            and _hints((fake.storage_offset(),)) == (real.storage_offset(),))
 
-    (A frontend may have run an in-place metadata op such as ``t_()`` on its fake
-    tensor while tracing; then it no longer matches and we fakeify afresh.)
+
+def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mode: FakeTensorMode) -> list | None:
+    """One fake value per flat input, or ``None`` if a fake of ``fake_mode`` no longer describes its input.
+
+    A frontend traces in-place metadata ops (``t_()``, ``squeeze_()``, ``resize_()``,
+    ``requires_grad_()``, ``detach_()``) on its fake tensors, so after tracing its fake
+    for such an input (and the mode's memo of it) describes the input as the graph
+    *leaves* it, not as the graph receives it.
     """
-    return (isinstance(meta_val, FakeTensor) and meta_val.fake_mode is fake_mode
-            and meta_val.dtype == real.dtype and meta_val.device == real.device
-            and meta_val.requires_grad == real.requires_grad
-            and _hints(meta_val.shape) == tuple(real.shape)
-            and _hints(meta_val.stride()) == real.stride())
-
-
-def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
-                   fake_mode: FakeTensorMode) -> list:
-    """One fake value per flat input (lifted params first, then placeholders)."""
     phs = placeholders(gm)
     fakes = []
     for i, a in enumerate(flat_args):
@@ -89,10 +91,13 @@ def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
         if isinstance(a, FakeTensor):
             fakes.append(a)
         elif isinstance(a, torch.Tensor):
-            if _reusable(meta_val, a, fake_mode):
+            if isinstance(meta_val, FakeTensor) and meta_val.fake_mode is fake_mode and _describes(meta_val, a):
                 fakes.append(meta_val)
             else:
-                fakes.append(fake_mode.from_tensor(a, static_shapes=True))
+                fake = fake_mode.from_tensor(a, static_shapes=True)
+                if not _describes(fake, a):
+                    return None
+                fakes.append(fake)
         elif isinstance(a, torch.SymInt):
             fakes.append(a)
         elif (isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool))
@@ -101,6 +106,24 @@ def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
         else:
             fakes.append(a)
     return fakes
+
+
+def fakeify_inputs(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int,
+                   fake_mode: FakeTensorMode) -> tuple[list, FakeTensorMode]:
+    """One fake value per flat input (lifted params first, then placeholders), and their mode.
+
+    When the frontend's fake mode has a stale fake for some input (see ``_fakeify``),
+    every input is fakeified afresh in a new mode sharing its ShapeEnv, so that inputs
+    sharing a storage still share a fake storage.
+    """
+    fakes = _fakeify(gm, flat_args, num_lifted, fake_mode)
+    if fakes is not None:
+        return fakes, fake_mode
+    fresh = FakeTensorMode(shape_env=fake_mode.shape_env, allow_non_fake_inputs=False)
+    fakes = _fakeify(gm, flat_args, num_lifted, fresh)
+    if fakes is None:
+        raise AOTCompileError("cannot make fake tensors that describe the graph's inputs")
+    return fakes, fresh
 
 
 def flatten_program(gm: torch.fx.GraphModule, example_inputs: list,
@@ -123,7 +146,7 @@ def flatten_program(gm: torch.fx.GraphModule, example_inputs: list,
     if fake_mode is None:
         fake_mode = FakeTensorMode(shape_env=ShapeEnv(), allow_non_fake_inputs=False)
     flat_args = lifted + list(example_inputs)
-    fake_args = fakeify_inputs(gm, flat_args, num_lifted, fake_mode)
+    fake_args, fake_mode = fakeify_inputs(gm, flat_args, num_lifted, fake_mode)
 
     spec_box: list = []
     interp_gm = gm

@@ -45,6 +45,11 @@ def _same_metadata(a: torch.Tensor, b: torch.Tensor) -> bool:
             and guard_or_false(a.storage_offset() == b.storage_offset()))
 
 
+def _same_sizes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    from torch.fx.experimental.symbolic_shapes import guard_or_true, sym_eq
+    return guard_or_true(sym_eq(a.size(), b.size()))
+
+
 def _input_info(arg, f_arg, idx: int) -> InputInfo:
     if not isinstance(arg, torch.Tensor):
         return InputInfo(is_tensor=False, is_leaf=False, requires_grad=False)
@@ -56,6 +61,10 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
         raise AOTCompileError(f"input {idx} has its storage replaced (Tensor.set_ on a graph input); not supported yet")
     mutates_data = bool(torch._functionalize_has_data_mutation(elem))
     mutates_metadata = bool(torch._functionalize_has_metadata_mutation(elem)) and not _same_metadata(arg, after)
+    if mutates_data and not mutates_metadata and not _same_sizes(arg, after):
+        # an ``out=`` op resizes its output without flagging a metadata mutation (the value
+        # after a data mutation is a fresh tensor, so only its sizes say anything here)
+        mutates_metadata = True
     info = dict(
         is_tensor=True,
         is_leaf=arg.is_leaf,
@@ -73,6 +82,34 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
         info.update(updated_size=tuple(after.size()), updated_stride=tuple(after.stride()),
                     updated_storage_offset=after.storage_offset())
     return InputInfo(**info)
+
+
+def _eager_metadata_updates(fn: Callable, fake_args: list, fake_mode: FakeTensorMode,
+                            input_info: list[InputInfo]) -> list[InputInfo]:
+    """Size, stride and offset of each metadata-mutated input after the program, as eager leaves them.
+
+    Functionalization's value of such an input after the run is a fresh tensor: right
+    sizes, but not the storage offset (``resize_`` of a view keeps it, and makes the
+    view contiguous) nor always eager's strides. So run the program once more, plainly,
+    on aliases of the fake inputs, and read their metadata afterwards.
+    """
+    import dataclasses
+    grad_mode = torch.is_grad_enabled()
+    try:
+        with fake_mode, torch.no_grad():
+            aliases = [a.detach() if isinstance(a, torch.Tensor) else a for a in fake_args]
+            fn(*aliases)
+    except Exception:  # noqa: BLE001 — keep functionalization's answer
+        return input_info
+    finally:
+        torch._C._set_grad_enabled(grad_mode)
+    out = []
+    for info, a in zip(input_info, aliases):
+        if info.mutates_metadata:
+            info = dataclasses.replace(info, updated_size=tuple(a.size()), updated_stride=tuple(a.stride()),
+                                       updated_storage_offset=a.storage_offset())
+        out.append(info)
+    return out
 
 
 def _view_metas(o: torch.Tensor):
@@ -192,6 +229,8 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
                        + [from_functional(o) for o in f_outs]
                        + [from_functional(b) for b in bases])
             needs_tangent = [r for r, m in zip(returns, meta.tangent_mask) if m]
+    if any(info.mutates_metadata for info in meta.input_info):
+        meta.input_info = _eager_metadata_updates(fn, fake_args, fake_mode, meta.input_info)
     if is_train:
         with fake_mode:
             meta.traced_tangents = [_tangent_like(r) for r in needs_tangent]

@@ -130,7 +130,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             outs = list(fw(list(args)))
             # Saved views are detached: the epilogue may change the metadata of the
             # input they view, which autograd forbids for views made under no_grad.
-            saved = [t.detach() if t._is_view() else t for t in outs[n_ret:n_ret + num_saved_tensors]]
+            # (A kernel may return an undefined tensor, None here, for an optional output such as
+            # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
+            saved = [t.detach() if t is not None and t._is_view() else t
+                     for t in outs[n_ret:n_ret + num_saved_tensors]]
             ctx.save_for_backward(*saved)
             n_saved = n_ret + num_saved_tensors
             ctx.symints = outs[n_saved:len(outs) - num_unversioned]

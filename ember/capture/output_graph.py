@@ -10,9 +10,11 @@ that feed each input on later calls.
 from __future__ import annotations
 
 import operator
+import types
 
 import torch
 import torch.fx as fx
+from torch.overrides import TorchFunctionMode
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            UnsupportedOperatorException)
 
@@ -89,7 +91,10 @@ class OutputGraph:
         node_kwargs, fake_kwargs = _lower(kwargs)
         try:
             with self.fake.mode:
-                if kind == "call_function":
+                if kind == "call_function" and isinstance(target, types.FunctionType):
+                    with _AutogradStateWatch(target):
+                        result = target(*fake_args, **fake_kwargs)
+                elif kind == "call_function":
                     result = target(*fake_args, **fake_kwargs)
                 else:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
@@ -98,6 +103,8 @@ class OutputGraph:
                               f"({type(e).__name__})") from None
         except UnsupportedOperatorException as e:
             raise unsupported(f"{_describe(kind, target)}: operator {e} has no fake implementation") from None
+        except _ReadsAutogradState as e:
+            raise unsupported(f"{_describe(kind, target)} {e}") from None
         except Exception as e:
             raise unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
                               f"{str(e).splitlines()[0] if str(e) else ''}") from None
@@ -160,6 +167,39 @@ class OutputGraph:
         self.graph.lint()
         gm = fx.GraphModule(torch.nn.Module(), self.graph)
         return gm, keep_values, keep_sources
+
+
+class _ReadsAutogradState(Exception):
+    pass
+
+
+# Tensor state that fake tensors do not carry (or that a graph cannot change): a Python
+# function from torch that touches it computes something else on fake tensors, e.g.
+# ``clip_grad_norm_`` finds no ``.grad`` and returns 0. Such a call runs eagerly.
+_STATE_ATTRIBUTES = frozenset({"grad", "data", "_version", "requires_grad", "grad_fn"})
+_STATE_METHODS = frozenset({"requires_grad_", "detach_", "retain_grad", "register_hook", "backward",
+                            "untyped_storage", "data_ptr", "set_", "_fix_weakref"})
+_STATE_FUNCTIONS = frozenset({torch.autograd.grad, torch.autograd.backward})
+
+
+class _AutogradStateWatch(TorchFunctionMode):
+    """While a Python function from torch runs on fake tensors: refuse it if it reads ``.grad``,
+    ``.data`` or similar, or changes autograd flags (see ``_STATE_ATTRIBUTES``)."""
+
+    def __init__(self, target):
+        super().__init__()
+        self.target = target
+
+    def __torch_function__(self, func, types_, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        owner = getattr(func, "__self__", None)
+        if name in ("__get__", "__set__", "__delete__") and getattr(owner, "__name__", None) in _STATE_ATTRIBUTES:
+            attr = owner.__name__
+            if not (name == "__get__" and attr in ("requires_grad", "grad_fn")):  # metadata fakes carry
+                raise _ReadsAutogradState(f"{'reads' if name == '__get__' else 'writes'} Tensor.{attr}")
+        elif name in _STATE_METHODS or func in _STATE_FUNCTIONS:
+            raise _ReadsAutogradState(f"calls {name}() (autograd state a graph cannot carry)")
+        return func(*args, **(kwargs or {}))
 
 
 def _describe(kind, target) -> str:

@@ -100,7 +100,28 @@ class TensorVariable(VariableTracker):
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
             return ConstantVariable(len(self.fake))
+        if name in ("requires_grad_", "detach_"):
+            return self._autograd_flag_change(tx, name, args, kwargs)
         return tx.output.call_method(name, [self, *args], kwargs)
+
+    def _autograd_flag_change(self, tx, name, args, kwargs):
+        """``requires_grad_`` / ``detach_``: a no-op stays out of the graph; a real change breaks.
+
+        A functional graph cannot express a tensor *becoming* a leaf that requires grad
+        (or losing its autograd history): its outputs' grad_fn and the caller's tensor
+        would not match eager. So the call runs eagerly at a graph break (like torch.compile),
+        unless it changes nothing (``p.grad.requires_grad_(False)`` in ``zero_grad``).
+        """
+        fake = self.fake
+        if name == "requires_grad_":
+            flag = args[0] if args else kwargs.get("requires_grad", ConstantVariable(True))
+            if flag.is_constant() and bool(flag.as_constant()) == fake.requires_grad and (
+                    not fake.requires_grad or fake.is_leaf):
+                return self
+            raise unsupported("Tensor.requires_grad_() changes autograd metadata (runs eagerly)")
+        if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view():
+            return self
+        raise unsupported("Tensor.detach_() changes autograd metadata (runs eagerly)")
 
     def unpack(self, tx):
         if self.fake.dim() == 0:
