@@ -38,8 +38,13 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
                    dict(embedding_size=16, intra_bottleneck_size=16, true_hidden_size=16,
                         num_feedforward_networks=1), "text_cls"),
     "funnel": ("FunnelForSequenceClassification",
-               dict(block_sizes=[1, 1], d_model=32, n_head=2, d_head=16, d_inner=64), "text_cls"),
-    "xlnet": ("XLNetForSequenceClassification", dict(d_model=32, n_layer=2, n_head=2, d_inner=64), "text_cls"),
+               dict(block_sizes=[1, 1], d_model=32, n_head=2, d_head=16, d_inner=64,
+                    _drop=("num_hidden_layers", "hidden_size", "num_attention_heads",
+                           "intermediate_size", "max_position_embeddings")), "text_cls"),
+    "xlnet": ("XLNetForSequenceClassification", dict(d_model=32, n_layer=2, n_head=2, d_inner=64,
+                                                      _drop=("num_hidden_layers", "hidden_size",
+                                                             "num_attention_heads", "intermediate_size",
+                                                             "max_position_embeddings")), "text_cls"),
     "gpt2": ("GPT2LMHeadModel", dict(n_layer=2, n_embd=32, n_head=2, n_positions=64), "causal"),
     "gpt_neo": ("GPTNeoForCausalLM", dict(num_layers=2, attention_types=[[["global", "local"], 1]],
                                           window_size=8), "causal"),
@@ -108,7 +113,9 @@ def _config(model_type, extra):
     if model_type == "clip":
         return AutoConfig.for_model("clip", text_config=dict(_SMALL), vision_config=dict(_SMALL, **_IMG),
                                     projection_dim=16)
-    kw.update(extra)
+    kw.update({k: v for k, v in extra.items() if k != "_drop"})
+    for k in extra.get("_drop", ()):  # config classes that refuse a generic name
+        kw.pop(k, None)
     cfg = AutoConfig.for_model(model_type, **kw)
     for k in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
               "resid_pdrop", "embd_pdrop", "attn_pdrop", "activation_dropout", "dropout_rate",
