@@ -29,6 +29,7 @@ from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
 from ember.aot.runtime import CompiledGraph, LazyBackward, boxed, make_autograd_function
+from ember.exc import internal_error
 from ember.aot.grad_mode import graph_enables_grad
 from ember.aot.overlap import check_self_overlapping_writes
 from ember.aot.trace import trace_inference, trace_joint
@@ -206,5 +207,11 @@ class AOTCallable:
     # ---- calling -----------------------------------------------------------
     def __call__(self, *user_args):
         args = self.lifted + list(user_args) if self.lifted else list(user_args)
-        variant = self._variant_for(args) if self.check_aliasing else self.primary
+        if self.check_aliasing:
+            try:
+                variant = self._variant_for(args)
+            except Exception as e:  # nothing has run yet: the frame can run eagerly instead
+                raise internal_error("in the AOT runtime wrapper (choosing or compiling a variant)", e) from None
+        else:
+            variant = self.primary
         return pytree.tree_unflatten(variant.run(args), self.out_spec)

@@ -32,6 +32,8 @@ import torch.utils._pytree as pytree
 
 from ember import metrics
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
+from ember.config import config as _config
+from ember.exc import internal_error, maybe_inject
 
 
 class _Opaque:
@@ -100,9 +102,22 @@ class LazyBackward:
     def __call__(self, args: list):
         if self.compiled is None:
             with metrics.timed("aot"), metrics.timed("backend_compile"):
-                self.compiled = boxed(self.compiler(self.gm, self.example_inputs))
+                self.compiled = self._compile()
             self.example_inputs = None
         return self.compiled(args)
+
+    def _compile(self) -> Callable[[list], Any]:
+        try:
+            return boxed(self.compiler(self.gm, self.example_inputs))
+        except Exception as e:
+            if _config.strict:
+                raise
+            # The forward has run: the backward cannot fall back to eager, but the backward graph
+            # itself (aten ops, already partitioned) runs as is, with the same result.
+            import warnings
+            warnings.warn(f"ember: compiling the backward graph failed ({type(e).__name__}: {e}); "
+                          f"running it uncompiled (set EMBER_STRICT=1 to raise)")
+            return boxed(self.gm)
 
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,
@@ -124,35 +139,41 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
 
+    def finish_forward(ctx, outs):
+        # Saved views are detached: the epilogue may change the metadata of the
+        # input they view, which autograd forbids for views made under no_grad.
+        # (A kernel may return an undefined tensor, None here, for an optional output such as
+        # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
+        saved = [t.detach() if t is not None and t._is_view() else t
+                 for t in outs[n_ret:n_ret + num_saved_tensors]]
+        ctx.save_for_backward(*saved)
+        n_saved = n_ret + num_saved_tensors
+        ctx.symints = outs[n_saved:len(outs) - num_unversioned]
+        # inputs the backward graph mutates: no version check (the epilogue mutates them too)
+        ctx.unversioned = outs[len(outs) - num_unversioned:] if num_unversioned else ()
+        returns = outs[:n_ret]
+        non_differentiable = []
+        for i, is_opaque, is_nondiff, is_unsafe_view in post:
+            r = returns[i]
+            if is_opaque:
+                returns[i] = _Opaque(r)
+                continue
+            if is_unsafe_view:
+                r = returns[i] = torch.ops.aten._unsafe_view(r, r.shape)
+            if is_nondiff and isinstance(r, torch.Tensor):
+                non_differentiable.append(r)
+        if non_differentiable:
+            ctx.mark_non_differentiable(*non_differentiable)
+        return tuple(returns)
+
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            outs = list(fw(list(args)))
-            # Saved views are detached: the epilogue may change the metadata of the
-            # input they view, which autograd forbids for views made under no_grad.
-            # (A kernel may return an undefined tensor, None here, for an optional output such as
-            # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
-            saved = [t.detach() if t is not None and t._is_view() else t
-                     for t in outs[n_ret:n_ret + num_saved_tensors]]
-            ctx.save_for_backward(*saved)
-            n_saved = n_ret + num_saved_tensors
-            ctx.symints = outs[n_saved:len(outs) - num_unversioned]
-            # inputs the backward graph mutates: no version check (the epilogue mutates them too)
-            ctx.unversioned = outs[len(outs) - num_unversioned:] if num_unversioned else ()
-            returns = outs[:n_ret]
-            non_differentiable = []
-            for i, is_opaque, is_nondiff, is_unsafe_view in post:
-                r = returns[i]
-                if is_opaque:
-                    returns[i] = _Opaque(r)
-                    continue
-                if is_unsafe_view:
-                    r = returns[i] = torch.ops.aten._unsafe_view(r, r.shape)
-                if is_nondiff and isinstance(r, torch.Tensor):
-                    non_differentiable.append(r)
-            if non_differentiable:
-                ctx.mark_non_differentiable(*non_differentiable)
-            return tuple(returns)
+            outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
+            try:
+                return finish_forward(ctx, outs)
+            except Exception as e:
+                raise _WrapperError(e) from None
 
         @staticmethod
         @torch.autograd.function.once_differentiable
@@ -165,6 +186,41 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             return tuple(bw(args))
 
     return CompiledFunction
+
+
+class _WrapperError(Exception):
+    """An error in ember's code around the compiled forward (not the graph's own)."""
+
+    def __init__(self, cause: BaseException):
+        self.cause = cause
+
+
+_RNG_NAME_PARTS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "philox", "rng", "exponential",
+                   "cauchy", "geometric", "log_normal", "uniform")
+
+
+def _draws_random_numbers(gm) -> bool:
+    if gm is None:
+        return True  # unknown: assume it does
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        tags = getattr(node.target, "tags", ())
+        if torch.Tag.nondeterministic_seeded in tags:
+            return True
+        name = getattr(node.target, "__name__", str(node.target))
+        if any(part in name for part in _RNG_NAME_PARTS):
+            return True
+    return False
+
+
+def _rerunnable(meta: ViewAndMutationMeta, graphs: dict) -> bool:
+    """Whether running the compiled forward left nothing behind that an eager re-run would
+    repeat: no input mutated inside the graph, no random numbers drawn."""
+    if any(info.mutated_in_graph for info in meta.input_info):
+        return False
+    gm = graphs.get("forward", graphs.get("inference"))
+    return not _draws_random_numbers(gm)
 
 
 class CompiledGraph:
@@ -191,16 +247,40 @@ class CompiledGraph:
     def run_flat(self, args: list) -> list:
         """Run on the flat inputs (lifted params/buffers first); the flat user outputs."""
         if self.autograd_function is not None:
-            if self.enables_grad and not torch.is_grad_enabled():
-                with torch.enable_grad():
+            try:
+                if self.enables_grad and not torch.is_grad_enabled():
+                    with torch.enable_grad():
+                        returns = self.autograd_function.apply(*args)
+                else:
                     returns = self.autograd_function.apply(*args)
-            else:
-                returns = self.autograd_function.apply(*args)
+            except _WrapperError as e:
+                raise self._internal_error(e.cause, "saving tensors for the backward", False) from None
         else:
             returns = self.forward(list(args))  # a boxed callee may clear its list
-        return self._epilogue(args, returns)
+        # The epilogue is ember's code: its errors are internal. Safe to run the frame eagerly
+        # instead before the first input is mutated; after that, nothing can undo the mutations.
+        try:
+            if _config.inject_fault:
+                maybe_inject("epilogue")
+        except Exception as e:
+            raise self._internal_error(e, "epilogue", False) from None
+        k = self._apply_mutations(args, returns)
+        try:
+            return self._user_outputs(args, returns, k)
+        except Exception as e:
+            raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
 
-    def _epilogue(self, args: list, returns) -> Any:
+    def _internal_error(self, e: BaseException, where: str, may_have_mutated: bool) -> BaseException:
+        """An error in ember's code after the graph ran (the graph's own errors propagate as they
+        are). The frame can still run eagerly instead if the graph changed nothing an eager re-run
+        would repeat: no input mutated (in the graph, or by the epilogue), no random numbers drawn.
+        Otherwise nothing can undo what happened, and the error propagates."""
+        if may_have_mutated or not _rerunnable(self.meta, getattr(self, "graphs", {})):
+            return e
+        return internal_error(f"in the compiled graph's {where}", e)
+
+    def _apply_mutations(self, args: list, returns) -> int:
+        """Epilogue, part 1: mutate the inputs the graph mutated; returns how many returns that took."""
         k = 0
         for i, info in self._mutated:
             upd = _unwrap(returns[k])
@@ -226,6 +306,10 @@ class CompiledGraph:
                         inp.copy_(upd)
                 else:
                     inp.copy_(upd)
+        return k
+
+    def _user_outputs(self, args: list, returns, k: int) -> list:
+        """Epilogue, part 2: the user outputs (aliases regenerated from their bases)."""
         n_out = len(self._outputs)
         user = list(returns[k:k + n_out])
         if self._has_aliases:

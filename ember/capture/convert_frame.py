@@ -27,7 +27,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import BackendCompilerFailed, Unsupported
+from ember.exc import BackendCompilerFailed, Unsupported, maybe_inject, where_raised
 from ember.fake.convert import FakeContext
 
 log = logging.getLogger("ember.graph")
@@ -44,6 +44,7 @@ class CacheEntry:
     check_guards: Callable          # (bound args dict) -> list of failing guard texts
     source: str                     # the generated code, for reports
     break_reason: Any = None        # the Unsupported that made this entry break its graph
+    eager_reason: Any = None        # set on an entry that runs the function eagerly (see eager_entry)
 
     def failing_guards(self, bound: dict) -> list[str]:
         return self.check_guards(bound)
@@ -54,6 +55,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             offset_map: dict | None = None) -> CacheEntry:
     """Trace ``fn`` on ``bound`` arguments; on an unsupported instruction in the frame, break there
     (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
+    maybe_inject("capture")
     try:
         return _capture(fn, bound, backend, label, None, resumes)
     except Unsupported as e:
@@ -144,6 +146,8 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     except Unsupported as e:
         if break_at is not None and not isinstance(e, _NotBreakable):
             raise _NotBreakable(f"{e.reason} (while re-tracing for a graph break)") from e
+        if getattr(e, "guards", None) is None:
+            e.guards = guards  # what the trace had assumed when it failed (for a guarded eager entry)
         raise
     finally:
         torch._C._set_grad_enabled(grad_mode)
@@ -154,6 +158,7 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     if output.has_compute():
         with metrics.timed("backend"):
             try:
+                maybe_inject("backend")
                 compiled = backend(gm, list(example_inputs))
             except Exception as e:
                 if isinstance(e, BackendCompilerFailed):
@@ -164,12 +169,8 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
         log.debug("graph for %s:\n%s", label, gm.code)
 
     scope = guards.scope
-    guard_list = guards.ordered()
     args = ", ".join(src.expr(scope) for src in input_sources)
-    hoists = scope.get("___hoists", [])
-    check = " and ".join(f"({g.code})" for g in guard_list) or "True"
-    body = ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
-            f"    if not ({check}):", "        return ___MISS", "except Exception:", "    return ___MISS"]
+    body = _guard_block(guards)
     if compiled is not None:
         scope["___compiled"] = compiled
         body.append(f"___o = ___compiled({args})")
@@ -183,11 +184,86 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
                  "    raise"]
     else:
         body.append(f"return {ret_expr}")
-    scope["___MISS"] = codegen.MISS
     scope["___iter"] = iter
+    maybe_inject("codegen")
     run = codegen.make_function(fn, body, scope, "entry")
     log_code.debug("generated entry for %s:\n%s", label, run.__ember_source__)
-    # One guard at a time, for recompile reasons (only run on a miss).
+    return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
+                      _reasons_function(fn, guards), run.__ember_source__)
+
+
+def _inject_guard_fault() -> bool:
+    maybe_inject("guard")
+    return True
+
+
+def _guard_block(guards: GuardSet) -> list[str]:
+    """The entry's first statements: read the hoisted sources, check every guard, ``MISS`` if one
+    fails (or raises: a source that no longer resolves, e.g. a deleted attribute)."""
+    scope = guards.scope
+    hoists = scope.get("___hoists", [])
+    checks = [f"({g.code})" for g in guards.ordered()]
+    from ember.config import config
+    if config.inject_fault == "guard":
+        scope["___inject_guard_fault"] = _inject_guard_fault
+        checks.append("___inject_guard_fault()")
+    scope["___MISS"] = codegen.MISS
+    scope["___guard_error"] = _GuardErrorLog()
+    check = " and ".join(checks) or "True"
+    return ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
+            f"    if not ({check}):", "        return ___MISS", "except Exception as ___e:",
+            "    return ___guard_error(___e)"]
+
+
+class _GuardErrorLog:
+    """Called by an entry whose guard check raised: a miss, remembered (as text, so that no
+    traceback keeps the call's arguments alive) for the report of an entry that misses at once."""
+
+    def __init__(self):
+        self.last: str | None = None
+
+    def __call__(self, e: BaseException):
+        self.last = f"{type(e).__name__}: {e} (at {where_raised(e)})"
+        return codegen.MISS
+
+
+def forward_call(code: types.CodeType) -> str:
+    """Argument text that passes a function's own parameters on to a function of the same
+    signature: ``a, b, *args, k=k, **kw``."""
+    names = code.co_varnames
+    argc, kwonly = code.co_argcount, code.co_kwonlyargcount
+    parts = list(names[:argc])
+    i = argc + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        parts.append("*" + names[i])
+        i += 1
+    parts.extend(f"{n}={n}" for n in names[argc:argc + kwonly])
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        parts.append("**" + names[i])
+    return ", ".join(parts)
+
+
+def eager_entry(fn: types.FunctionType, guards: GuardSet, reason: Unsupported) -> CacheEntry:
+    """An entry that runs ``fn`` eagerly whenever the guards of a failed trace hold.
+
+    A trace that failed on what this call's values made the program do (it raised, or a torch
+    op rejected these shapes) fails the same way for every call that satisfies the guards it
+    had installed by then; other calls still compile."""
+    scope = guards.scope
+    scope["___eager"] = fn
+    body = _guard_block(guards) + [f"return ___eager({forward_call(fn.__code__)})"]
+    run = codegen.make_function(fn, body, scope, "eager entry")
+    return CacheEntry(run, guards, None, None, [], _reasons_function(fn, guards), run.__ember_source__,
+                      eager_reason=reason)
+
+
+def _reasons_function(fn: types.FunctionType, guards: GuardSet) -> Callable:
+    """``check(bound_args) -> [failing guard texts]``: one guard at a time, for recompile reasons
+    (only run on a miss)."""
+    scope = guards.scope
+    hoists = scope.get("___hoists", [])
+    guard_list = guards.ordered()
+    code = fn.__code__
     reason_body = ["___failed = []"]
     for hname, hcode in hoists:
         reason_body += ["try:", f"    {hname} = {hcode}", "except Exception:", f"    {hname} = None"]
@@ -204,8 +280,7 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     def check_guards(bound_args: dict) -> list[str]:
         return codegen.call_bound(reasons_fn, code, bound_args)
 
-    return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
-                      check_guards, run.__ember_source__)
+    return check_guards
 
 
 def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
@@ -263,11 +338,20 @@ def _compiled_callee(vt, resumes, tx):
             return _Rebuilt(resumes.compiled_function(forward), bound_to=vt)
         return vt
     if isinstance(vt, UserFunctionVariable):
+        if _compile_disabled(vt.fn):
+            return vt
         return _Rebuilt(resumes.compiled_function(vt.fn))
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable) and \
-            vt.obj.source is not None:
+            vt.obj.source is not None and not _compile_disabled(vt.func.fn):
         return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt
+
+
+def _compile_disabled(fn) -> bool:
+    """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
+    them would compile what the user asked to run eagerly."""
+    return bool(getattr(fn, "_torchdynamo_disable", False)) or \
+        getattr(fn, "__module__", "").startswith("torch._dynamo")
 
 
 class _Rebuilt(VariableTracker):
@@ -276,6 +360,19 @@ class _Rebuilt(VariableTracker):
     def __init__(self, value, bound_to=None):
         self.value = value
         self.bound_to = bound_to
+
+
+def _made_in_frame(vt) -> bool:
+    """A value the frame created whose identity the program can observe (see _ReturnPlan.expr)."""
+    from ember.capture.variables.new_object import NewObjectVariable
+    if isinstance(vt, (ListVariable, DictVariable, SetVariable, TupleVariable)):
+        return vt.source is None
+    if isinstance(vt, NewObjectVariable):
+        return True
+    name = type(vt).__name__
+    if name == "IteratorVariable" or name == "NestedFunctionVariable":
+        return vt.source is None
+    return False
 
 
 def _with_kwdefaults(fn, kwdefaults):
@@ -319,7 +416,27 @@ class _ReturnPlan:
         return f"___o[{self.output_nodes.index(node)}]"
 
     def expr(self, vt: VariableTracker) -> str:
-        """Source text rebuilding ``vt`` after the graph (containers from outside keep identity)."""
+        """Source text rebuilding ``vt`` after the graph (containers from outside keep identity).
+
+        A mutable value made in the frame (list, dict, set, iterator, object, function) is built
+        once, into a local of the entry, and every reference to it — the return value, side
+        effects, the stack and locals handed to a graph break's residual — names that one object:
+        what the breaking call does to it (`next(it)`, `lst.append`) the rest of the frame sees."""
+        if not _made_in_frame(vt):
+            return self._build(vt)
+        key = id(vt)
+        if key in self.built:
+            if self.built[key] is None:
+                raise unsupported("returning an object that refers to itself")
+            return self.built[key]
+        self.built[key] = None
+        text = self._build(vt)
+        name = f"___new{len(self.built)}"
+        self.prelude.append(f"{name} = {text}")
+        self.built[key] = name
+        return name
+
+    def _build(self, vt: VariableTracker) -> str:
         s = self.scope
         if isinstance(vt, TensorVariable):
             if vt.node.op == "placeholder" and vt.source is not None:
@@ -353,6 +470,8 @@ class _ReturnPlan:
                 return f"{bind(s, vt.dict_cls, 'dict_type')}({self.expr(vt.default_factory)}, {inner})"
             return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
         from ember.capture.variables.new_object import NewObjectVariable, rebuild
+        if callable(getattr(vt, "reconstruct", None)):  # trackers that know how to rebuild themselves
+            return vt.reconstruct(self)
         if isinstance(vt, _Rebuilt):
             fn = bind(s, vt.value, "callee")
             if vt.bound_to is None:
@@ -373,22 +492,12 @@ class _ReturnPlan:
         if type(vt).__name__ == "BoundMethodVariable" and vt.obj.source is not None:
             return f"___getattr({self.expr(vt.obj)}, {vt.name!r})"
         if isinstance(vt, NewObjectVariable):
-            key = id(vt)
-            if key in self.built:
-                if self.built[key] is None:
-                    raise unsupported("returning an object that refers to itself")
-                return self.built[key]
-            self.built[key] = None
             attrs = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.attrs.items()) + "}"
             items = "None"
             if vt.items is not None:
                 items = "[" + ", ".join(f"({self.expr(vt.items.keys[k])}, {self.expr(v)})"
                                         for k, v in vt.items.items.items()) + "]"
-            name = f"___new{len(self.built)}"
-            self.prelude.append(f"{name} = {bind(s, rebuild, 'rebuild')}({bind(s, vt.cls, 'cls')}, {attrs}, "
-                                f"{items})")
-            self.built[key] = name
-            return name
+            return f"{bind(s, rebuild, 'rebuild')}({bind(s, vt.cls, 'cls')}, {attrs}, {items})"
         if vt.source is not None:
             return vt.source.expr(s)
         from ember.capture.variables.builtins import BuiltinVariable

@@ -53,21 +53,38 @@ class Translator(OpcodeMixin):
         self.lineno = code.co_firstlineno
         self.kw_names: tuple | None = None
         self.result: VariableTracker | None = None
-        self.yielded: list[VariableTracker] = []
-        self.current_exception = None
+        self.current_exception = None  # the exception being handled (sys.exc_info() of the frame)
         self.break_at: int | None = None     # offset to stop at (a graph break), top frame only
-        self.reached_break = None  # the exception being handled (sys.exc_info() of the frame)  # values a generator body yielded (run eagerly)
+        self.reached_break = None
+        # A generator body stops at each YIELD_VALUE (see variables/generators.py).
+        self.yielding = False
+        self.yield_value: VariableTracker | None = None
+        self.yield_inst = None
+        self.trace = parent.trace if parent is not None else _TraceState()
 
     # -- running ----------------------------------------------------------------
     def run(self) -> VariableTracker:
+        """Run until the frame returns (the result) or, in a generator body, yields (None)."""
+        frames = self.trace.running_frames
+        frames.append(self)
+        try:
+            self._run_loop()
+        finally:
+            frames.pop()
+        if self.result is not None and self.trace.generators:
+            from ember.capture.variables.generators import close_unreachable
+            close_unreachable(self, extra_roots=[self.result], dying=self)
+        return self.result
+
+    def _run_loop(self) -> None:
         instructions = self.instructions
-        while self.result is None:
+        while self.result is None and not self.yielding:
             inst = instructions[self.ip]
             if inst.offset == self.break_at and self.parent is None:
                 from ember.capture.graph_break import BreakPoint
                 self.reached_break = BreakPoint(inst, list(self.stack), self.kw_names)
                 self.ip += 1
-                return None
+                return
             self.ip += 1
             if inst.starts_line is not None:
                 self.lineno = inst.starts_line
@@ -87,7 +104,12 @@ class Translator(OpcodeMixin):
                         nxt = instructions[self.ip]
                         e.top_offset, e.top_opname = nxt.offset, nxt.opname
                 raise e.located(self.location(), self.source_line(), self.user_stack())
-        return self.result
+
+    def release_references(self) -> None:
+        """A value may have lost its last reference: close generators nothing refers to any more."""
+        if self.trace.generators:
+            from ember.capture.variables.generators import close_unreachable
+            close_unreachable(self)
 
     def handle_exception(self, inst, exc: PythonException) -> bool:
         """Jump to this frame's handler for an exception raised at ``inst``, if one covers it."""
@@ -134,7 +156,7 @@ class Translator(OpcodeMixin):
     def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
         return obj.getattr(self, name)
 
-    def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs):
+    def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs, fn_vt=None):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise unsupported(f"calling coroutine function {name}()")
         if self.depth >= MAX_INLINE_DEPTH:
@@ -145,11 +167,11 @@ class Translator(OpcodeMixin):
             cells[free] = closure[i]
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
-        result = child.run()
         if code.co_flags & inspect.CO_GENERATOR:
-            # A generator consumed inside the frame: it ran to completion; iterate what it yielded.
-            from ember.capture.variables.containers import IteratorVariable
-            result = IteratorVariable(child.yielded)
+            # Calling a generator function runs nothing: the body runs as the generator is consumed.
+            from ember.capture.variables.generators import GeneratorVariable
+            return GeneratorVariable(child, fn_vt, args, kwargs)
+        result = child.run()
         if self.lineno is not None:
             self.output.current_location = self.location()
         return result
@@ -186,10 +208,14 @@ class Translator(OpcodeMixin):
     LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst):
+        old = self.locals.get(inst.argval)
         self.locals[inst.argval] = self.pop()
+        if old is not None:
+            self.release_references()
 
     def DELETE_FAST(self, inst):
         self.locals.pop(inst.argval, None)
+        self.release_references()
 
     def LOAD_CONST(self, inst):
         value = inst.argval
@@ -329,6 +355,7 @@ class Translator(OpcodeMixin):
             # [method, self, args...] layout from LOAD_METHOD on a plain function attribute
             fn, args = below, [fn, *args]
         self.push(self.call(fn, args, kwargs))
+        self.release_references()  # the arguments' references died with the call
 
     def CALL_FUNCTION_EX(self, inst):
         kwargs_vt = self.pop() if inst.arg & 1 else None
@@ -343,6 +370,7 @@ class Translator(OpcodeMixin):
                 raise unsupported("** with a non-dict")
             kwargs = {k: v for k, v in kwargs_vt.items.items()}
         self.push(self.call(fn, args, kwargs))
+        self.release_references()
 
     def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
         return fn.call(self, args, kwargs)
@@ -361,25 +389,36 @@ class Translator(OpcodeMixin):
     def RETURN_VALUE(self, inst):
         self.result = self.pop()
 
-    # -- generators: run to completion when called; yields are collected -----------------------
+    # -- generators: the body runs step by step (variables/generators.py) -------------------------
     def RETURN_GENERATOR(self, inst):
-        self.push(ConstantVariable(None))
+        self.push(ConstantVariable(None))  # popped by the POP_TOP that follows (the first send)
 
     def YIELD_VALUE(self, inst):
-        if len(self.yielded) >= 100_000:
-            raise unsupported("generator yielded too many values (infinite generator?)")
-        self.yielded.append(self.pop())
-        self.push(ConstantVariable(None))  # the value sent back in
+        self.yield_value = self.pop()
+        self.yield_inst = inst
+        self.yielding = True  # the generator's resume() pushes the value sent back in
 
     def GET_YIELD_FROM_ITER(self, inst):
         self.push(self.pop().iter(self))
 
     def SEND(self, inst):
-        # `yield from it`: stack is [it, sent]; forward the next item or finish at the target.
-        self.pop()
+        # `yield from it`: stack is [it, sent]; forward the next item, or finish at the target with
+        # the sub-iterator's return value.
+        from ember.capture.variables.generators import GeneratorVariable, IteratorBase
+        sent = self.pop()
         it = self.stack[-1]
-        if not hasattr(it, "next"):
+        if isinstance(it, GeneratorVariable):
+            kind, value = it.resume(self, send=sent)
+            if kind == "return":
+                self.stack[-1] = value
+                self.jump_to(inst.argval)
+            else:
+                self.push(value)
+            return
+        if not isinstance(it, IteratorBase):
             raise unsupported(f"yield from {it.describe()}")
+        if not (sent.is_constant() and sent.as_constant() is None):
+            raise unsupported(f"send() into a `yield from` over {it.describe()}")
         item = it.next(self)
         if item is None:
             self.stack[-1] = ConstantVariable(None)
@@ -435,6 +474,14 @@ class Translator(OpcodeMixin):
                               f"set_grad_enabled/autocast are supported)")
         self.push(_WithExit(ctx))
         self.push(ctx.enter(self))
+
+
+class _TraceState:
+    """Shared by all translators of one trace: frames being run, generators made."""
+
+    def __init__(self):
+        self.running_frames: list = []
+        self.generators: list = []
 
 
 class _CellHolder(VariableTracker):

@@ -8,9 +8,11 @@ import dis
 import operator
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable)
+from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
 
 _BINARY_OPS = {
@@ -45,6 +47,7 @@ class OpcodeMixin:
 
     def POP_TOP(self, inst):
         self.pop()
+        self.release_references()
 
     def COPY(self, inst):
         self.push(self.stack[-inst.arg])
@@ -175,7 +178,7 @@ class OpcodeMixin:
             try:
                 return wrap_constant(fn(a.as_constant(), b.as_constant()))
             except Exception as e:
-                raise unsupported(f"{fn.__name__} raised {type(e).__name__}: {e}") from None
+                raise PythonException(e) from None  # eager raises this very exception
         plain = _INPLACE_TO_PLAIN.get(fn, fn)
         if fn is operator.iadd and isinstance(a, ListVariable):
             return a.call_method(self, "__iadd__", [b], {})
@@ -210,7 +213,7 @@ class OpcodeMixin:
             try:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:
-                raise unsupported(f"indexing raised {type(e).__name__}: {e}") from None
+                raise PythonException(e) from None  # eager raises this very exception
         else:
             self.push(obj.call_method(self, "__getitem__", [index], {}))
 
@@ -238,7 +241,7 @@ class OpcodeMixin:
             try:
                 self.push(ConstantVariable(fn(a.as_constant(), b.as_constant())))
             except Exception as e:
-                raise unsupported(f"comparison raised {type(e).__name__}: {e}") from None
+                raise PythonException(e) from None  # eager raises this very exception
         elif fn in (operator.eq, operator.ne):
             same = self.compare_identity(a, b, False).as_constant()
             if not same and _comparable_by_identity(a) and _comparable_by_identity(b):
@@ -341,7 +344,7 @@ class OpcodeMixin:
 
     def FOR_ITER(self, inst):
         it = self.stack[-1]
-        if not isinstance(it, IteratorVariable):
+        if not isinstance(it, IteratorBase):
             raise unsupported(f"iterating {it.describe()}")
         item = it.next(self)
         if item is None:

@@ -106,8 +106,10 @@ class OutputGraph:
         except _ReadsAutogradState as e:
             raise unsupported(f"{_describe(kind, target)} {e}") from None
         except Exception as e:
-            raise unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
-                              f"{str(e).splitlines()[0] if str(e) else ''}") from None
+            failure = unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}")
+            failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
+            raise failure from None
         if not _contains_tensor(result) and not _may_mutate(kind, target, result):
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant

@@ -53,6 +53,15 @@ class SideEffects:
             raise unsupported("mutating a container ember cannot name")
         self._containers.setdefault(id(container), container)
 
+    def live_values(self) -> list:
+        """Every tracker the recorded effects keep alive (roots for closing unreachable generators)."""
+        values: list = list(self._containers.values())
+        values += [v for _t, _n, v in self._attrs.values()]
+        values += [v for _d, _n, v, _s in self._globals.values()]
+        for _t, _m, args, kwargs in self._calls:
+            values += list(args) + list(kwargs.values())
+        return values
+
     # -- replay --------------------------------------------------------------------------
     def codegen(self, plan, scope: dict) -> list[str]:
         """Statements (for the generated entry) that apply the recorded effects."""

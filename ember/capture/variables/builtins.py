@@ -89,7 +89,7 @@ class BuiltinVariable(VariableTracker):
             try:
                 value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
             except Exception as e:
-                raise unsupported(f"{self.describe()} raised {type(e).__name__}: {e}") from None
+                raise PythonException(e) from None  # eager raises this very exception
             return wrap_constant(value)
         if fn in (operator.is_, operator.is_not):
             return tx.compare_identity(args[0], args[1], fn is operator.is_not)
@@ -179,28 +179,28 @@ def _iter_items(tx, vt):
 
 
 def _enumerate(tx, iterable, start=None):
+    from ember.capture.variables.generators import EnumerateIterator
     s = start.as_constant() if start is not None else 0
-    return IteratorVariable([TupleVariable([ConstantVariable(i + s), v])
-                             for i, v in enumerate(_iter_items(tx, iterable))])
+    return EnumerateIterator(iterable.iter(tx), s)
 
 
 def _zip(tx, *iterables, strict=None):
-    lists = [_iter_items(tx, it) for it in iterables]
-    if strict is not None and strict.as_constant() and len({len(x) for x in lists}) > 1:
-        raise unsupported("zip(strict=True) on iterables of different lengths (ValueError)")
-    return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+    from ember.capture.variables.generators import ZipIterator
+    return ZipIterator([it.iter(tx) for it in iterables], bool(strict is not None and strict.as_constant()))
 
 
 def _map(tx, fn, *iterables):
-    lists = [_iter_items(tx, it) for it in iterables]
-    return IteratorVariable([fn.call(tx, list(t), {}) for t in zip(*lists)])
+    from ember.capture.variables.generators import MapIterator
+    if not iterables:
+        raise unsupported("map() must have at least two arguments (TypeError)")
+    return MapIterator(fn, [it.iter(tx) for it in iterables])
 
 
 def _filter(tx, fn, iterable):
-    items = _iter_items(tx, iterable)
+    from ember.capture.variables.generators import FilterIterator
     if fn.is_constant() and fn.as_constant() is None:
-        return IteratorVariable([v for v in items if v.truth(tx)])
-    return IteratorVariable([v for v in items if fn.call(tx, [v], {}).truth(tx)])
+        fn = None
+    return FilterIterator(fn, iterable.iter(tx))
 
 
 def _reversed(tx, seq):
@@ -279,13 +279,14 @@ def _iter(tx, obj, *sentinel):
 
 
 def _next(tx, it, *default):
-    if not isinstance(it, IteratorVariable):
+    from ember.capture.variables.generators import IteratorBase
+    if not isinstance(it, IteratorBase):
         raise unsupported(f"next() on {it.describe()}")
     item = it.next(tx)
     if item is None:
         if default:
             return default[0]
-        raise PythonException(StopIteration())
+        raise it.stop_iteration()
     return item
 
 
@@ -301,9 +302,16 @@ def _bool(tx, x=None):
 
 
 def _any_all(pick):
+    # Short-circuits like the builtin: stops pulling items at the first decisive one.
     def handler(tx, iterable):
-        items = _iter_items(tx, iterable)
-        return ConstantVariable(pick(i.truth(tx) for i in items))
+        it = iterable.iter(tx)
+        decisive = pick is any
+        while True:
+            item = it.next(tx)
+            if item is None:
+                return ConstantVariable(not decisive)
+            if item.truth(tx) == decisive:
+                return ConstantVariable(decisive)
     return handler
 
 
@@ -398,7 +406,7 @@ class ConstantMethodVariable(VariableTracker):
                 result = getattr(self.value, self.name)(*[a.as_constant() for a in args],
                                                         **{k: v.as_constant() for k, v in kwargs.items()})
             except Exception as e:
-                raise unsupported(f"{self.describe()} raised {type(e).__name__}: {e}") from None
+                raise PythonException(e) from None  # eager raises this very exception
             return wrap_constant(result)
         if isinstance(self.value, str) and self.name == "format":
             raise unsupported("str.format with non-constant arguments")
@@ -460,7 +468,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             return wrap_constant(cls(*[a.as_constant() for a in args],
                                      **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
-            raise unsupported(f"{cls.__name__}(...) raised {type(e).__name__}: {e}") from None
+            raise PythonException(e) from None  # eager raises this very exception
     if issubclass(cls, torch.nn.Module) and cls.__module__.startswith("torch.nn.modules") \
             and _constants(args) and _constants(kwargs.values()):
         # torch's own stateless modules (losses, activations) built in forward: build it now;

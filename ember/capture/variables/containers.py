@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.generators import IteratorBase
 from ember.exc import PythonException
 
 
@@ -371,7 +372,7 @@ class SetVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
 
-class IteratorVariable(VariableTracker):
+class IteratorVariable(IteratorBase):
     """An iterator over a known list of items; advancing it mutates ``pos``."""
 
     def __init__(self, items: list, source=None):
@@ -398,8 +399,5 @@ class IteratorVariable(VariableTracker):
         self.pos = len(self.items)
         return rest
 
-    def iter(self, tx):
-        return self
-
-    def truth(self, tx):
-        return True
+    def remaining(self):
+        return None if self.source is not None else self.items[self.pos:]

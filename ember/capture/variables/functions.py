@@ -115,7 +115,7 @@ class UserFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
-                              self.closure(tx), args, kwargs)
+                              self.closure(tx), args, kwargs, fn_vt=self)
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
@@ -152,7 +152,7 @@ class NestedFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return tx.inline_call(self.code, self.globals, self.name, self.defaults_vts, self.kwdefaults_vts,
-                              self.closure_cells, args, kwargs)
+                              self.closure_cells, args, kwargs, fn_vt=self)
 
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
