@@ -54,9 +54,31 @@ def wrap(tx, value, source) -> VariableTracker:
     hit = memo.get(source)
     if hit is not None and hit[0] is value:
         return hit[1]
+    mutable = type(value) in _ALIASABLE
+    if mutable:
+        # One mutable object reached from two sources (`f(lst, lst)`, or a resume function's
+        # arguments after a graph break) is one tracker: a mutation through one name shows through
+        # the other. Guarded both ways: aliased here, distinct from the other objects of its type.
+        key = ("object", type(value))
+        seen = memo.setdefault(key, {})
+        alias = seen.get(id(value))
+        if alias is not None and alias[0] is value:
+            tx.guards.same_object(source, alias[1].source)
+            memo[source] = (value, alias[1])
+            return alias[1]
     vt = _wrap(tx, value, source)
     memo[source] = (value, vt)
+    if mutable and vt.source is not None:
+        for other, other_vt in list(seen.values())[:_MAX_DISTINCT_GUARDS]:
+            tx.guards.distinct_objects(source, other_vt.source)
+        seen[id(value)] = (value, vt)
     return vt
+
+
+# Types whose instances the frame can mutate in place, and which more than one argument or
+# attribute of the frame commonly holds: their trackers are shared by identity (see wrap).
+_MAX_DISTINCT_GUARDS = 32
+_ALIASABLE = frozenset({list, dict, set, type(iter([])), type(iter(())), type(iter(range(0)))})
 
 
 def _wrap(tx, value, source) -> VariableTracker:
