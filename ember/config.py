@@ -40,6 +40,9 @@ class Config:
     aot_eager_partitioner: str = "default"
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
+    # Tests of the safety net: raise an internal error at one point ("guard", "capture",
+    # "codegen", "resume", "backend" or "epilogue"; "" for none). See docs/safety_net.md.
+    inject_fault: str = ""
 
     def patch(self, **changes: Any):
         """Context manager that sets fields and restores them on exit."""
@@ -55,6 +58,10 @@ class Config:
     def __setattr__(self, name: str, value: Any) -> None:
         if name not in {f.name for f in dataclasses.fields(Config)}:
             raise AttributeError(f"ember.config has no setting {name!r}")
+        if name == "inject_fault" and value:
+            from ember.exc import FAULT_POINTS
+            if value not in FAULT_POINTS:
+                raise ValueError(f"ember.config.inject_fault must be one of {FAULT_POINTS} or '', got {value!r}")
         object.__setattr__(self, name, value)
 
 

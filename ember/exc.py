@@ -10,6 +10,10 @@ class Unsupported(RuntimeError):
     a graph break (or, before graph breaks exist, runs the frame eagerly).
     """
 
+    #: True when the failure depends on this call's values (the traced program raised, or a torch
+    #: op rejected these inputs): only calls that pass the guards installed so far run eagerly.
+    per_call = False
+
     def __init__(self, reason: str, *, where: str | None = None, source_line: str | None = None,
                  user_stack: list[str] | None = None):
         self.reason = reason
@@ -51,7 +55,59 @@ class PythonException(Unsupported):
     if none catches it, it is unsupported (the frame runs eagerly and raises there).
     """
 
+    per_call = True
+
     def __init__(self, exc: BaseException | type, reason: str | None = None):
         self.exc = exc
         name = exc.__name__ if isinstance(exc, type) else type(exc).__name__
         super().__init__(reason or f"uncaught {name}: {exc}")
+
+
+class RunEagerly(Exception):
+    """An ember-internal error at a point where nothing observable has happened yet.
+
+    Raised (never seen by users) by call-time code that can still hand the
+    frame back: the cache entry's caller (``FrameCache``) catches it, warns
+    once, stops using compiled code for that function and runs the frame
+    eagerly. Code may raise it only while no input, global, RNG state or
+    Python object has been changed by the compiled call (see
+    docs/safety_net.md for the safe points).
+    """
+
+    def __init__(self, where: str, cause: BaseException):
+        self.where = where
+        self.cause = cause
+        super().__init__(f"{where}: {type(cause).__name__}: {cause}")
+
+
+class InjectedFault(RuntimeError):
+    """Raised at a fault-injection point (``ember.config.inject_fault``), for tests."""
+
+
+FAULT_POINTS = ("guard", "capture", "codegen", "resume", "backend", "epilogue")
+
+
+def maybe_inject(point: str) -> None:
+    """Raise ``InjectedFault`` if ``ember.config.inject_fault`` names ``point``."""
+    from ember.config import config
+    if config.inject_fault == point:
+        raise InjectedFault(f"fault injected at {point!r} (ember.config.inject_fault)")
+
+
+def internal_error(where: str, cause: BaseException) -> BaseException:
+    """What call-time code raises for an ember-internal error at a safe point: the error itself
+    in strict mode (``ember.config.strict``), else ``RunEagerly`` (the frame runs eagerly)."""
+    from ember.config import config
+    return cause if config.strict else RunEagerly(where, cause)
+
+
+def where_raised(exc: BaseException) -> str:
+    """``file:line in function`` of the innermost frame of an exception's traceback."""
+    while exc.__cause__ is not None:  # a wrapped error (BackendCompilerFailed): where it began
+        exc = exc.__cause__
+    tb = exc.__traceback__
+    if tb is None:
+        return "unknown location"
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"

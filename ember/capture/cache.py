@@ -3,6 +3,12 @@
 `FrameCache.__call__` is the hot path: try each entry (each is one generated
 function that checks its guards and runs its graph); on a miss, trace again
 (up to ``config.recompile_limit`` entries), or run eagerly.
+
+This is also where the safety net is (docs/safety_net.md): an ember-internal
+error while compiling, or signalled at run time by ``RunEagerly`` from a point
+where nothing observable has happened yet, makes the function run eagerly from
+then on, with one warning. The eager call is made outside any ``except`` block,
+so a user's exception from it carries no ember exception as its context.
 """
 from __future__ import annotations
 
@@ -14,23 +20,25 @@ from typing import Callable
 
 from ember import metrics
 from ember.capture import codegen
-from ember.capture.convert_frame import CacheEntry, capture
+from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.graph_break import ResumeCache
 from ember.config import config
-from ember.exc import Unsupported
+from ember.locking import compile_lock
+from ember.exc import RunEagerly, Unsupported, maybe_inject, where_raised
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
 log_guards = logging.getLogger("ember.guards")
 
 _ALL_CACHES: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+_CALLEE = object()  # _compile_nested's marker: a callee at a break, not a resume function
 
 
 class FrameCache:
     """Compiled entries for one Python function (a module's forward included)."""
 
     def __init__(self, fn: types.FunctionType, backend: Callable, fullgraph: bool = False, label: str = "",
-                 resumes: "ResumeCache | None" = None, offset_map: dict | None = None):
+                 resumes: "ResumeCache | None" = None, offset_map: dict | None = None, is_resume: bool = False):
         self.fn = fn
         self.backend = backend
         self.fullgraph = fullgraph
@@ -39,19 +47,24 @@ class FrameCache:
         # Resume functions share the root function's ResumeCache (offsets mapped to the root's).
         self.root_resumes = resumes
         self.offset_map = offset_map
+        self.is_resume = is_resume
         self.resumes = resumes or ResumeCache(fn, self._compile_nested)
         self.break_reasons: list[Unsupported] = []
         self.entries: list[CacheEntry] = []
         self.run_eagerly_reason: str | None = None
         self.recompile_reasons: list[str] = []
         self.fallback_reasons: list[Unsupported] = []
+        self._reason_warned = False
         _ALL_CACHES.add(self)
 
-    def _compile_nested(self, fn, offset_map=None):
+    def _compile_nested(self, fn, offset_map=_CALLEE):
         """Resume functions (sharing this ResumeCache, offsets mapped to the root's) and callees at
         a break (a cache of their own): compiled like the function itself."""
+        is_resume = offset_map is not _CALLEE
+        offset_map = offset_map if is_resume else None
         return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
-                          resumes=self.resumes if offset_map is not None else None, offset_map=offset_map)
+                          resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
+                          is_resume=is_resume)
 
     def reset(self) -> None:
         self.entries = []
@@ -59,64 +72,145 @@ class FrameCache:
         self.recompile_reasons = []
         self.fallback_reasons = []
         self.break_reasons = []
+        self._reason_warned = False
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
     def __call__(self, *args, **kwargs):
-        for entry in self.entries:
-            result = entry.run(*args, **kwargs)
-            if result is not codegen.MISS:
-                return result
-        return self._miss(args, kwargs)
+        try:
+            for entry in self.entries:
+                result = entry.run(*args, **kwargs)
+                if result is not codegen.MISS:
+                    return result
+        except RunEagerly as e:
+            # Raised only where the compiled call has not changed anything yet (see RunEagerly).
+            failure = e
+        else:
+            return self._miss(args, kwargs)
+        self._give_up(failure.where, failure.cause)
+        return self.fn(*args, **kwargs)
 
     def _miss(self, args, kwargs):
         if self.run_eagerly_reason is not None or config.disable:
             return self.fn(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
+        with compile_lock:  # one compilation at a time (ember/locking.py)
+            ready = self._entry_added_meanwhile(bound)
+            entry = ready if ready is not None else self._add_entry(bound)
+        if entry is None or entry.eager_reason is not None:
+            return self.fn(*args, **kwargs)
+        try:
+            result = entry.run(*args, **kwargs)
+        except RunEagerly as e:
+            failure = e
+        else:
+            if result is not codegen.MISS:
+                return result
+            if ready is not None:  # another thread's entry: its guards no longer hold, nothing ran
+                return self.fn(*args, **kwargs)
+            # Nothing ran: the entry returned before calling its graph.
+            raised = entry.guards.scope["___guard_error"].last
+            why = f"its guard check raised {raised}" if raised else f"guard {self._recompile_reason(bound)}"
+            failure = RunEagerly("evaluating guards", AssertionError(
+                f"ember internal error: fresh entry for {self.label} fails its own guards: {why}"))
+            if config.strict:
+                raise failure.cause
+        self._give_up(failure.where, failure.cause)
+        return self.fn(*args, **kwargs)
+
+    def _entry_added_meanwhile(self, bound):
+        """An entry another thread compiled for these arguments while this one waited for the lock."""
+        for entry in self.entries:
+            try:
+                if not entry.failing_guards(bound):
+                    return entry
+            except Exception:  # noqa: BLE001 — a guard that cannot be evaluated fails
+                continue
+        return None
+
+    def _add_entry(self, bound) -> CacheEntry | None:
+        """Compile a new entry for ``bound`` (under the compile lock). None: run eagerly."""
+        if self.run_eagerly_reason is not None:
+            return None
         if self.entries:
             if len(self.entries) >= config.recompile_limit:
                 self.run_eagerly_reason = f"recompile limit ({config.recompile_limit}) reached"
                 warnings.warn(f"ember: {self.label} hit config.recompile_limit "
                               f"({config.recompile_limit}); running it eagerly from now on. Last reason: "
                               f"{self.recompile_reasons[-1] if self.recompile_reasons else '?'}",
-                              stacklevel=3)
-                return self.fn(*args, **kwargs)
-            failed = self.entries[-1].failing_guards(bound)
-            reason = failed[0] if failed else "guards failed"
+                              stacklevel=4)
+                return None
+            reason = self._recompile_reason(bound)
             self.recompile_reasons.append(reason)
             metrics.bump("recompiles")
             log_recompiles.info("recompiling %s (entry %d): guard failed: %s", self.label, len(self.entries) + 1, reason)
         metrics.bump("frames")
-        try:
-            entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                            self.offset_map)
-        except Unsupported as e:
-            if self.fullgraph:
-                raise
-            metrics.bump("fallbacks")
-            self.fallback_reasons.append(e)
-            self.run_eagerly_reason = f"unsupported: {e.reason}"
-            log_breaks.info("%s runs eagerly: %s", self.label, e)
-            return self.fn(*args, **kwargs)
-        except Exception as e:
-            if config.strict:
-                raise
-            metrics.bump("fallbacks")
-            self.run_eagerly_reason = f"internal error: {type(e).__name__}: {e}"
-            warnings.warn(f"ember: compiling {self.label} failed with {type(e).__name__}: {e}; "
-                          f"running it eagerly (set EMBER_STRICT=1 to raise)", stacklevel=3)
-            return self.fn(*args, **kwargs)
+        entry = self._compile(bound)
+        if entry is None:
+            return None
         self.entries.append(entry)
+        if entry.eager_reason is not None:
+            return entry
         if entry.break_reason is not None:
             self.break_reasons.append(entry.break_reason)
             log_breaks.info("graph break in %s: %s", self.label, entry.break_reason)
         if log_guards.isEnabledFor(logging.DEBUG):
             log_guards.debug("guards for %s:\n  %s", self.label, "\n  ".join(entry.guards.readable()))
-        result = entry.run(*args, **kwargs)
-        if result is codegen.MISS:
-            failed = entry.failing_guards(bound)
-            raise AssertionError(f"ember internal error: fresh entry for {self.label} fails its own guards: "
-                                 f"{failed}")
-        return result
+        return entry
+
+    def _compile(self, bound) -> CacheEntry | None:
+        """A new entry for these arguments: compiled, or one that runs them eagerly (the trace
+        failed on what these values made the program do). None: run eagerly from now on."""
+        failure = None
+        try:
+            if self.is_resume:
+                maybe_inject("resume")
+            return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                           self.offset_map)
+        except Unsupported as e:
+            metrics.bump("fallbacks")
+            self.fallback_reasons.append(e)
+            guards = getattr(e, "guards", None)
+            if getattr(e, "per_call", False) and guards is not None:
+                # The program raised (or a torch op rejected these inputs) while tracing: this call
+                # runs eagerly and raises as in eager; other inputs still compile.
+                log_breaks.info("%s runs eagerly for these inputs: %s", self.label, e)
+                return eager_entry(self.fn, guards, e)
+            if self.fullgraph:
+                raise
+            self.run_eagerly_reason = f"unsupported: {e.reason}"
+            log_breaks.info("%s runs eagerly: %s", self.label, e)
+            return None
+        except Exception as e:
+            if config.strict:
+                raise
+            failure = e
+        self._give_up("compiling" if not self.is_resume else "compiling a resume function", failure)
+        return None
+
+    def _recompile_reason(self, bound) -> str:
+        """The first guard of the newest entry that fails for ``bound`` (diagnostics only: an
+        error computing it is reported once and does not stop the recompile)."""
+        try:
+            failed = self.entries[-1].failing_guards(bound)
+        except Exception as e:
+            if config.strict:
+                raise
+            if not self._reason_warned:
+                self._reason_warned = True
+                warnings.warn(f"ember: could not compute the recompile reason for {self.label} "
+                              f"({type(e).__name__}: {e}); recompiling anyway", stacklevel=4)
+            return f"guards failed (reason unavailable: {type(e).__name__})"
+        return failed[0] if failed else "guards failed"
+
+    def _give_up(self, where: str, cause: BaseException) -> None:
+        """An ember-internal error: this function runs eagerly from now on, with one warning."""
+        metrics.bump("fallbacks")
+        self.entries = []
+        self.run_eagerly_reason = f"internal error {where}: {type(cause).__name__}: {cause}"
+        at = f" ({where_raised(cause)})" if cause.__traceback__ is not None else ""
+        warnings.warn(f"ember: internal error {where} for {self.label}{at}: "
+                      f"{type(cause).__name__}: {cause}; running it eagerly from now on "
+                      f"(set EMBER_STRICT=1 to raise)", stacklevel=4)
 
 
 def reset_all() -> None:
