@@ -23,6 +23,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from ember import metrics
+from ember.locking import compile_lock
 from ember.aot.aliasing import InputLayout, compute_layout, inner_fake_args, wrap_program
 from ember.aot.autocast import parse_backward_pass_autocast
 from ember.aot.inputs import flatten_program
@@ -200,8 +201,12 @@ class AOTCallable:
             for v in candidates:
                 if v.signature is None or v.signature == _signature(args):
                     return v
-        variant = self._compile_at_call(args, layout)
-        self.variants.setdefault(key, []).append(variant)
+        with compile_lock:
+            for v in self.variants.get(key, ()):  # compiled by another thread meanwhile
+                if v.signature is None or v.signature == _signature(args):
+                    return v
+            variant = self._compile_at_call(args, layout)
+            self.variants.setdefault(key, []).append(variant)
         return variant
 
     # ---- calling -----------------------------------------------------------

@@ -31,6 +31,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from ember import metrics
+from ember.locking import compile_lock
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
 from ember.config import config as _config
 from ember.exc import internal_error, maybe_inject
@@ -101,9 +102,12 @@ class LazyBackward:
 
     def __call__(self, args: list):
         if self.compiled is None:
-            with metrics.timed("aot"), metrics.timed("backend_compile"):
-                self.compiled = self._compile()
-            self.example_inputs = None
+            with compile_lock:
+                if self.compiled is None:  # (not compiled by another thread meanwhile)
+                    with metrics.timed("aot"), metrics.timed("backend_compile"):
+                        compiled = self._compile()
+                    self.example_inputs = None
+                    self.compiled = compiled
         return self.compiled(args)
 
     def _compile(self) -> Callable[[list], Any]:

@@ -22,6 +22,7 @@ from ember.aot.mincut import min_cut_partition
 from ember.aot.partition import default_partition
 from ember.backends.registry import register_backend
 from ember.config import config
+from ember.locking import compile_lock
 from ember.exc import BackendCompilerFailed
 
 
@@ -47,7 +48,8 @@ def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = 
 def _compile(gm, example_inputs, **kwargs):
     kwargs.setdefault("backward_pass_autocast", config.backward_pass_autocast)
     try:
-        return aot_compile(gm, example_inputs, **kwargs)
+        with compile_lock:
+            return aot_compile(gm, example_inputs, **kwargs)
     except BackendCompilerFailed:
         raise
     except Exception as e:  # noqa: BLE001 — every compile failure reaches the caller as one type
