@@ -71,7 +71,9 @@ class Translator(OpcodeMixin):
             self._run_loop()
         finally:
             frames.pop()
-        if self.result is not None and self.trace.generators:
+        if self.result is not None and self.parent is None and self.trace.generators:
+            # The frame ends: generators only its locals held are closed (inlined frames: at the
+            # caller's next release point, where no tracker is held only by Python temporaries).
             from ember.capture.variables.generators import close_unreachable
             close_unreachable(self, extra_roots=[self.result], dying=self)
         return self.result
@@ -262,7 +264,11 @@ class Translator(OpcodeMixin):
         obj.setattr(self, inst.argval, value)
 
     def DELETE_ATTR(self, inst):
-        raise unsupported(f"deleting attribute {inst.argval!r}")
+        obj = self.pop()
+        delattr_ = getattr(obj, "delattr", None)
+        if delattr_ is None:
+            raise unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
+        delattr_(self, inst.argval)
 
     # cells: MAKE_CELL turns a local into a cell; COPY_FREE_VARS is a no-op (cells are set up front)
     def MAKE_CELL(self, inst):
@@ -462,18 +468,19 @@ class Translator(OpcodeMixin):
         raise PythonException(value)
 
     def WITH_EXCEPT_START(self, inst):
+        # stack: [__exit__, lasti, previous exception, exception]
+        from ember.capture.variables.builtins import wrap_constant
         exit_fn = self.stack[-4]
-        self.push(exit_fn.call(self, [ConstantVariable(None)] * 3, {}))
+        exc = self.stack[-1].as_constant()
+        args = [wrap_constant(type(exc)), ConstantVariable(exc), ConstantVariable(exc.__traceback__)]
+        self.push(exit_fn.call(self, args, {}))
 
-    # -- with blocks (grad-mode context managers only) ----------------------------------------
+    # -- with blocks (variables/ctx_managers.py) --------------------------------------------------
     def BEFORE_WITH(self, inst):
-        from ember.capture.variables.objects import AutocastVariable, GradModeVariable
-        ctx = self.pop()
-        if not isinstance(ctx, (GradModeVariable, AutocastVariable)):
-            raise unsupported(f"`with` on {ctx.describe()} (only torch.no_grad/enable_grad/"
-                              f"set_grad_enabled/autocast are supported)")
-        self.push(_WithExit(ctx))
-        self.push(ctx.enter(self))
+        from ember.capture.variables.ctx_managers import enter_with
+        exit_fn, enter = enter_with(self, self.pop())
+        self.push(exit_fn)  # on the stack while __enter__ runs, as in CPython
+        self.push(enter.call(self, [], {}))
 
 
 class _TraceState:
@@ -482,6 +489,7 @@ class _TraceState:
     def __init__(self):
         self.running_frames: list = []
         self.generators: list = []
+        self.catch_warnings_depth = 0   # inside `with warnings.catch_warnings()` blocks
 
 
 class _CellHolder(VariableTracker):
@@ -489,16 +497,6 @@ class _CellHolder(VariableTracker):
 
     def __init__(self, cell):
         self.source = ConstSource(cell, "<cell>")
-
-
-class _WithExit(VariableTracker):
-    """The bound ``__exit__`` BEFORE_WITH leaves on the stack."""
-
-    def __init__(self, ctx):
-        self.ctx = ctx
-
-    def call(self, tx, args, kwargs):
-        return self.ctx.exit(tx)
 
 
 def _real_object(vt: VariableTracker):

@@ -440,6 +440,10 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             defaults = getattr(cls, "_field_defaults", {})
             bound += [wrap_constant(defaults[f]) for f in cls._fields[len(bound):]]
         return TupleVariable(bound, tuple_type=cls)
+    from ember.capture.variables.ctx_managers import construct_context
+    ctx = construct_context(tx, cls, args, kwargs)
+    if ctx is not None:
+        return ctx
     if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
         from ember.capture.variables.torch_fn import TorchFunctionVariable
         return TorchFunctionVariable(cls).call(tx, args, kwargs)

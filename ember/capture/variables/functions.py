@@ -113,6 +113,9 @@ class UserFunctionVariable(VariableTracker):
                                       if self.source else None) for i, c in enumerate(cells))
 
     def call(self, tx, args, kwargs):
+        from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
+        if self.fn in WARNING_FILTER_FUNCTIONS:
+            return call_warning_filter(tx, self.fn)
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
@@ -180,6 +183,8 @@ class UserMethodVariable(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
+        if getattr(self.func, "fn", None) in _CONTEXT_CLONES:  # `@torch.inference_mode()` decorators
+            return UserFunctionVariable(self.func.fn).call(tx, [self.obj, *args], kwargs)
         return self.func.call(tx, [self.obj, *args], kwargs)
 
     def getattr(self, tx, name):
@@ -188,6 +193,14 @@ class UserMethodVariable(VariableTracker):
         if name == "__func__":
             return self.func
         return self.func.getattr(tx, name)
+
+
+def _context_clones():
+    import torch
+    return (torch.inference_mode.clone,)
+
+
+_CONTEXT_CLONES = _context_clones()
 
 
 class BoundMethodVariable(VariableTracker):

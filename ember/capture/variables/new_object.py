@@ -123,6 +123,15 @@ class NewObjectVariable(VariableTracker):
             return
         self.attrs[name] = value
 
+    def delattr(self, tx, name):
+        custom = _lookup(self.cls, "__delattr__")
+        if isinstance(custom, types.FunctionType):
+            raise unsupported(f"deleting {name!r} on {self.cls.__name__} with a custom __delattr__")
+        if name not in self.attrs:
+            from ember.capture.variables.objects import MissingAttribute
+            raise MissingAttribute(f"{name}")
+        del self.attrs[name]
+
     def object_setattr(self, name, value):
         """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__."""
         self.attrs[name] = value

@@ -1,0 +1,201 @@
+"""``with`` blocks: which context managers ember traces, and how.
+
+* torch's grad-mode and autocast contexts (`GradModeVariable`, `AutocastVariable`
+  in objects.py) and `InferenceModeVariable` here: enter/exit become nodes of
+  the graph, so the graph runs the block under that mode.
+* `RecordFunctionVariable` (``torch.autograd.profiler.record_function``): a
+  profiler annotation, traced as a no-op (as torch.compile does by default).
+* `CatchWarningsVariable` (``warnings.catch_warnings()``): the graph emits no
+  Python warnings, so the block's filter changes (``warnings.simplefilter``)
+  are no-ops whose effect ends at the block's exit anyway.
+* Any other object — a user class with ``__enter__``/``__exit__``, a
+  ``contextlib.contextmanager`` generator, ``contextlib.nullcontext`` — has its
+  ``__enter__`` and ``__exit__`` inlined like any method (`enter_with`).
+
+A graph break inside a block of the first three kinds, or of a user context
+manager, is refused (the frame runs eagerly): the rest of the block would
+need the context re-entered in the resume function.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import PythonException
+
+
+class InferenceModeVariable(VariableTracker):
+    """``torch.inference_mode(mode=True)``: ``_enter_inference_mode`` / ``_exit_inference_mode``
+    nodes in the graph (a break inside the block is refused, as for autocast)."""
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+        self.node = None
+        self.real = None
+
+    @classmethod
+    def create(cls, args, kwargs):
+        mode = (args[0] if args else kwargs.get("mode", ConstantVariable(True))).as_constant()
+        return cls(bool(mode))
+
+    def describe(self):
+        return f"inference_mode({self.mode})"
+
+    def python_type(self):
+        return torch.inference_mode
+
+    def enter(self, tx):
+        self.node = tx.output.graph.call_function(torch.autograd.grad_mode._enter_inference_mode, (self.mode,))
+        # Traced under the real mode too, so fake results answer is_inference()/requires_grad as eager.
+        self.real = torch.inference_mode(self.mode)
+        self.real.__enter__()
+        tx.output.active_contexts.append(self.real)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.output.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (self.node,))
+        self.real.__exit__(None, None, None)
+        tx.output.active_contexts.remove(self.real)
+        return ConstantVariable(None)
+
+    def call(self, tx, args, kwargs):
+        # Used as a decorator: @torch.inference_mode() def f(...).
+        if len(args) == 1 and not kwargs:
+            return ContextWrappedFunction(self, args[0])
+        return super().call(tx, args, kwargs)
+
+
+class RecordFunctionVariable(VariableTracker):
+    """``torch.autograd.profiler.record_function(name)``: no-op while traced."""
+
+    def describe(self):
+        return "record_function"
+
+    def python_type(self):
+        return torch.autograd.profiler.record_function
+
+    def enter(self, tx):
+        return self
+
+    def exit(self, tx):
+        return ConstantVariable(None)
+
+
+class CatchWarningsVariable(VariableTracker):
+    """``warnings.catch_warnings()`` (without ``record=True``)."""
+
+    def describe(self):
+        return "warnings.catch_warnings"
+
+    def python_type(self):
+        return warnings.catch_warnings
+
+    def enter(self, tx):
+        tx.trace.catch_warnings_depth += 1
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        tx.trace.catch_warnings_depth -= 1
+        return ConstantVariable(None)
+
+
+# Changing the warnings filters: a no-op inside a catch_warnings block (restored at its exit,
+# and the graph emits no warnings); elsewhere a real global change, run at a graph break.
+WARNING_FILTER_FUNCTIONS = (warnings.simplefilter, warnings.filterwarnings, warnings.resetwarnings)
+
+
+def call_warning_filter(tx, fn):
+    if tx.trace.catch_warnings_depth > 0:
+        return ConstantVariable(None)
+    raise unsupported(f"warnings.{fn.__name__} changes the warnings filters outside a catch_warnings block")
+
+
+def construct_context(tx, cls, args, kwargs):
+    """The tracker for ``cls(*args, **kwargs)`` if ``cls`` is a context manager traced specially."""
+    if cls is torch.inference_mode:
+        return InferenceModeVariable.create(args, kwargs)
+    if cls is torch.autograd.profiler.record_function:
+        return RecordFunctionVariable()
+    if cls is warnings.catch_warnings:
+        record = kwargs.get("record")
+        if args or set(kwargs) - {"record"} or (record is not None and record.as_constant()):
+            raise unsupported("warnings.catch_warnings(record=True / module=...) inside the compiled region")
+        return CatchWarningsVariable()
+    return None
+
+
+class ContextWrappedFunction(VariableTracker):
+    """A function decorated with a context-manager instance (``@torch.inference_mode()``)."""
+
+    def __init__(self, ctx, fn):
+        self.ctx = ctx
+        self.fn = fn
+
+    def describe(self):
+        return f"{self.fn.describe()} under {self.ctx.describe()}"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        self.ctx.enter(tx)
+        out = self.fn.call(tx, args, kwargs)
+        self.ctx.exit(tx)
+        return out
+
+
+def enter_with(tx, ctx):
+    """BEFORE_WITH: (the ``__exit__`` to leave on the stack, the ``__enter__`` to call)."""
+    from ember.capture.variables.objects import AutocastVariable, GradModeVariable, MissingAttribute
+    if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
+                        CatchWarningsVariable)):
+        return _WithExit(ctx), _Enter(ctx)
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(ctx, TensorVariable) or ctx.is_constant():
+        raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol"))
+    try:
+        enter = tx.getattr(ctx, "__enter__")
+        exit_fn = tx.getattr(ctx, "__exit__")
+    except MissingAttribute:
+        raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol")) \
+            from None
+    return exit_fn, enter
+
+
+class _Enter(VariableTracker):
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def call(self, tx, args, kwargs):
+        return self.ctx.enter(tx)
+
+
+class _WithExit(VariableTracker):
+    """The bound ``__exit__`` BEFORE_WITH leaves on the stack for a context traced specially."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def describe(self):
+        return f"{self.ctx.describe()}.__exit__"
+
+    def call(self, tx, args, kwargs):
+        return self.ctx.exit(tx)
+
+    def reconstruct(self, plan) -> str:
+        """The exit handed to a resume function at a graph break inside the block."""
+        from ember.capture.sources import bind
+        from ember.capture.variables.objects import GradModeVariable
+        if isinstance(self.ctx, GradModeVariable):
+            from ember.capture.graph_break import GradModeExit
+            return bind(plan.scope, GradModeExit(self.ctx.prior), "grad_exit")
+        if isinstance(self.ctx, RecordFunctionVariable):
+            # A profiler label: the part of the block after the break just runs unlabelled.
+            return bind(plan.scope, _no_exit, "no_exit")
+        raise unsupported(f"graph break inside `with {self.ctx.describe()}`")
+
+
+def _no_exit(*args):
+    return None

@@ -1,0 +1,216 @@
+"""``with`` blocks beyond grad mode: user context managers (``__enter__``/``__exit__``
+inlined), ``contextlib.contextmanager``, ``nullcontext``, ``warnings.catch_warnings``,
+``torch.inference_mode``, ``record_function``. Each compiles into one graph (as under
+torch.compile) with the same outputs and side effects, in the same order, as eager.
+"""
+import contextlib
+import warnings
+
+import pytest
+import torch
+
+from ember_test_helpers import CompileCounter, assert_same, check_same, compile
+
+LOG = []
+
+
+class Recorder:
+    def __init__(self, tag="r"):
+        self.tag = tag
+
+    def __enter__(self):
+        LOG.append(("enter", self.tag))
+        return self
+
+    def __exit__(self, typ, value, tb):
+        LOG.append(("exit", self.tag, typ.__name__ if typ else None))
+        return False
+
+
+class Suppressor(Recorder):
+    def __exit__(self, typ, value, tb):
+        super().__exit__(typ, value, tb)
+        return True
+
+
+GLOBAL_RECORDER = Recorder("global")
+
+
+@contextlib.contextmanager
+def tagged(tag):
+    LOG.append(("gen enter", tag))
+    try:
+        yield tag * 2
+    finally:
+        LOG.append(("gen exit", tag))
+
+
+@contextlib.contextmanager
+def swallow():
+    try:
+        yield
+    except ValueError:
+        LOG.append("swallowed")
+
+
+def _user_class(x):
+    with Recorder("a") as r:
+        LOG.append(("body", r.tag))
+        y = x + 1
+    return y * 2
+
+
+def _outside_object(x):
+    with GLOBAL_RECORDER:
+        y = x.sin()
+    return y
+
+
+def _suppress(x):
+    y = x + 1
+    with Suppressor():
+        y = y * 2
+        raise ValueError("dropped")
+    return y
+
+
+def _contextmanager(x):
+    with tagged(1) as a, tagged(2) as b:
+        LOG.append("body")
+        y = x * a + b
+    return y
+
+
+def _contextmanager_swallows(x):
+    y = x + 1
+    with swallow():
+        y = y * 3
+        raise ValueError("x")
+    return y
+
+
+def _nullcontext(x):
+    with contextlib.nullcontext(2.0) as v:
+        y = x * v
+    return y
+
+
+def _catch_warnings(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x.cos()
+    return y + 1
+
+
+def _inference_mode(x):
+    with torch.inference_mode():
+        y = x * 2
+        flag = y.is_inference()
+    return y + 1, flag
+
+
+def _record_function(x):
+    with torch.autograd.profiler.record_function("region"):
+        y = x.relu()
+    return y * 2
+
+
+PROGRAMS = [_user_class, _outside_object, _suppress, _contextmanager, _contextmanager_swallows, _nullcontext,
+            _catch_warnings, _inference_mode, _record_function]
+
+
+@pytest.mark.parametrize("fn", PROGRAMS, ids=[p.__name__.strip("_") for p in PROGRAMS])
+def test_with_block_compiles(fn):
+    x = torch.randn(4)
+    LOG.clear()
+    expected = fn(x.clone())
+    eager_log = list(LOG)
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    for _ in range(2):  # the first call traces; the second runs the cached entry
+        LOG.clear()
+        assert_same(compiled(x.clone()), expected)
+        assert LOG == eager_log
+    assert counter.frame_count == 1
+
+
+def test_catch_warnings_leaves_filters_unchanged():
+    before = list(warnings.filters)
+    compiled = compile(_catch_warnings, backend=CompileCounter(), fullgraph=True)
+    compiled(torch.randn(3))
+    assert warnings.filters == before
+
+
+def test_simplefilter_outside_catch_warnings_breaks_and_runs():
+    def fn(x):
+        y = x + 1
+        warnings.simplefilter("ignore", category=FutureWarning)
+        return y * 2
+    before = list(warnings.filters)
+    try:
+        check_same(fn, torch.randn(3), graphs=2, fullgraph=False)
+        expected_filters = list(warnings.filters)
+    finally:
+        warnings.filters[:] = before
+    warnings.simplefilter("ignore", category=FutureWarning)
+    try:
+        assert expected_filters == list(warnings.filters)
+    finally:
+        warnings.filters[:] = before
+
+
+def test_inference_mode_output_is_inference_tensor():
+    compiled = compile(_inference_mode, backend="eager", fullgraph=True)
+    y, flag = compiled(torch.randn(3, requires_grad=True))
+    assert flag is True and not y.requires_grad
+
+
+def test_inference_mode_decorator():
+    @torch.inference_mode()
+    def helper(x):
+        return x * 2
+
+    def fn(x):
+        return helper(x) + 1
+    check_same(fn, torch.randn(3, requires_grad=True))
+
+
+def test_graph_break_inside_record_function():
+    """record_function is only a profiler label: a break inside it is allowed."""
+    def fn(x):
+        y = x + 1
+        with torch.autograd.profiler.record_function("region"):
+            y = y * 2
+            print("break")
+            y = y - 1
+        return y.sin()
+    check_same(fn, torch.randn(3), graphs=2, fullgraph=False)
+
+
+def test_graph_break_inside_user_context_manager_is_correct():
+    def fn(x):
+        with Recorder("b"):
+            y = x + 1
+            print("break")
+        return y * 2
+    x = torch.randn(3)
+    LOG.clear()
+    expected = fn(x.clone())
+    eager_log = list(LOG)
+    LOG.clear()
+    assert_same(compile(fn, backend=CompileCounter())(x.clone()), expected)
+    assert LOG == eager_log
+
+
+def test_exception_through_user_context_manager():
+    def fn(x):
+        with Recorder("c"):
+            raise KeyError("k")
+    LOG.clear()
+    with pytest.raises(KeyError):
+        fn(torch.randn(2))
+    eager_log = list(LOG)
+    LOG.clear()
+    with pytest.raises(KeyError):
+        compile(fn, backend=CompileCounter())(torch.randn(2))
+    assert LOG == eager_log
