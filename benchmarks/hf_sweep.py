@@ -62,7 +62,8 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
     "gemma2": ("Gemma2ForCausalLM", dict(num_key_value_heads=1, head_dim=16), "causal"),
     "falcon": ("FalconForCausalLM", dict(new_decoder_architecture=False), "causal"),
     "gpt_neox": ("GPTNeoXForCausalLM", {}, "causal"),
-    "codegen": ("CodeGenForCausalLM", dict(n_layer=2, n_embd=32, n_head=2, n_positions=64, rotary_dim=8),
+    "codegen": ("CodeGenForCausalLM", dict(n_layer=2, n_embd=64, n_head=4, n_positions=64, rotary_dim=8,
+                                                  _drop=("hidden_size", "num_attention_heads")),
                 "causal"),
     "mamba": ("MambaForCausalLM", dict(state_size=4, expand=2, conv_kernel=4), "causal"),
     "t5": ("T5ForConditionalGeneration", dict(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
@@ -84,7 +85,10 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
                                                         encoder_attention_heads=2, decoder_attention_heads=2,
                                                         encoder_ffn_dim=64, decoder_ffn_dim=64,
                                                         num_mel_bins=8, max_source_positions=16,
-                                                        max_target_positions=32), "audio_seq2seq"),
+                                                        max_target_positions=32, pad_token_id=0,
+                                                        bos_token_id=1, eos_token_id=2,
+                                                        decoder_start_token_id=1, suppress_tokens=[],
+                                                        begin_suppress_tokens=[]), "audio_seq2seq"),
     "vit": ("ViTForImageClassification", dict(_IMG), "image"),
     "deit": ("DeiTForImageClassification", dict(_IMG), "image"),
     "beit": ("BeitForImageClassification", dict(_IMG), "image"),
@@ -141,7 +145,9 @@ def _inputs(kind, cfg, seed=0):
         return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long)}, {"labels": labels}
     if kind == "seq2seq":
         ids = torch.randint(2, min(vocab, 120), (b, s), generator=g)
-        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long)}, {"labels": ids.clone()}
+        dec = torch.randint(2, min(vocab, 120), (b, 6), generator=g)
+        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long),
+                "decoder_input_ids": dec}, {"labels": dec.clone()}
     if kind == "audio_seq2seq":
         feats = torch.randn(b, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
         dec = torch.randint(2, 120, (b, 6), generator=g)
