@@ -209,12 +209,10 @@ class NNModuleVariable(VariableTracker):
                                                   torch.nn.ModuleDict, torch.nn.ParameterList,
                                                   torch.nn.ParameterDict)):
             key = args[0].as_constant()
-            if isinstance(key, slice) and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
-                # A slice is a new container of the same submodules; a list of them iterates,
-                # indexes and measures the same way.
-                from ember.capture.variables.containers import ListVariable
-                keys = list(m._modules)[key]
-                return ListVariable([self.getattr(tx, k) for k in keys])
+            if isinstance(key, slice) and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
+                                                         torch.nn.ParameterList)):
+                from ember.capture.variables.module_slices import slice_container
+                return slice_container(tx, self, key)
             if isinstance(key, slice):
                 raise unsupported(f"slicing a {type(m).__name__}")
             from ember.capture.builder import wrap
