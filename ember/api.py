@@ -1,10 +1,22 @@
-"""ember's public entry points: compile, reset, explain."""
+"""ember's public entry points: compile, reset, explain.
+
+``ember.compile`` takes what PyTorch's compile takes: a function, a lambda, a
+bound method, a ``functools.partial``, a callable object (its ``__call__`` is
+compiled), a ``staticmethod``/``classmethod`` object (the result is one too, so
+it works as a decorator inside a class body), an ``nn.Module`` (a
+``CompiledModule`` wrapping it), or something already compiled by ember (the
+original is compiled again with the new settings, never wrapped twice).
+Callables with no Python code of their own (builtins such as ``torch.relu``,
+classes) have nothing to compile and run as they are.
+"""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import sys
 import types
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -14,48 +26,97 @@ from ember.capture.cache import FrameCache, reset_all
 from ember.capture.variables.objects import has_hooks
 
 
-def _resolve_backend(backend, mode, options) -> Callable:
-    fn = lookup_backend(backend)
-    if mode is None and not options:
-        return fn
-    extra = {}
-    params = inspect.signature(fn).parameters
-    takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    if mode is not None and ("mode" in params or takes_kwargs):
-        extra["mode"] = mode
-    if options and ("options" in params or takes_kwargs):
-        extra["options"] = options
-    return functools.partial(fn, **extra) if extra else fn
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """What ``ember.compile`` was called with (kept to pickle and to re-compile)."""
+    backend: Any = "eager"
+    fullgraph: bool = False
+    dynamic: Any = None
+    mode: Any = None
+    options: Any = None
+    disable: bool = False
+
+    def resolve_backend(self) -> Callable:
+        fn = lookup_backend(self.backend)
+        if self.mode is None and not self.options:
+            return fn
+        extra = {}
+        params = inspect.signature(fn).parameters
+        takes_kwargs = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        if self.mode is not None and ("mode" in params or takes_kwargs):
+            extra["mode"] = self.mode
+        if self.options and ("options" in params or takes_kwargs):
+            extra["options"] = self.options
+        return functools.partial(fn, **extra) if extra else fn
+
+    def kwargs(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _frame_target(fn) -> tuple[types.FunctionType | None, tuple]:
+    """The Python function whose frame a call of ``fn`` runs, and the arguments bound in front
+    of the caller's: ``(function, leading args)``; ``(None, ())`` when there is no such frame."""
+    if isinstance(fn, types.FunctionType):
+        return fn, ()
+    if isinstance(fn, types.MethodType):
+        inner, lead = _frame_target(fn.__func__)
+        return inner, (fn.__self__, *lead) if inner is not None else ()
+    call = getattr(type(fn), "__call__", None)
+    if isinstance(call, types.FunctionType) and not isinstance(fn, type):
+        return call, (fn,)  # a callable object: its class's __call__, bound to it
+    return None, ()
 
 
 class CompiledFunction:
-    """What ``ember.compile(fn)`` returns for a plain function."""
+    """What ``ember.compile(fn)`` returns for anything callable that is not an ``nn.Module``."""
 
-    def __init__(self, fn: Callable, backend, fullgraph: bool, dynamic, mode, options, disable: bool):
+    def __init__(self, fn: Callable, settings: _Settings):
         functools.update_wrapper(self, fn)
         self._orig_fn = fn
-        self._disable = disable
-        self.dynamic = dynamic
-        if isinstance(fn, types.MethodType):
-            self._cache = FrameCache(fn.__func__, _resolve_backend(backend, mode, options), fullgraph)
-            self._bound_self = fn.__self__
-        elif isinstance(fn, types.FunctionType):
-            self._cache = FrameCache(fn, _resolve_backend(backend, mode, options), fullgraph)
-            self._bound_self = None
-        else:
-            raise TypeError(f"ember.compile expects a function or nn.Module, got {type(fn).__name__}")
+        self._settings = settings
+        self._disable = settings.disable
+        self.dynamic = settings.dynamic
+        self._cache: FrameCache | None = None
+        if isinstance(fn, functools.partial):
+            # The partial's own arguments go in front of (and its keywords under) the caller's.
+            inner = _compile(fn.func, settings)
+            self._cache = getattr(inner, "_cache", None)
+            self._call = functools.partial(inner, *fn.args, **fn.keywords)
+            return
+        target, lead = _frame_target(fn)
+        if target is None or getattr(fn, "_torchdynamo_disable", False):
+            # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
+            self._call = fn
+            return
+        self._cache = FrameCache(target, settings.resolve_backend(), settings.fullgraph)
+        self._call = functools.partial(self._cache, *lead) if lead else self._cache
 
     def __call__(self, *args, **kwargs):
         if self._disable:
             return self._orig_fn(*args, **kwargs)
-        if self._bound_self is not None:
-            return self._cache(self._bound_self, *args, **kwargs)
-        return self._cache(*args, **kwargs)
+        return self._call(*args, **kwargs)
+
+    def _ember_traced_as(self) -> str | None:
+        """Called inside a frame ember traces: trace the original (attribute name) instead."""
+        return None if self._disable else "_orig_fn"
 
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        return functools.partial(self.__call__, obj)
+        return types.MethodType(self, obj)
+
+    def __repr__(self):
+        return f"<ember compiled {self._orig_fn!r}>"
+
+    def __reduce__(self):
+        # Decorated at module level: pickle by name, like the function it replaces.
+        module = sys.modules.get(getattr(self, "__module__", None) or "")
+        found = module
+        for part in (getattr(self, "__qualname__", "") or "").split("."):
+            found = getattr(found, part, None)
+        if found is self:
+            return self.__qualname__
+        return _rebuild, (self._orig_fn, self._settings.kwargs())
 
 
 class CompiledModule(torch.nn.Module):
@@ -63,21 +124,42 @@ class CompiledModule(torch.nn.Module):
 
     Attribute reads and writes go to the original module (``_orig_mod``), so
     ``state_dict()``, ``parameters()`` and assignments all see the same object.
+    Pickling and ``copy.deepcopy`` give a compiled copy of the module.
     """
 
-    def __init__(self, module: torch.nn.Module, backend, fullgraph, dynamic, mode, options, disable):
+    def __init__(self, module: torch.nn.Module, settings: _Settings):
         super().__init__()
         self._modules["_orig_mod"] = module
-        object.__setattr__(self, "_ember_disable", disable)
+        object.__setattr__(self, "_ember_ready", True)
+        object.__setattr__(self, "_ember_settings", settings)
+        object.__setattr__(self, "_ember_disable", settings.disable)
         forward = type(module).forward
         if not isinstance(forward, types.FunctionType):
             raise TypeError(f"cannot compile {type(module).__name__}.forward of type {type(forward).__name__}")
-        object.__setattr__(self, "_ember_cache", FrameCache(forward, _resolve_backend(backend, mode, options),
-                                                            fullgraph, label=f"{type(module).__name__}.forward"))
+        object.__setattr__(self, "_ember_cache", FrameCache(forward, settings.resolve_backend(),
+                                                            settings.fullgraph,
+                                                            label=f"{type(module).__name__}.forward"))
 
     @property
     def _orig_mod(self) -> torch.nn.Module:
         return self._modules["_orig_mod"]
+
+    @property
+    def training(self) -> bool:
+        return self._modules["_orig_mod"].training
+
+    @training.setter
+    def training(self, value: bool) -> None:
+        # Module.__init__ sets the default before the wrapped module is there: ignore that one.
+        if self.__dict__.get("_ember_ready"):
+            self._modules["_orig_mod"].training = value
+
+    def __len__(self) -> int:
+        return len(self._modules["_orig_mod"])
+
+    def _ember_traced_as(self) -> str | None:
+        """Called inside a frame ember traces: trace the original module's call instead."""
+        return None if self._ember_disable else "_orig_mod"
 
     def forward(self, *args, **kwargs):
         mod = self._modules["_orig_mod"]
@@ -104,6 +186,9 @@ class CompiledModule(torch.nn.Module):
     def __delattr__(self, name):
         delattr(self._modules["_orig_mod"], name)
 
+    def __reduce__(self):
+        return _rebuild, (self._orig_mod, self._ember_settings.kwargs())
+
     def state_dict(self, *args, **kwargs):
         return self._orig_mod.state_dict(*args, **kwargs)
 
@@ -121,6 +206,28 @@ class CompiledModule(torch.nn.Module):
         return sorted(set(dir(self._orig_mod)) | set(super().__dir__()))
 
 
+def _rebuild(model, settings: dict):
+    """Unpickling a compiled function or module: compile the unpickled original again."""
+    return compile(model, **settings)
+
+
+def _compile(model, settings: _Settings):
+    if isinstance(model, CompiledModule):
+        return CompiledModule(model._orig_mod, settings)
+    if isinstance(model, CompiledFunction):
+        return _compile(model._orig_fn, settings)
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, settings)
+    if isinstance(model, staticmethod):
+        return staticmethod(_compile(model.__func__, settings))
+    if isinstance(model, classmethod):
+        return classmethod(_compile(model.__func__, settings))
+    if not callable(model):
+        raise TypeError(f"ember.compile expects a callable (a function or an nn.Module), "
+                        f"got {type(model).__name__}")
+    return CompiledFunction(model, settings)
+
+
 def compile(model: Callable | None = None, *, backend: str | Callable = "eager", fullgraph: bool = False,
             dynamic: bool | None = None, mode: str | None = None, options: dict | None = None,
             disable: bool = False):
@@ -131,12 +238,11 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
     ``dynamic`` is accepted; until dynamic shapes land, every shape is static
     and a changed shape recompiles.
     """
+    settings = _Settings(backend, fullgraph, dynamic, mode, options, disable)
+    settings.resolve_backend()  # an unknown backend name fails here, not at the first call
     if model is None:
-        return lambda m: compile(m, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                                 options=options, disable=disable)
-    if isinstance(model, torch.nn.Module):
-        return CompiledModule(model, backend, fullgraph, dynamic, mode, options, disable)
-    return CompiledFunction(model, backend, fullgraph, dynamic, mode, options, disable)
+        return lambda m: _compile(m, settings)
+    return _compile(model, settings)
 
 
 def reset() -> None:
@@ -149,4 +255,3 @@ def explain(fn: Callable, *explain_args, **explain_kwargs):
     """``ember.explain(fn)(*args)``: graphs, breaks, guards (see ember.report.explain)."""
     from ember.report.explain import explain as _explain
     return _explain(fn, *explain_args, **explain_kwargs)
-

@@ -32,7 +32,7 @@ from .analysis import (
     reachable,
     stack_depths,
 )
-from .resume import ResumeCode, find_offset, make_resume_code, make_resume_function
+from .resume import ResumeCode, find_offset, leading_argument, make_resume_code, make_resume_function
 from . import versions
 from .validate import CodeValidationError, check_generated, validate_code
 from .versions import (
@@ -64,6 +64,7 @@ __all__ = [
     "active_with_blocks",
     "ResumeCode",
     "make_resume_code",
+    "leading_argument",
     "make_resume_function",
     "find_offset",
     "versions",

@@ -12,7 +12,11 @@ needed.  A resume function does exactly that::
             total += x * 2                      #   jump to offset 24
         return total                            # ... the original body of f, unchanged
 
-The arguments are the stack items, bottom first, then the live locals.  The
+The arguments are the stack items, bottom first, then the live locals; a
+method's first argument (``self``/``cls``), when passed, stays first, in the
+slot zero-argument ``super()`` reads (see ``leading_argument``).  Globals,
+closure cells (``__class__`` included), first line and line table are the
+original's.  The
 body is a copy of the original instructions, so loops that jump back to
 before the resume point still work, and the exception table is preserved:
 3.11 try blocks cost nothing at run time (they are a static table), so
@@ -46,7 +50,7 @@ from .instructions import Instruction, copy_instructions, create_instruction, de
 from .validate import check_generated
 from .versions import jump
 
-__all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset"]
+__all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset", "leading_argument"]
 
 _UNSUPPORTED_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -61,11 +65,26 @@ class ResumeCode:
     offset: int  # offset in the original code of the first resumed instruction
     stack_args: tuple[str, ...]  # argument names of the stack items that are passed
     null_positions: tuple[int, ...]  # stack positions re-created as NULL, not passed
-    live_locals: tuple[str, ...]  # argument names after the stack items
+    live_locals: tuple[str, ...]  # argument names of the live locals
+    leading: Optional[str] = None  # a live local passed first, before the stack items
 
     @property
     def argnames(self) -> tuple[str, ...]:
-        return self.stack_args + self.live_locals
+        """The parameters in order: ``leading`` (if any), the stack items, the other live locals."""
+        if self.leading is None:
+            return self.stack_args + self.live_locals
+        return (self.leading,) + self.stack_args + tuple(n for n in self.live_locals if n != self.leading)
+
+
+def leading_argument(code: types.CodeType) -> Optional[str]:
+    """The local in the frame's first slot when ``code`` takes arguments (``self``, ``cls``).
+
+    CPython's zero-argument ``super()`` reads the first slot of the running frame (and the
+    ``__class__`` cell): a resume function of a method must keep the same local first, or
+    ``super()`` binds whatever landed there (a stack item)."""
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return code.co_varnames[0] if n else None
 
 
 def _strip_prologue(body: list[Instruction]) -> list[Instruction]:
@@ -137,7 +156,10 @@ def make_resume_code(
             name = "_" + name
         stack_args.append(name)
     live = tuple(live_locals)
-    varnames = list(stack_args) + list(live)
+    lead = leading_argument(code)
+    leading = lead if lead is not None and lead in live else None
+    params = ResumeCode(code, 0, tuple(stack_args), nulls, live, leading).argnames
+    varnames = list(params)
     varnames += [v for v in code.co_varnames if v not in varnames]
 
     # The prologue takes the target's source position, so a traceback through
@@ -169,7 +191,7 @@ def make_resume_code(
         co_kwonlyargcount=0,
         co_flags=flags,
     )
-    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live)
+    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live, leading)
 
 
 def make_resume_function(fn: types.FunctionType, resume: ResumeCode) -> types.FunctionType:

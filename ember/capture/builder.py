@@ -96,6 +96,14 @@ def _wrap(tx, value, source) -> VariableTracker:
         return tx.output.add_input(source, value)
 
     t = type(value)
+    traced_as = getattr(t, "_ember_traced_as", None)
+    if traced_as is not None and traced_as(value) is not None:
+        # Something ember.compile returned, called inside a traced frame: trace what it wraps
+        # (one graph, the outer frame's backend), read through its attribute.
+        attr = traced_as(value)
+        if source is not None:
+            guards.type_match(source, value)
+        return wrap(tx, getattr(value, attr), AttrSource(source, attr) if source is not None else None)
     if t in _CONSTANT_TYPES or isinstance(value, (torch.dtype, torch.device)):
         if source is not None:
             if t in (slice, range):

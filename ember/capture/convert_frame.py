@@ -341,17 +341,20 @@ def _compiled_callee(vt, resumes, tx):
         if _compile_disabled(vt.fn):
             return vt
         return _Rebuilt(resumes.compiled_function(vt.fn))
-    if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable) and \
-            vt.obj.source is not None and not _compile_disabled(vt.func.fn):
-        return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
+    if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
+        if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
+            return _Rebuilt(vt.func.fn, bound_to=vt.obj)
+        if vt.obj.source is not None:
+            return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt
 
 
 def _compile_disabled(fn) -> bool:
     """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
     them would compile what the user asked to run eagerly."""
-    return bool(getattr(fn, "_torchdynamo_disable", False)) or \
-        getattr(fn, "__module__", "").startswith("torch._dynamo")
+    module = getattr(fn, "__module__", None) or ""
+    return bool(getattr(fn, "_torchdynamo_disable", False)) or module.startswith(("torch._dynamo",
+                                                                                  "torch.autograd"))
 
 
 class _Rebuilt(VariableTracker):

@@ -34,8 +34,8 @@ import types
 import torch
 from typing import Callable
 
-from ember.bytecode import create_instruction, decode, find_offset, live_locals, make_resume_code, \
-    make_resume_function
+from ember.bytecode import create_instruction, decode, find_offset, leading_argument, live_locals, \
+    make_resume_code, make_resume_function
 from ember.bytecode import assemble, check_generated
 from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
@@ -120,9 +120,14 @@ class ResumeCache:
         self._callees: dict = {}
 
     def live_at(self, offset: int) -> list[str]:
+        code = self.fn.__code__
         idx = find_offset(self.instructions, offset)
-        names = live_locals(self.instructions, idx, self.fn.__code__.co_freevars)
-        order = list(self.fn.__code__.co_varnames) + list(self.fn.__code__.co_cellvars)
+        names = set(live_locals(self.instructions, idx, code.co_freevars))
+        lead = leading_argument(code)
+        if lead is not None and "__class__" in code.co_freevars:
+            # Zero-argument super() reads the first argument without naming it: keep it alive.
+            names.add(lead)
+        order = list(code.co_varnames) + list(code.co_cellvars)
         return sorted(names, key=order.index)
 
     def compiled_function(self, fn):
@@ -133,6 +138,7 @@ class ResumeCache:
         return hit
 
     def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = ()):
+        """The compiled resume function at ``offset`` and its ``ResumeCode`` (parameter order)."""
         key = (offset, stack_depth, tuple(live), nulls)
         hit = self._resume.get(key)
         if hit is None:
@@ -142,7 +148,7 @@ class ResumeCache:
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
-            hit = self._resume[key] = self.make_compiled(fn, self._offset_map(fn.__code__))
+            hit = self._resume[key] = (self.make_compiled(fn, self._offset_map(fn.__code__)), rc)
         return hit
 
     def _offset_map(self, resume_code) -> dict[int, int] | None:
@@ -168,6 +174,15 @@ class ResumeCache:
         if len(orig) != len(body) or any(a.opname != b.opname for a, b in zip(orig, body)):
             return None
         return {b.offset: a.offset for a, b in zip(orig, body)}
+
+
+def _load_arguments(rc, stack_values: list[str]) -> list:
+    """Push a resume function's arguments in its parameter order: ``stack_values`` are the
+    residual's locals holding the passed stack items (bottom first); live locals keep their names."""
+    by_param = dict(zip(rc.stack_args, stack_values))
+    if len(by_param) != len(stack_values):
+        raise ValueError(f"{len(stack_values)} stack values for {rc.stack_args}")
+    return [create_instruction("LOAD_FAST", argval=by_param.get(p, p)) for p in rc.argnames]
 
 
 def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache, n_consumed: int,
@@ -209,12 +224,11 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
 
     def continue_at(offset: int) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
-        resume_fn = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls))
+        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls))
         out = [create_instruction("STORE_FAST", argval=t) for t in reversed(temps)]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
-        out += [create_instruction("LOAD_FAST", argval=t) for t in passed_through + temps]
-        out += [create_instruction("LOAD_FAST", argval=n) for n in live_next]
-        out += versions.call(len(passed_through) + len(temps) + len(live_next))
+        out += _load_arguments(rc, passed_through + temps)
+        out += versions.call(len(rc.argnames))
         out += versions.return_value()
         return out
 
@@ -246,12 +260,11 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         h_temps = [f"___h{p}" for p in range(h_depth)]
         varnames += h_temps
         live_handler = [n for n in resumes.live_at(handler.target) if n in bound]
-        resume_handler = resumes.resume(handler.target, h_depth, live_handler)
+        resume_handler, rc_handler = resumes.resume(handler.target, h_depth, live_handler)
         block = [create_instruction("STORE_FAST", argval=t) for t in reversed(h_temps)]
         block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_handler)])
-        block += [create_instruction("LOAD_FAST", argval=t) for t in h_temps]
-        block += [create_instruction("LOAD_FAST", argval=n) for n in live_handler]
-        block += versions.call(len(h_temps) + len(live_handler))
+        block += _load_arguments(rc_handler, h_temps)
+        block += versions.call(len(rc_handler.argnames))
         block += versions.return_value()
         entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=handler.depth,
                             lasti=handler.lasti)

@@ -183,6 +183,9 @@ class UserMethodVariable(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
+        if isinstance(self.func, UserFunctionVariable) and self.func.fn is _FUNCTION_APPLY:
+            # Its forward would run (with its Python side effects) at trace time: break at the call.
+            raise unsupported("torch.autograd.Function.apply runs eagerly")
         if getattr(self.func, "fn", None) in _CONTEXT_CLONES:  # `@torch.inference_mode()` decorators
             return UserFunctionVariable(self.func.fn).call(tx, [self.obj, *args], kwargs)
         return self.func.call(tx, [self.obj, *args], kwargs)
@@ -201,6 +204,14 @@ def _context_clones():
 
 
 _CONTEXT_CLONES = _context_clones()
+
+
+def _function_apply():
+    import torch
+    return torch.autograd.Function.apply.__func__
+
+
+_FUNCTION_APPLY = _function_apply()
 
 
 class BoundMethodVariable(VariableTracker):
