@@ -63,15 +63,17 @@ def wrap(tx, value, source) -> VariableTracker:
         seen = memo.setdefault(key, {})
         alias = seen.get(id(value))
         if alias is not None and alias[0] is value:
-            tx.guards.same_object(source, alias[1].source)
+            tx.guards.same_object(source, alias[2])
             memo[source] = (value, alias[1])
             return alias[1]
     vt = _wrap(tx, value, source)
     memo[source] = (value, vt)
     if mutable and vt.source is not None:
-        for other, other_vt in list(seen.values())[:_MAX_DISTINCT_GUARDS]:
-            tx.guards.distinct_objects(source, other_vt.source)
-        seen[id(value)] = (value, vt)
+        # The source it was read from, kept here: a tracker may drop its source later (a **kwargs
+        # dict is the frame's own).
+        for _, _, other_source in list(seen.values())[:_MAX_DISTINCT_GUARDS]:
+            tx.guards.distinct_objects(source, other_source)
+        seen[id(value)] = (value, vt, source)
     return vt
 
 
@@ -176,7 +178,10 @@ def _wrap(tx, value, source) -> VariableTracker:
         return PythonModuleVariable(value, source)
 
     if isinstance(value, type):
-        if source is not None and value.__module__.split(".")[0] not in _TRUSTED_MODULES:
+        # Identity, wherever it was read from: a global or attribute holding torch.nn.Linear may be
+        # rebound to another class too. (Classes read from torch's own namespaces come without a
+        # source: those namespaces are assumed not to be monkeypatched.)
+        if source is not None:
             guards.id_match(source, value)
         return ClassVariable(value, source)
 
@@ -197,6 +202,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         return ObjectSetattrFunction()
 
     if is_torch_callable(value):
+        if source is not None:
+            guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)
 
     if isinstance(value, types.FunctionType):
@@ -215,6 +222,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         owner = getattr(value, "__self__", None)
         if (getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator", "cmath")
                 and (owner is None or isinstance(owner, types.ModuleType))) or value in _PURE_SYS:
+            if source is not None:
+                guards.id_match(source, value)  # `op = math.sin` may be rebound
             return BuiltinVariable(value, source)
         return OpaqueCallableVariable(value, source, f"calling builtin {getattr(value, '__qualname__', value)!s}")
 
