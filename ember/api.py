@@ -134,11 +134,12 @@ class CompiledModule(torch.nn.Module):
         object.__setattr__(self, "_ember_settings", settings)
         object.__setattr__(self, "_ember_disable", settings.disable)
         forward = type(module).forward
-        if not isinstance(forward, types.FunctionType):
-            raise TypeError(f"cannot compile {type(module).__name__}.forward of type {type(forward).__name__}")
-        object.__setattr__(self, "_ember_cache", FrameCache(forward, settings.resolve_backend(),
-                                                            settings.fullgraph,
-                                                            label=f"{type(module).__name__}.forward"))
+        # A forward that is not a plain function (already compiled by a decorator, a
+        # partialmethod, a builtin) is not compiled here: the module runs as it is.
+        cache = FrameCache(forward, settings.resolve_backend(), settings.fullgraph,
+                           label=f"{type(module).__name__}.forward") \
+            if isinstance(forward, types.FunctionType) else None
+        object.__setattr__(self, "_ember_cache", cache)
 
     @property
     def _orig_mod(self) -> torch.nn.Module:
@@ -165,10 +166,11 @@ class CompiledModule(torch.nn.Module):
         mod = self._modules["_orig_mod"]
         # The cache compiles type(mod).forward called directly; whatever Module.__call__ would add
         # (hooks, global ones included) or an instance-level forward means running the module as is.
-        if (self._ember_disable or type(mod).forward is not self._ember_cache.fn
+        cache = self._ember_cache
+        if (self._ember_disable or cache is None or type(mod).forward is not cache.fn
                 or "forward" in mod.__dict__ or has_hooks(mod)):
             return mod(*args, **kwargs)
-        return self._ember_cache(mod, *args, **kwargs)
+        return cache(mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)
@@ -212,6 +214,9 @@ def _rebuild(model, settings: dict):
 
 
 def _compile(model, settings: _Settings):
+    if isinstance(model, types.MethodType) and isinstance(model.__self__, CompiledModule) \
+            and model.__func__ in (CompiledModule.forward, CompiledModule.__call__):
+        model = model.__self__  # ember.compile(compiled.forward): the compiled module, compiled again
     if isinstance(model, CompiledModule):
         return CompiledModule(model._orig_mod, settings)
     if isinstance(model, CompiledFunction):

@@ -216,3 +216,33 @@ def test_disable_inside_and_outside():
     assert_same(ember.compile(opaque)(a), opaque(a))
     assert_same(ember.compile(add_scale, disable=True)(a, a), add_scale(a, a))
     assert ember.stats()["graphs"] <= 2
+
+
+def test_modules_whose_forward_is_not_a_plain_function():
+    class DecoratedForward(nn.Module):
+        @ember.compile
+        def forward(self, a):
+            return a * 2
+
+    class PartialForward(nn.Module):
+        def _fwd(self, a, k):
+            return a * k
+        forward = functools.partialmethod(_fwd, k=3)
+
+    a = x_(3)
+    for m in (DecoratedForward(), PartialForward()):
+        assert_same(ember.compile(m)(a), m(a))
+
+
+def test_compiling_a_compiled_modules_forward():
+    m = nn.Linear(3, 2)
+    cm = ember.compile(m)
+    counter = CompileCounter()
+    a = x_(3)
+    assert_same(ember.compile(cm.forward, backend=counter)(a), m(a))
+    assert counter.frame_count == 1 and ember.stats()["fallbacks"] == 0
+
+
+def test_explain_of_a_builtin():
+    out = ember.explain(torch.relu)(x_(3))
+    assert out.graph_count == 0

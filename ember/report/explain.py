@@ -106,7 +106,7 @@ def explain(fn: Callable, *args, **kwargs):
         compiled = ember_compile(fn, backend=recording_backend)
         result = compiled(*call_args, **call_kwargs)
         root = compiled._ember_cache if isinstance(compiled, torch.nn.Module) else compiled._cache
-        caches = _all_caches(root)
+        caches = _all_caches(root) if root is not None else []  # nothing compiled (a builtin)
         reasons = [BreakReason(e.reason, e.where, e.source_line, e.user_stack)
                    for cache in caches for e in cache.break_reasons + cache.fallback_reasons]
         ops = [[_op_name(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")] for g in graphs]
