@@ -118,7 +118,11 @@ class _Variant:
     def run(self, args: list) -> list:
         if self.layout is None:
             return self.compiled.run_flat(args)
-        flat = self.compiled.run_flat(self.layout.inner_args(args))
+        try:
+            inner = self.layout.inner_args(args)
+        except Exception as e:  # before the graph: the frame can run eagerly instead
+            raise internal_error("in the AOT runtime wrapper (synthetic bases)", e) from None
+        flat = self.compiled.run_flat(inner)
         for oi, i in self.identity.items():
             flat[oi] = args[i]  # ``return b`` gives back the caller's alias itself
         return flat
