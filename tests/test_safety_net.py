@@ -316,3 +316,25 @@ def test_torch_error_caught_in_frame_then_valid_shape_compiles():
     assert ember.stats()["frames"] == 1
     assert_same(compiled(good), catches_a_torch_error(good))
     assert counter.frame_count == 1
+
+
+def test_internal_error_saving_tensors_for_the_backward(monkeypatch):
+    """An error in ember's code around the compiled forward (not the graph's own): the graph mutated
+    nothing and drew no random numbers, so the frame runs eagerly; grads as eager."""
+    args = _inputs(requires_grad=True)
+    eager_args = clone_inputs(args)
+    training_step(*eager_args).backward()
+    compiled = ember.compile(training_step, backend="aot_eager")
+
+    def broken_save(self, *tensors):
+        raise RuntimeError("broken save_for_backward")
+
+    with ember.config.patch(strict=False), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with monkeypatch.context() as m:
+            m.setattr(torch.autograd.function.FunctionCtx, "save_for_backward", broken_save)
+            out = compiled(*args)
+    out.backward()
+    assert_same([a.grad for a in args], [a.grad for a in eager_args], "grads")
+    msgs = _ember_warnings(caught)
+    assert len(msgs) == 1 and "saving tensors" in msgs[0] and "broken save_for_backward" in msgs[0], msgs

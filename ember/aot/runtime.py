@@ -258,7 +258,7 @@ class CompiledGraph:
                 else:
                     returns = self.autograd_function.apply(*args)
             except _WrapperError as e:
-                raise self._internal_error(e.cause, "saving tensors for the backward", False) from None
+                raise self._internal_error(e.cause, "wrapper (saving tensors for the backward)", False) from None
         else:
             returns = self.forward(list(args))  # a boxed callee may clear its list
         # The epilogue is ember's code: its errors are internal. Safe to run the frame eagerly
