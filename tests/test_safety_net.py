@@ -338,3 +338,41 @@ def test_internal_error_saving_tensors_for_the_backward(monkeypatch):
     assert_same([a.grad for a in args], [a.grad for a in eager_args], "grads")
     msgs = _ember_warnings(caught)
     assert len(msgs) == 1 and "saving tensors" in msgs[0] and "broken save_for_backward" in msgs[0], msgs
+
+
+def _helper_with_break(t):
+    print("graph break in the helper")
+    return t + 1
+
+
+def several_frames(x, y):
+    """The frame, a callee compiled at a break, and their resume functions: several caches."""
+    return _helper_with_break(x) * _helper_with_break(y)
+
+
+class _ModuleWithBreak(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, y):
+        h = self.lin(x)
+        print("graph break in forward")
+        return h.relu() + y
+
+
+@pytest.mark.parametrize("point", FAULT_POINTS)
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_one_warning_for_a_fault_hit_by_several_frames(point, backend):
+    torch.manual_seed(0)
+    module = _ModuleWithBreak()
+    for fn in (several_frames, lambda x, y: module(x, y)):
+        ember.reset()
+        args = _inputs()
+        expected = _run(fn, clone_inputs(args))
+        with ember.config.patch(strict=False, inject_fault=point), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            actual = _run(ember.compile(fn, backend=backend), args)
+        assert_same(actual, expected)
+        reached = not (point == "epilogue" and backend == "eager")  # no AOT epilogue there
+        assert len(_ember_warnings(caught)) == int(reached), _ember_warnings(caught)

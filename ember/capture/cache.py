@@ -31,6 +31,9 @@ log_breaks = logging.getLogger("ember.graph_breaks")
 log_guards = logging.getLogger("ember.guards")
 
 _ALL_CACHES: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+# Internal errors already reported (type, message): the same error hit by several frames of
+# one program (its resume functions, callees at a break) is one warning. Cleared by ember.reset().
+_REPORTED: set = set()
 _CALLEE = object()  # _compile_nested's marker: a callee at a break, not a resume function
 
 
@@ -208,12 +211,18 @@ class FrameCache:
         self.entries = []
         self.run_eagerly_reason = f"internal error {where}: {type(cause).__name__}: {cause}"
         at = f" ({where_raised(cause)})" if cause.__traceback__ is not None else ""
+        key = (type(cause).__name__, str(cause))
+        if key in _REPORTED:
+            log_breaks.info("%s runs eagerly: internal error %s%s: %s", self.label, where, at, cause)
+            return
+        _REPORTED.add(key)
         warnings.warn(f"ember: internal error {where} for {self.label}{at}: "
                       f"{type(cause).__name__}: {cause}; running it eagerly from now on "
                       f"(set EMBER_STRICT=1 to raise)", stacklevel=4)
 
 
 def reset_all() -> None:
+    _REPORTED.clear()
     for cache in list(_ALL_CACHES):
         cache.reset()
 
