@@ -40,17 +40,19 @@ break (the caller must not list them).
 from __future__ import annotations
 
 import inspect
+import keyword
 import types
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .analysis import stack_depths
 from .assemble import assemble
-from .instructions import Instruction, copy_instructions, create_instruction, decode
+from .instructions import HAS_LOCAL, Instruction, copy_instructions, create_instruction, decode
 from .validate import check_generated
 from .versions import jump
 
-__all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset", "leading_argument"]
+__all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset", "leading_argument",
+           "mangle_local", "unmangle_local"]
 
 _UNSUPPORTED_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -67,6 +69,7 @@ class ResumeCode:
     null_positions: tuple[int, ...]  # stack positions re-created as NULL, not passed
     live_locals: tuple[str, ...]  # argument names of the live locals
     leading: Optional[str] = None  # a live local passed first, before the stack items
+    cell_args: tuple[str, ...] = ()  # live cell variables passed as cell objects (cells_by_reference)
 
     @property
     def argnames(self) -> tuple[str, ...]:
@@ -74,6 +77,26 @@ class ResumeCode:
         if self.leading is None:
             return self.stack_args + self.live_locals
         return (self.leading,) + self.stack_args + tuple(n for n in self.live_locals if n != self.leading)
+
+
+_MANGLED = "___local_"
+
+
+def mangle_local(name: str) -> str:
+    """``name`` if it can be a parameter in Python source, else a reversible identifier for it."""
+    if name.isidentifier() and not keyword.iskeyword(name) and not name.startswith(_MANGLED):
+        return name
+    return _MANGLED + name.encode().hex()
+
+
+def unmangle_local(name: str) -> str:
+    """The original name of a (possibly) mangled local of a resume function."""
+    if name.startswith(_MANGLED):
+        try:
+            return bytes.fromhex(name[len(_MANGLED):]).decode()
+        except ValueError:
+            return name
+    return name
 
 
 def leading_argument(code: types.CodeType) -> Optional[str]:
@@ -111,6 +134,7 @@ def make_resume_code(
     *,
     null_positions: Sequence[int] = (),
     instructions: Optional[list[Instruction]] = None,
+    cells_by_reference: bool = False,
 ) -> ResumeCode:
     """Build ``resume_at_<offset>(stack items..., live locals...)``.
 
@@ -119,6 +143,10 @@ def make_resume_code(
     instruction to run.  ``stack_depth`` must equal the analysed depth there;
     stack positions in ``null_positions`` hold a call's NULL, which cannot be
     passed as an argument and is pushed again by the prologue instead.
+
+    ``cells_by_reference``: live cell variables are passed as the cell objects themselves (the
+    prologue skips their ``MAKE_CELL``, so the frame uses the very cell a closure made before the
+    break holds); otherwise their values are passed and the prologue makes fresh cells.
     """
     if code.co_flags & _UNSUPPORTED_FLAGS:
         raise NotImplementedError(f"resume functions for generators/coroutines ({code.co_name})")
@@ -161,14 +189,21 @@ def make_resume_code(
     params = ResumeCode(code, 0, tuple(stack_args), nulls, live, leading).argnames
     varnames = list(params)
     varnames += [v for v in code.co_varnames if v not in varnames]
+    # Locals that are not identifiers (pytest's assertion rewriting makes `@py_assert1`) cannot be
+    # parameters of generated Python source: inside the resume code they get a reversible name.
+    varnames = [mangle_local(v) for v in varnames]
+    for instr in body:
+        if instr.opcode in HAS_LOCAL and isinstance(instr.argval, str):
+            instr.argval = mangle_local(instr.argval)
 
     # The prologue takes the target's source position, so a traceback through
     # it (there should be none) points at the resumed line.
-    prologue = [create_instruction("MAKE_CELL", argval=c) for c in code.co_cellvars]
+    by_reference = set(live) & set(code.co_cellvars) if cells_by_reference else set()
+    prologue = [create_instruction("MAKE_CELL", argval=c) for c in code.co_cellvars if c not in by_reference]
     if code.co_freevars:
         prologue.append(create_instruction("COPY_FREE_VARS", arg=len(code.co_freevars)))
     prologue.append(create_instruction("RESUME", arg=0))
-    args = iter(stack_args)
+    args = iter(mangle_local(a) for a in stack_args)
     for p in range(stack_depth):
         if p in nulls:
             prologue.append(create_instruction("PUSH_NULL"))
@@ -191,13 +226,17 @@ def make_resume_code(
         co_kwonlyargcount=0,
         co_flags=flags,
     )
-    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live, leading)
+    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live, leading,
+                      tuple(c for c in live if c in by_reference))
 
 
 def make_resume_function(fn: types.FunctionType, resume: ResumeCode) -> types.FunctionType:
     """A function object for ``resume.code`` sharing ``fn``'s globals and
-    closure cells (free variables stay shared with the original frame)."""
-    return types.FunctionType(resume.code, fn.__globals__, resume.code.co_name, None, fn.__closure__)
+    closure cells (free variables stay shared with the original frame).
+    ``__ember_cell_args__`` names the parameters that take cell objects."""
+    new = types.FunctionType(resume.code, fn.__globals__, resume.code.co_name, None, fn.__closure__)
+    new.__ember_cell_args__ = resume.cell_args
+    return new
 
 
 def find_offset(instructions: Sequence[Instruction], offset: int) -> int:

@@ -156,7 +156,10 @@ def _frame_problems(code, dis_insts) -> list[str]:
             break
     if not resumed:
         problems.append("no RESUME 0 in the prologue")
-    missing = [c for c in code.co_cellvars if c not in made]
+    params = code.co_varnames[:n_args]
+    # A cell that is a parameter may be passed in as the cell object itself (resume functions share
+    # a closure's cell that way), so it needs no MAKE_CELL; any other cell does.
+    missing = [c for c in code.co_cellvars if c not in made and c not in params]
     if missing:
         problems.append(f"cell variables without MAKE_CELL in the prologue: {missing}")
     if code.co_freevars and copied != len(code.co_freevars):

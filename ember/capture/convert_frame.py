@@ -17,12 +17,13 @@ import torch
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.builder import wrap
+from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
 from ember.capture.guards import GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
-from ember.capture.sources import CellContentsSource, ConstSource, LocalSource, bind
+from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
@@ -118,8 +119,12 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     try:
         with metrics.timed("capture"):
             names = codegen.parameter_names(code)
+            cell_args = getattr(fn, "__ember_cell_args__", ())
             for name in names:
-                tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
+                if name in cell_args:  # a resume function's cell, passed as the cell object
+                    tx.cells[name] = _passed_cell(bound[name], name)
+                else:
+                    tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
             if code.co_flags & inspect.CO_VARKEYWORDS:
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
                 tx.locals[names[-1]].source = None
@@ -308,15 +313,25 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     if bp.opname in ("CALL", "CALL_FUNCTION_EX") and len(stack) >= consumed:
         pos = len(stack) - consumed + 1
         stack[pos] = _compiled_callee(stack[pos], resumes, tx)
-    bound = set(tx.locals) | {n for n, c in tx.cells.items() if getattr(c, "contents", None) is not None}
-    residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound)
-    values = {**tx.locals}
+    # Locals by their names in the root function (a resume function's may be mangled); cells of
+    # the frame by the cell itself: the resume function shares it with closures made before.
+    values = {unmangle_local(n): v for n, v in tx.locals.items()}
     for name, cell in tx.cells.items():
         if name in fn.__code__.co_cellvars:
-            if getattr(cell, "contents", None) is not None:
-                values[name] = cell.contents
+            values[name] = cell
+    bound = set(values)
+    residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound)
     args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
+
+
+def _passed_cell(cell, name):
+    """The tracker of a cell a resume function receives as an argument (see make_resume_code)."""
+    if not isinstance(cell, types.CellType):
+        raise TypeError(f"resume function argument {name!r} should be a cell, got {type(cell).__name__}")
+    vt = RealCellVariable(cell, AttrSource(LocalSource(name), "cell_contents"))
+    vt.cell_source = LocalSource(name)
+    return vt
 
 
 def _compiled_callee(vt, resumes, tx):
@@ -390,20 +405,18 @@ class _ReturnPlan:
         self.scope = scope
         self.output_nodes: list = []
         self.prelude: list[str] = []        # statements building new objects before the return
+        # id(tracker) -> the entry's local holding the object built for it (None while building).
+        # The trackers are kept alive here: a temporary one must not free its id for another.
         self.built: dict[int, str | None] = {}
+        self._keep: list = []
+        self._names = 0
 
     def _nested_function(self, vt) -> str:
         """A function made in the frame, rebuilt after the graph (e.g. a lambda live across a break).
 
-        Only closures over cells that outlive the frame (the enclosing function's own closure) are
-        rebuilt: a cell of the frame itself would be split between the rebuilt function and the
-        resume function, which gets cell contents by value."""
-        from ember.capture.variables.functions import RealCellVariable
-        cells = []
-        for cell in vt.closure_cells:
-            if not isinstance(cell, RealCellVariable):
-                raise unsupported(f"{vt.describe()} closes over a variable of the frame")
-            cells.append(bind(self.scope, cell.cell, "cell"))
+        Its closure holds the real cells: the frame's own cells are built once (see ``_cell``) and
+        the resume function receives the same cell objects, so writes on either side are seen."""
+        cells = [self.expr(cell) for cell in vt.closure_cells]
         defaults = "(" + "".join(f"{self.expr(d)}, " for d in vt.defaults_vts) + ")" if vt.defaults_vts else "None"
         fn = f"{bind(self.scope, types.FunctionType, 'FunctionType')}({bind(self.scope, vt.code, 'code')}, " \
              f"{bind(self.scope, vt.globals, 'globals')}, {vt.name!r}, {defaults}, " \
@@ -412,6 +425,29 @@ class _ReturnPlan:
             kw = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.kwdefaults_vts.items()) + "}"
             fn = f"{bind(self.scope, _with_kwdefaults, 'with_kwdefaults')}({fn}, {kw})"
         return fn
+
+    def _fresh(self, prefix: str) -> str:
+        self._names += 1
+        return f"{prefix}{self._names}"
+
+    def _cell(self, vt) -> str:
+        """A closure cell: a real cell from outside by its source (or itself); a cell of the frame
+        built once, empty first (its contents may be a function that closes over it)."""
+        from ember.capture.variables.functions import CellVariable
+        if not isinstance(vt, CellVariable):
+            source = getattr(vt, "cell_source", None)
+            return source.expr(self.scope) if source is not None else bind(self.scope, vt.cell, "cell")
+        key = id(vt)
+        if key in self.built:
+            return self.built[key]
+        self._keep.append(vt)
+        name = self._fresh("___cell")
+        self.built[key] = name
+        self.prelude.append(f"{name} = {bind(self.scope, types.CellType, 'CellType')}()")
+        if vt.contents is not None:
+            value = self.expr(vt.contents)
+            self.prelude.append(f"{name}.cell_contents = {value}")
+        return name
 
     def _out(self, node) -> str:
         if node not in self.output_nodes:
@@ -425,6 +461,8 @@ class _ReturnPlan:
         once, into a local of the entry, and every reference to it — the return value, side
         effects, the stack and locals handed to a graph break's residual — names that one object:
         what the breaking call does to it (`next(it)`, `lst.append`) the rest of the frame sees."""
+        if type(vt).__name__ in ("CellVariable", "RealCellVariable"):
+            return self._cell(vt)
         if not _made_in_frame(vt):
             return self._build(vt)
         key = id(vt)
@@ -433,8 +471,9 @@ class _ReturnPlan:
                 raise unsupported("returning an object that refers to itself")
             return self.built[key]
         self.built[key] = None
+        self._keep.append(vt)
         text = self._build(vt)
-        name = f"___new{len(self.built)}"
+        name = self._fresh("___new")
         self.prelude.append(f"{name} = {text}")
         self.built[key] = name
         return name

@@ -127,6 +127,9 @@ class ResumeCache:
         if lead is not None and "__class__" in code.co_freevars:
             # Zero-argument super() reads the first argument without naming it: keep it alive.
             names.add(lead)
+        # Cells are handed over as the cell objects (a closure made before the break may hold one
+        # and see later writes), whether or not the rest of the frame reads them.
+        names.update(code.co_cellvars)
         order = list(code.co_varnames) + list(code.co_cellvars)
         return sorted(names, key=order.index)
 
@@ -144,7 +147,7 @@ class ResumeCache:
         if hit is None:
             idx = find_offset(self.instructions, offset)
             rc = make_resume_code(self.fn.__code__, idx, stack_depth, live, instructions=self.instructions,
-                                  null_positions=nulls)
+                                  null_positions=nulls, cells_by_reference=True)
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))

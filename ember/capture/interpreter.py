@@ -311,7 +311,7 @@ class Translator(OpcodeMixin):
             cell.contents = self.pop()
             return
         if isinstance(cell, RealCellVariable):
-            holder = _CellHolder(cell.cell)
+            holder = _CellHolder(cell.cell, getattr(cell, "cell_source", None))
             self.side_effects.store_attr(holder, cell.cell, "cell_contents", self.pop())
             return
         raise unsupported(f"assigning nonlocal {inst.argval!r}")
@@ -388,7 +388,7 @@ class Translator(OpcodeMixin):
         if flags & 0x04:
             self.pop()  # annotations
         kwdefaults = self.pop().items if flags & 0x02 else {}
-        defaults = self.pop().items if flags & 0x01 else ()
+        defaults = tuple(self.pop().unpack(self)) if flags & 0x01 else ()  # a constant tuple, often
         self.push(NestedFunctionVariable(code, code.co_name, self.globals, defaults, kwdefaults, closure,
                                          qualname=code.co_qualname))
 
@@ -495,8 +495,9 @@ class _TraceState:
 class _CellHolder(VariableTracker):
     """Names a real closure cell for replaying a ``nonlocal`` write."""
 
-    def __init__(self, cell):
-        self.source = ConstSource(cell, "<cell>")
+    def __init__(self, cell, source=None):
+        # A resume function's cell arrives as an argument (a new one per call): name it by source.
+        self.source = source if source is not None else ConstSource(cell, "<cell>")
 
 
 def _real_object(vt: VariableTracker):

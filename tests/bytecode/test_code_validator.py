@@ -88,7 +88,9 @@ def test_rejects_free_variables_without_copy_free_vars():
 
 
 def test_rejects_missing_make_cell():
-    def outer(a):
+    def outer():
+        a = 1
+
         def inner():
             return a
         return inner
