@@ -86,7 +86,8 @@ def _all_caches(root) -> list:
             continue
         seen.add(id(cache))
         order.append(cache)
-        todo.extend(cache.resumes._resume.values())
+        # ResumeCache keeps (compiled resume function, its resume code) per resume point
+        todo.extend(v[0] if isinstance(v, tuple) else v for v in cache.resumes._resume.values())
         todo.extend(cache.resumes._callees.values())
     return order
 
