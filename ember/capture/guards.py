@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import types
 from typing import Any
 
 import torch
@@ -154,6 +155,35 @@ class GuardSet:
         e = source.expr(self.scope)
         self._add(GuardKind.ID_MATCH, source, ("no_instance", name),
                   f"{name!r} not set on the instance {source.name()}", f"{name!r} not in {e}.__dict__")
+
+    def no_attribute(self, source: Source, obj: Any, name: str) -> None:
+        """``obj.name`` does not resolve (a failed ``hasattr``, ``getattr(obj, name, default)``).
+
+        Spelled so that checking it never runs user code: an object whose class has a Python
+        ``__getattr__`` (nn.Module's included) is checked through its dicts and its class."""
+        e = source.expr(self.scope)
+        self.scope.setdefault("___hasattr", hasattr)
+        n = repr(name)
+        if isinstance(obj, torch.nn.Module):
+            # Instance part here; the class part (shared by every instance, whose type is pinned
+            # already) once per class.
+            from ember.capture.sources import ConstSource
+            cls = type(obj)
+            self.no_attribute(ConstSource(cls, f"<class {cls.__qualname__}>"), cls, name)
+            code = (f"{n} not in {e}.__dict__ and {n} not in {e}._parameters and {n} not in {e}._buffers "
+                    f"and {n} not in {e}._modules")
+        elif isinstance(obj, type):
+            code = f"not ___hasattr({e}, {n})"
+        elif isinstance(obj, types.ModuleType):
+            code = f"{n} not in {e}.__dict__"
+        elif any("__getattr__" in k.__dict__ for k in type(obj).__mro__[:-1]) or \
+                type(type(obj).__getattribute__) is types.FunctionType:
+            if not isinstance(getattr(obj, "__dict__", None), dict):
+                return  # nothing cheap and side-effect free to check
+            code = f"{n} not in {e}.__dict__ and not ___hasattr(___type({e}), {n})"
+        else:
+            code = f"not ___hasattr({e}, {n})"
+        self._add(GuardKind.ID_MATCH, source, ("absent", name), f"{source.name()} has no attribute {name!r}", code)
 
     def hook_keys(self, source: Source, pre: list, post: list) -> None:
         """The module's forward (pre-)hooks are exactly these (none, usually)."""

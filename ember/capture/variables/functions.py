@@ -101,7 +101,11 @@ class UserFunctionVariable(VariableTracker):
         fn = self.fn
         dsrc = AttrSource(self.source, "__defaults__") if self.source else None
         ksrc = AttrSource(self.source, "__kwdefaults__") if self.source else None
-        defaults = tuple(wrap(tx, d, ItemSource(dsrc, i) if dsrc else None)
+        if dsrc is not None and fn.__defaults__:
+            # The tuple is immutable: pinning its identity pins every immutable default in it (one
+            # guard instead of one per default); other defaults are guarded where read, as usual.
+            tx.guards.id_match(dsrc, fn.__defaults__)
+        defaults = tuple(wrap(tx, d, ItemSource(dsrc, i) if dsrc and not _immutable(d) else None)
                          for i, d in enumerate(fn.__defaults__ or ()))
         kwdefaults = {k: wrap(tx, v, ItemSource(ksrc, k) if ksrc else None)
                       for k, v in (fn.__kwdefaults__ or {}).items()}
@@ -109,8 +113,11 @@ class UserFunctionVariable(VariableTracker):
 
     def closure(self, tx) -> tuple:
         cells = self.fn.__closure__ or ()
-        return tuple(RealCellVariable(c, CellContentsSource(self.source, i, self.fn.__code__.co_freevars[i])
-                                      if self.source else None) for i, c in enumerate(cells))
+        names = self.fn.__code__.co_freevars
+        # (`__class__` is the cell the compiler makes for zero-argument super(): never rebound.)
+        return tuple(RealCellVariable(c, CellContentsSource(self.source, i, names[i])
+                                      if self.source and names[i] != "__class__" else None)
+                     for i, c in enumerate(cells))
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
@@ -130,6 +137,13 @@ class UserFunctionVariable(VariableTracker):
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         from ember.capture.variables.objects import MissingAttribute
         raise MissingAttribute(f"function {self.fn.__qualname__} has no attribute {name!r}")
+
+
+def _immutable(value) -> bool:
+    """A default whose value a tracker without a source fully describes (no guard needed once the
+    defaults tuple holding it is pinned)."""
+    return value is None or type(value) in (int, float, bool, str, bytes, complex) or (
+        type(value) is tuple and all(_immutable(v) for v in value))
 
 
 class NestedFunctionVariable(VariableTracker):

@@ -86,20 +86,20 @@ class NewObjectVariable(VariableTracker):
             return ClassVariable(self.cls)
         if name == "__dict__":
             return DictVariable(dict(self.attrs))
+        from ember.capture.sources import AttrSource
+        from ember.capture.variables.objects import class_member, class_source
         attr = _lookup(self.cls, name)
         if attr is None:
+            tx.guards.no_attribute(class_source(self.cls), self.cls, name)  # the class may gain it
             getattr_hook = _lookup(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
-                return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
+                return class_member(tx, getattr_hook, AttrSource(class_source(self.cls), "__getattr__"), self,
+                                    self.cls).call(tx, [ConstantVariable(name)], {})
             raise MissingAttribute(f"{self.cls.__name__} object has no attribute {name!r}")
-        if isinstance(attr, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(attr), self)
-        if isinstance(attr, property):
-            return UserFunctionVariable(attr.fget).call(tx, [self], {})
-        if isinstance(attr, staticmethod):
-            return wrap(tx, attr.__func__, None)
-        if isinstance(attr, classmethod):
-            return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(self.cls))
+        # Methods and properties come from the class, which may be monkeypatched: guard the lookup.
+        member = class_member(tx, attr, AttrSource(class_source(self.cls), name), self, self.cls)
+        if member is not None:
+            return member
         if self.items is not None and isinstance(attr, (types.MethodDescriptorType, types.WrapperDescriptorType,
                                                         types.BuiltinMethodType)):
             from ember.capture.variables.functions import BoundMethodVariable

@@ -13,7 +13,7 @@ import types
 
 import torch
 
-from ember.capture.sources import AttrSource, ItemSource, ModuleMemberSource
+from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMemberSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException
 
@@ -33,33 +33,88 @@ def _static_lookup(obj, name):
     return None
 
 
+def class_source(cls: type) -> ConstSource:
+    """Where guards re-read ``cls``'s attributes: the class object itself (its identity is already
+    pinned wherever the trace learned it, by a type or identity guard on the instance)."""
+    return ConstSource(cls, f"<class {cls.__qualname__}>")
+
+
+def _guard_not_on_instance(tx, obj_vt, obj, name):
+    """A class-level attribute found for ``obj.name``: an instance attribute added later would
+    shadow it (``a.act = other``), so pin its absence from the instance ``__dict__``."""
+    if obj_vt.source is not None and isinstance(getattr(obj, "__dict__", None), dict):
+        tx.guards.not_in_instance_dict(obj_vt.source, name)
+
+
+def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
+    """The tracker for a class attribute ``raw`` (as found in a class ``__dict__`` on the MRO) read
+    through an instance (or class) ``self_vt``, with a guard that the same lookup still finds it.
+
+    ``lookup_src`` re-does the class-level lookup (``cls.name`` or ``super(C, T).name``), which for a
+    function or property gives the object itself, for a staticmethod its function, for a classmethod
+    a method whose ``__func__`` is pinned. Returns None for other kinds of attributes."""
+    from ember.capture.builder import wrap
+    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    if isinstance(raw, types.FunctionType):
+        tx.guards.id_match(lookup_src, raw)
+        return UserMethodVariable(UserFunctionVariable(raw, lookup_src), self_vt, inst_src)
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise unsupported("property has no getter")
+        tx.guards.id_match(lookup_src, raw)
+        getter = raw.fget
+        if isinstance(getter, types.FunctionType):
+            return UserFunctionVariable(getter, AttrSource(lookup_src, "fget")).call(tx, [self_vt], {})
+        return wrap(tx, getter, AttrSource(lookup_src, "fget")).call(tx, [self_vt], {})
+    if isinstance(raw, staticmethod):
+        return wrap(tx, raw.__func__, lookup_src)
+    if isinstance(raw, classmethod):
+        fsrc = AttrSource(lookup_src, "__func__")
+        if isinstance(raw.__func__, types.FunctionType):
+            tx.guards.id_match(fsrc, raw.__func__)
+            func = UserFunctionVariable(raw.__func__, fsrc)
+        else:
+            func = wrap(tx, raw.__func__, fsrc)
+        return UserMethodVariable(func, ClassVariable(bind_cls, class_source(bind_cls)), inst_src)
+    return None
+
+
 def _class_attribute(tx, obj_vt, obj, name):
     """Resolve an attribute found on the class: methods bind, properties run inlined."""
     from ember.capture.builder import wrap
     from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
     attr = _static_lookup(obj, name)
     src = AttrSource(obj_vt.source, name) if obj_vt.source else None
-    if isinstance(attr, types.FunctionType):
-        return UserMethodVariable(UserFunctionVariable(attr), obj_vt, src)
-    if isinstance(attr, property):
-        if attr.fget is None:
-            raise unsupported(f"property {name!r} has no getter")
-        return UserFunctionVariable(attr.fget).call(tx, [obj_vt], {})
-    if isinstance(attr, staticmethod):
-        return wrap(tx, attr.__func__, None)
-    if isinstance(attr, classmethod):
-        return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(type(obj)), src)
+    lookup_src = AttrSource(class_source(type(obj)), name)
+    member = class_member(tx, attr, lookup_src, obj_vt, type(obj), src)
+    if member is not None:
+        if not isinstance(attr, property):  # data descriptors win over the instance dict; the rest don't
+            _guard_not_on_instance(tx, obj_vt, obj, name)
+        return member
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
-        value = getattr(obj, name)
+        try:
+            value = getattr(obj, name)
+        except AttributeError:  # e.g. an unset __slots__ member
+            _guard_absent(tx, obj_vt.source, obj, name)
+            raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}") from None
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(value.__func__), obj_vt, src)
+            fsrc = AttrSource(src, "__func__") if src is not None else None
+            if fsrc is not None:
+                tx.guards.id_match(fsrc, value.__func__)
+            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), obj_vt, src)
         if isinstance(obj, dict) and name in _DICT_READS:
             return RealDictReadVariable(obj_vt, name)
         if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
             from ember.capture.builder import OpaqueCallableVariable
             return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
         return wrap(tx, value, src)
-    return wrap(tx, attr, src)
+    return wrap(tx, attr, src if src is not None else lookup_src)
+
+
+def _guard_absent(tx, source, obj, name):
+    """``obj`` has no attribute ``name`` (a failed hasattr / getattr with a default): pin that."""
+    if source is not None:
+        tx.guards.no_attribute(source, obj, name)
 
 
 def untraced_hooks(m: torch.nn.Module) -> bool:
@@ -166,12 +221,15 @@ class NNModuleVariable(VariableTracker):
         if name in d:
             return wrap(tx, d[name], self._sub(name))
         if name == "__class__":
-            return ClassVariable(type(m))
+            return ClassVariable(type(m), class_source(type(m)))
         if name in _LISTINGS and getattr(type(m), name) is getattr(torch.nn.Module, name, None):
             from ember.capture.variables.functions import BoundMethodVariable
+            tx.guards.id_match(AttrSource(class_source(type(m)), name), getattr(torch.nn.Module, name))
+            _guard_not_on_instance(tx, self, m, name)
             return BoundMethodVariable(self, name)
         if _static_lookup(m, name) is not None:
             return _class_attribute(tx, self, m, name)
+        _guard_absent(tx, self.source, m, name)
         raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
 
     def call(self, tx, args, kwargs):
@@ -312,7 +370,7 @@ class UserObjectVariable(VariableTracker):
             return pending
         d = getattr(obj, "__dict__", None)
         if name == "__class__":
-            return ClassVariable(type(obj))
+            return ClassVariable(type(obj), class_source(type(obj)))
         if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
         if isinstance(obj, logging.Logger) and name in _LOGGING_METHODS and self.source is not None:
@@ -326,10 +384,11 @@ class UserObjectVariable(VariableTracker):
             return _class_attribute(tx, self, obj, name)
         if hasattr(obj, "__slots__") and hasattr(obj, name):
             return wrap(tx, getattr(obj, name), AttrSource(self.source, name) if self.source else None)
+        _guard_absent(tx, self.source, obj, name)  # (for a __getattr__ hook: that it is still called)
         getattr_hook = _static_lookup(obj, "__getattr__")
         if isinstance(getattr_hook, types.FunctionType):
-            from ember.capture.variables.functions import UserFunctionVariable
-            return UserFunctionVariable(getattr_hook).call(tx, [self, ConstantVariable(name)], {})
+            return class_member(tx, getattr_hook, AttrSource(class_source(type(obj)), "__getattr__"), self,
+                                type(obj)).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
 
     def iter(self, tx):
@@ -352,7 +411,10 @@ class UserObjectVariable(VariableTracker):
             raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
         if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
                 isinstance(value.__func__, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(value.__func__), self)
+            fsrc = AttrSource(AttrSource(self.source, name), "__func__") if self.source else None
+            if fsrc is not None:
+                tx.guards.id_match(fsrc, value.__func__)
+            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), self)
         return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
 
     def setattr(self, tx, name, value):
@@ -415,12 +477,14 @@ class PythonModuleVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
-        if not hasattr(self.module, name):
-            raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
-        value = getattr(self.module, name)
         # torch's own namespaces are assumed not to be monkeypatched (as Dynamo does).
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "typing")
+        if not hasattr(self.module, name):
+            if not trusted:
+                _guard_absent(tx, self.source, self.module, name)
+            raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
+        value = getattr(self.module, name)
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
 
 
@@ -432,18 +496,31 @@ class ClassVariable(ConstantVariable):
         return f"class {self.value.__qualname__}"
 
     def getattr(self, tx, name):
-        from ember.capture.builder import wrap
+        from ember.capture.builder import _TRUSTED_MODULES, wrap
+        cls = self.value
+        base = self.source
+        if base is None and (getattr(cls, "__module__", None) or "").split(".")[0] not in _TRUSTED_MODULES:
+            base = class_source(cls)  # a class the trace knows (e.g. type(obj)): re-read it by identity
         try:
-            raw = inspect.getattr_static(self.value, name)
+            raw = inspect.getattr_static(cls, name)
         except AttributeError:
-            raise MissingAttribute(f"class {self.value.__name__} has no attribute {name!r}") from None
+            _guard_absent(tx, base, cls, name)
+            raise MissingAttribute(f"class {cls.__name__} has no attribute {name!r}") from None
+        src = AttrSource(base, name) if base is not None else None
         if isinstance(raw, (staticmethod, classmethod)) or isinstance(raw, types.FunctionType):
-            value = getattr(self.value, name)
+            value = getattr(cls, name)
             if isinstance(value, types.MethodType):
                 from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-                return UserMethodVariable(UserFunctionVariable(value.__func__), self)
-            return wrap(tx, value, None)
-        return wrap(tx, getattr(self.value, name), AttrSource(self.source, name) if self.source else None)
+                fsrc = AttrSource(src, "__func__") if src is not None else None
+                if fsrc is not None and isinstance(value.__func__, types.FunctionType):
+                    tx.guards.id_match(fsrc, value.__func__)
+                return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), self)
+            if src is not None and isinstance(value, types.FunctionType):
+                from ember.capture.variables.functions import UserFunctionVariable
+                tx.guards.id_match(src, value)  # a method read off its class: identity, like a callable
+                return UserFunctionVariable(value, src)
+            return wrap(tx, value, src)
+        return wrap(tx, getattr(cls, name), src)
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.builtins import construct

@@ -1,6 +1,7 @@
 """``super()`` inside inlined methods."""
 from __future__ import annotations
 
+import functools
 import types
 
 from ember.capture.variables.base import VariableTracker, unsupported
@@ -23,12 +24,15 @@ class SuperVariable(VariableTracker):
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
-                if isinstance(attr, types.FunctionType):
-                    return UserMethodVariable(UserFunctionVariable(attr), self.obj)
-                if isinstance(attr, property):
-                    return UserFunctionVariable(attr.fget).call(tx, [self.obj], {})
-                if isinstance(attr, staticmethod):
-                    return wrap(tx, attr.__func__, None)
+                if isinstance(attr, (types.FunctionType, property, staticmethod)):
+                    # Guarded by re-doing the same lookup (`super(C, T).name`): a class on the MRO
+                    # may be monkeypatched later.
+                    from ember.capture.sources import AttrSource, ConstSource
+                    from ember.capture.variables.objects import class_member
+                    sup = _super_object(self.cls, real_type)
+                    src = AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
+                                                      f"{real_type.__qualname__})"), name)
+                    return class_member(tx, attr, src, self.obj, real_type)
                 from ember.capture.variables.new_object import NewObjectVariable
                 if isinstance(self.obj, NewObjectVariable):
                     if attr is object.__init__:
@@ -46,6 +50,12 @@ class SuperVariable(VariableTracker):
                     raise unsupported(f"super().{name} resolves to a builtin slot")
                 return wrap(tx, attr, None)
         raise unsupported(f"super() has no attribute {name!r}")
+
+
+@functools.lru_cache(maxsize=1024)
+def _super_object(cls: type, real_type: type):
+    """One ``super(cls, real_type)`` per pair, so guards through it are shared (and deduplicated)."""
+    return super(cls, real_type)
 
 
 PURE_READ_METHODS = {"get", "__getitem__", "__contains__", "__len__", "keys", "values", "items", "index",
