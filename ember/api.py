@@ -159,8 +159,12 @@ class CompiledModule(torch.nn.Module):
         return len(self._modules["_orig_mod"])
 
     def _ember_traced_as(self) -> str | None:
-        """Called inside a frame ember traces: trace the original module's call instead."""
-        return None if self._ember_disable else "_orig_mod"
+        """Called inside a frame ember traces: trace the original module's call instead (unless
+        the wrapper has hooks of its own; the tracer guards that it has none)."""
+        if self._ember_disable or self._forward_hooks or self._forward_pre_hooks or self._backward_hooks \
+                or self._backward_pre_hooks:
+            return None
+        return "_orig_mod"
 
     def forward(self, *args, **kwargs):
         mod = self._modules["_orig_mod"]
@@ -173,6 +177,11 @@ class CompiledModule(torch.nn.Module):
         return cache(mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
+        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
+                or self._backward_pre_hooks):
+            # Hooks registered on the compiled wrapper itself: Module.__call__ runs them around
+            # (the compiled) forward, as for any module.
+            return super().__call__(*args, **kwargs)
         return self.forward(*args, **kwargs)
 
     def __getattr__(self, name):

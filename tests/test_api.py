@@ -246,3 +246,27 @@ def test_compiling_a_compiled_modules_forward():
 def test_explain_of_a_builtin():
     out = ember.explain(torch.relu)(x_(3))
     assert out.graph_count == 0
+
+
+def test_hooks_on_the_compiled_wrapper_run():
+    """Hooks registered on what ember.compile returned run around it, as on any module (directly,
+    and when the compiled module is called inside another compiled frame)."""
+    m = nn.Linear(2, 2)
+    cm = ember.compile(m)
+    calls = []
+    a = x_(2)
+
+    def outer(t):
+        return cm(t) + 1
+
+    compiled_outer = ember.compile(outer)
+    assert_same(compiled_outer(a), m(a) + 1)
+    handles = [cm.register_forward_pre_hook(lambda mod, i: calls.append("pre")),
+               cm.register_forward_hook(lambda mod, i, o: o * 0)]
+    assert_same(cm(a), m(a) * 0)
+    assert_same(compiled_outer(a), m(a) * 0 + 1)
+    assert calls == ["pre", "pre"]
+    for h in handles:
+        h.remove()
+    assert_same(cm(a), m(a))
+    assert_same(compiled_outer(a), m(a) + 1)

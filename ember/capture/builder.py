@@ -105,6 +105,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         attr = traced_as(value)
         if source is not None:
             guards.type_match(source, value)
+            if isinstance(value, torch.nn.Module):
+                guards.hook_keys(source, [], [])  # hooks on the wrapper itself would run around it
         return wrap(tx, getattr(value, attr), AttrSource(source, attr) if source is not None else None)
     if t in _CONSTANT_TYPES or isinstance(value, (torch.dtype, torch.device)):
         if source is not None:
