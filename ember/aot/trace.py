@@ -108,6 +108,57 @@ def _mutation_counter(t) -> int:
     return -1
 
 
+def _graph_modules_in(fn, depth: int = 4) -> list:
+    """The GraphModules a traced program closes over (through wrapper closures)."""
+    if isinstance(fn, torch.fx.GraphModule):
+        return [fn]
+    found = []
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.fx.GraphModule):
+        found.append(owner)
+    if depth:
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, torch.fx.GraphModule) or callable(value) and hasattr(value, "__closure__"):
+                found.extend(_graph_modules_in(value, depth - 1))
+    return found
+
+
+def _calls_lstm(gm: torch.fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        if n.op == "call_module":
+            if isinstance(gm.get_submodule(n.target), torch.nn.LSTM):
+                return True
+        elif n.op in ("call_function", "call_method") and "lstm" in str(
+                getattr(n.target, "__name__", n.target)).lower():
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def _differentiable_lstm(fn):
+    """Trace ``aten.lstm`` into differentiable ops for a joint graph.
+
+    torch's Python decomposition of ``aten.lstm`` (used under the Python dispatcher)
+    picks the oneDNN layer whenever the *input* does not require grad, with
+    ``train=False``, even when the weights require grad: that kernel then keeps no
+    workspace for its backward (None at run time). With oneDNN off while tracing, the
+    decomposition takes its plain-aten path, which autograd differentiates. Only for
+    graphs that call an LSTM (the flag is process-wide; the compile lock is held).
+    """
+    if not torch._C._get_mkldnn_enabled() or not any(_calls_lstm(gm) for gm in _graph_modules_in(fn)):
+        yield
+        return
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        yield
+    finally:
+        torch._C._set_mkldnn_enabled(True)
+
+
 def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_mode: FakeTensorMode,
                 decompositions=None, backward_pass_autocast="same_as_forward") -> torch.fx.GraphModule:
     """Trace ``(*primals, *tangents) -> [forward returns] + [grad per primal]``.
@@ -188,7 +239,8 @@ def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_m
                     emitted.append(("must_be_in_backward", i))
         return fw_values + grads_out
 
-    gm = _make_fx(joint, list(fake_args) + list(meta.traced_tangents), fake_mode, decompositions)
+    with _differentiable_lstm(fn):
+        gm = _make_fx(joint, list(fake_args) + list(meta.traced_tangents), fake_mode, decompositions)
     phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i, n in enumerate(phs):
         n.meta["ember_role"] = "primal" if i < num_primals else "tangent"
