@@ -133,13 +133,18 @@ class CompiledModule(torch.nn.Module):
         object.__setattr__(self, "_ember_ready", True)
         object.__setattr__(self, "_ember_settings", settings)
         object.__setattr__(self, "_ember_disable", settings.disable)
-        forward = type(module).forward
-        # A forward that is not a plain function (already compiled by a decorator, a
+        # A class that overrides __call__ runs its own __call__ (around Module.__call__): that is
+        # the frame to compile. Otherwise forward is, with Module.__call__'s hooks checked here.
+        call = type(module).__call__
+        via_call = call is not torch.nn.Module.__call__
+        frame = call if via_call else type(module).forward
+        # A frame that is not a plain function (a forward already compiled by a decorator, a
         # partialmethod, a builtin) is not compiled here: the module runs as it is.
-        cache = FrameCache(forward, settings.resolve_backend(), settings.fullgraph,
-                           label=f"{type(module).__name__}.forward") \
-            if isinstance(forward, types.FunctionType) else None
+        cache = FrameCache(frame, settings.resolve_backend(), settings.fullgraph,
+                           label=f"{type(module).__name__}.{frame.__name__}") \
+            if isinstance(frame, types.FunctionType) else None
         object.__setattr__(self, "_ember_cache", cache)
+        object.__setattr__(self, "_ember_via_call", via_call)
 
     @property
     def _orig_mod(self) -> torch.nn.Module:
@@ -171,8 +176,12 @@ class CompiledModule(torch.nn.Module):
         # The cache compiles type(mod).forward called directly; whatever Module.__call__ would add
         # (hooks, global ones included) or an instance-level forward means running the module as is.
         cache = self._ember_cache
-        if (self._ember_disable or cache is None or type(mod).forward is not cache.fn
-                or "forward" in mod.__dict__ or has_hooks(mod)):
+        if self._ember_disable or cache is None:
+            return mod(*args, **kwargs)
+        if self._ember_via_call:
+            if type(mod).__call__ is not cache.fn:
+                return mod(*args, **kwargs)
+        elif type(mod).forward is not cache.fn or "forward" in mod.__dict__ or has_hooks(mod):
             return mod(*args, **kwargs)
         return cache(mod, *args, **kwargs)
 

@@ -270,3 +270,24 @@ def test_hooks_on_the_compiled_wrapper_run():
         h.remove()
     assert_same(cm(a), m(a))
     assert_same(compiled_outer(a), m(a) + 1)
+
+
+def test_module_with_its_own_call():
+    """A module class that overrides __call__ (around Module.__call__): the compiled module runs
+    that __call__, like the module (before, only forward was compiled and __call__ skipped)."""
+    class Doubling(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, t):
+            return self.lin(t)
+
+        def __call__(self, t, scale=2.0):
+            return super().__call__(t) * scale
+
+    m = Doubling()
+    cm = ember.compile(m)
+    a = x_(2)
+    assert_same(cm(a), m(a))
+    assert_same(cm(a, scale=3.0), m(a, scale=3.0))
