@@ -7,6 +7,7 @@ the entry function (see `codegen`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import logging
 import types
@@ -51,6 +52,18 @@ class CacheEntry:
         return self.check_guards(bound)
 
 
+def _without_subclass_torch_function(fn):
+    """Run ``fn`` with tensor subclasses' ``__torch_function__`` disabled: the trace converts, checks
+    and compiles real tensors, which must not show up as calls to a user's subclass (only the graph,
+    at run time, dispatches to it, as eager does)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with torch._C.DisableTorchFunctionSubclass():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
+@_without_subclass_torch_function
 def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, label: str,
             resumes: "ResumeCache | None" = None, fullgraph: bool = True,
             offset_map: dict | None = None) -> CacheEntry:
@@ -85,6 +98,14 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
 
 def _describe_value(value) -> str:
     """A short description of a value for recompile reasons (the 'new value' of a failed guard)."""
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunctionSubclass():
+            return _describe_value_inner(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe_value_inner(value) -> str:
     if isinstance(value, torch.Tensor):
         return (f"{type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
                 f"stride={list(value.stride())} requires_grad={value.requires_grad}")
@@ -291,8 +312,6 @@ def _reasons_function(fn: types.FunctionType, guards: GuardSet) -> Callable:
 def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     """The expression that runs the breaking instruction and the rest of the frame."""
     bp = tx.reached_break
-    if tx.current_exception is not None:
-        raise unsupported("graph break inside an except block (the exception being handled)")
     if offset_map is not None:  # a resume function: speak in the root function's offsets
         bp.offset = offset_map[bp.offset]
     inst = bp.inst

@@ -44,6 +44,21 @@ class Guard:
         return f"{self.kind.name}: {self.text}"
 
 
+def dispatches_torch_function(cls: type) -> bool:
+    """Whether reading metadata of a ``cls`` tensor calls a user ``__torch_function__``."""
+    if cls is torch.Tensor or cls is torch.nn.Parameter:
+        return False
+    return getattr(cls, "__torch_function__", None) is not torch._C._disabled_torch_function_impl
+
+
+def tensor_meta(t: torch.Tensor) -> tuple:
+    """The metadata tensor guards compare, read without dispatching to a subclass's
+    ``__torch_function__`` (ember's own checks must not show up as calls to it)."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return (t.dtype, t.device, tuple(t.shape), t.stride(), t.requires_grad, t.layout, t.is_inference(),
+                t.is_conj(), t.is_neg())
+
+
 _SIMPLE_CONSTANT_TYPES = (int, float, bool, str, bytes, type(None), complex)
 
 
@@ -127,6 +142,9 @@ class GuardSet:
 
     def tensor_match(self, source: Source, t: torch.Tensor) -> None:
         """Everything about a tensor input that the graph specializes on."""
+        if dispatches_torch_function(type(t)):
+            self._subclass_tensor_match(source, t)
+            return
         e = source.expr(self.scope)
         tt = bind(self.scope, type(t), "type")
         dt = bind(self.scope, t.dtype, "dtype")
@@ -144,6 +162,18 @@ class GuardSet:
         text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} size={list(shape)} "
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
+
+    def _subclass_tensor_match(self, source: Source, t: torch.Tensor) -> None:
+        """tensor_match for a subclass with its own ``__torch_function__``: reading ``.shape`` would
+        call it, so the metadata is read in one helper with subclass dispatch disabled."""
+        e = source.expr(self.scope)
+        tt = bind(self.scope, type(t), "type")
+        meta = tensor_meta(t)
+        m = bind(self.scope, meta, "meta")
+        fn = bind(self.scope, tensor_meta, "tensor_meta")
+        text = (f"{source.name()}: {type(t).__name__} {meta[0]} {meta[1]} size={list(meta[2])} "
+                f"stride={list(meta[3])} requires_grad={meta[4]}")
+        self._add(GuardKind.TENSOR_MATCH, source, None, text, f"___type({e}) is {tt} and {fn}({e}) == {m}")
 
     def function_code(self, source: Source, fn) -> None:
         e = source.expr(self.scope)
