@@ -150,7 +150,7 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.type_match(source, original)
             guards.dict_keys(source, list(value.keys()), ordered=False)
         for k in value:
-            if not isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple)):
+            if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple)) or _identity_key(k)):
                 raise unsupported(f"dict with a key of type {type(k).__name__}")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return DictVariable(items, source=source, dict_cls=t)
@@ -253,6 +253,15 @@ def _wrap(tx, value, source) -> VariableTracker:
 
 
 _ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def _identity_key(k) -> bool:
+    """A dict key compared by identity (a class, a function, a typing form): hashing and comparing
+    it runs no user code, and the guard on the key set pins the very objects."""
+    t = type(k)
+    if isinstance(k, type):
+        return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
+    return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
 
 
 def _stateless(m: torch.nn.Module) -> bool:
@@ -384,4 +393,3 @@ class OpaqueCallableVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         raise unsupported(self.reason)
-

@@ -21,6 +21,7 @@ class SideEffects:
         self._globals: dict[tuple[int, str], tuple[dict, str, VariableTracker, Any]] = {}
         self._containers: dict[int, VariableTracker] = {}
         self._calls: list[tuple[VariableTracker, str, list, dict]] = []
+        self._raw_attrs: set[tuple[int, str]] = set()
 
     def __bool__(self) -> bool:
         return bool(self._attrs or self._globals or self._containers or self._calls)
@@ -30,10 +31,20 @@ class SideEffects:
         self._calls.append((target, method, args, kwargs))
 
     # -- attributes of outside objects ----------------------------------------------
-    def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker) -> None:
+    def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker,
+                   raw: bool = False) -> None:
+        """``raw``: replay with ``object.__setattr__`` (the trace already ran the class's own
+        ``__setattr__``, whose effects are recorded separately)."""
         if target.source is None:
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
-        self._attrs[(id(obj), name)] = (target, name, value)
+        key = (id(obj), name)
+        if raw:
+            self._raw_attrs.add(key)
+        self._attrs[key] = (target, name, value)
+
+    def has_attrs(self, obj: Any) -> bool:
+        """Whether the frame wrote any attribute of ``obj``."""
+        return any(key[0] == id(obj) for key in self._attrs)
 
     def load_attr(self, obj: Any, name: str) -> VariableTracker | None:
         hit = self._attrs.get((id(obj), name))
@@ -67,30 +78,64 @@ class SideEffects:
         """Statements (for the generated entry) that apply the recorded effects."""
         from ember.capture.sources import bind
         from ember.capture.builder import advance
-        from ember.capture.variables.containers import DictVariable, IteratorVariable, ListVariable, SetVariable
+        from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
+                                                        TupleVariable)
         lines = []
+        # Every object written to is read from its source before any write: a write must not
+        # redirect where a later one lands (`obj.items = []` and an append to the old `obj.items`).
+        targets: dict[int, str] = {}
+
+        def target_of(vt) -> str:
+            key = id(vt)
+            if key not in targets:
+                targets[key] = f"___t{len(targets)}"
+                lines.append(f"{targets[key]} = {vt.source.expr(scope)}")
+            return targets[key]
+
         for c in self._containers.values():
-            target = c.source.expr(scope)
+            target_of(c)
+        for target, _name, _value in self._attrs.values():
+            target_of(target)
+        for target, _method, _args, _kwargs in self._calls:
+            target_of(target)
+        # ... and so is every value written (`a.x, a.y = a.y, a.x`).
+        values: list[str] = []
+        made: list = []  # trackers made here live until the end (the plan may key on their ids)
+
+        def value_of(vt) -> str:
+            made.append(vt)
+            text = plan.expr(vt)
+            if text.isidentifier() or text.startswith("___o["):
+                return text
+            values.append(f"___v{len(values)}")
+            lines.append(f"{values[-1]} = {text}")
+            return values[-1]
+
+        writes = []
+        for c in self._containers.values():
+            target = targets[id(c)]
             if isinstance(c, ListVariable):
-                lines.append(f"{target}[:] = [{', '.join(plan.expr(i) for i in c.items)}]")
-            elif isinstance(c, DictVariable):
-                items = ", ".join(f"({plan.expr(c.keys[k])}, {plan.expr(v)})"
-                                  for k, v in c.items.items())
-                lines += [f"___new = [{items}]", f"___d = {target}", "___d.clear()", "___d.update(___new)"]
-            elif isinstance(c, SetVariable):
-                items = ", ".join(plan.expr(v) for v in c.items.values())
-                lines += [f"___new = [{items}]", f"___s = {target}", "___s.clear()", "___s.update(___new)"]
+                writes.append(f"{target}[:] = {value_of(ListVariable(c.items))}")
+            elif isinstance(c, (DictVariable, SetVariable)):
+                if isinstance(c, DictVariable):
+                    items = [TupleVariable([c.keys[k], v]) for k, v in c.items.items()]
+                else:
+                    items = list(c.items.values())
+                writes += [f"{target}.clear()", f"{target}.update({value_of(ListVariable(items))})"]
             elif isinstance(c, IteratorVariable):
-                lines.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
+                writes.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:
                 raise unsupported(f"replaying a mutation of {c.describe()}")
-        for target, name, value in self._attrs.values():
-            lines.append(f"___setattr({target.source.expr(scope)}, {name!r}, {plan.expr(value)})")
+        for key, (target, name, value) in self._attrs.items():
+            setter = "___object_setattr" if key in self._raw_attrs else "___setattr"
+            writes.append(f"{setter}({targets[id(target)]}, {name!r}, {value_of(value)})")
         for gdict, name, value, _src in self._globals.values():
-            lines.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {plan.expr(value)}")
+            writes.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {value_of(value)}")
         for target, method, args, kwargs in self._calls:
-            parts = [plan.expr(a) for a in args] + [f"{k}={plan.expr(v)}" for k, v in kwargs.items()]
-            lines.append(f"{target.source.expr(scope)}.{method}({', '.join(parts)})")
+            parts = [value_of(a) for a in args] + [f"{k}={value_of(v)}" for k, v in kwargs.items()]
+            writes.append(f"{targets[id(target)]}.{method}({', '.join(parts)})")
+        lines += writes
         if lines:
             scope["___setattr"] = setattr
+            scope["___object_setattr"] = object.__setattr__
         return lines

@@ -122,7 +122,9 @@ class ItemSource(Source):
         return f"{self.base.name()}[{self.index!r}]"
 
     def expr(self, scope):
-        return hoist(scope, f"{self.base.expr(scope)}[{self.index!r}]")
+        index = self.index
+        text = repr(index) if isinstance(index, (str, int, float, bool, type(None))) else bind(scope, index, "key")
+        return hoist(scope, f"{self.base.expr(scope)}[{text}]")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -174,6 +174,14 @@ def _setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+def _delattr(tx, obj, name):
+    method = getattr(obj, "delattr", None)
+    if method is None:
+        raise unsupported(f"delattr on {obj.describe()}")
+    method(tx, name.as_constant())
+    return ConstantVariable(None)
+
+
 def _iter_items(tx, vt):
     return vt.iter(tx).unpack(tx)
 
@@ -378,6 +386,7 @@ def _int_float(kind):
 
 _HANDLERS = {
     isinstance: _isinstance, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    delattr: _delattr,
     enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed, list: _list,
     tuple: _tuple, set: _set, dict: _dict, sum: _sum, min: _minmax(min), max: _minmax(max),
     abs: _abs, iter: _iter, next: _next, type: _type, bool: _bool, any: _any_all(any),

@@ -123,6 +123,9 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
         if self.fn in WARNING_FILTER_FUNCTIONS:
             return call_warning_filter(tx, self.fn)
+        from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
+        if self.fn in COPY_FUNCTIONS:
+            return call_copy_function(tx, self.fn, args, kwargs)
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
@@ -274,4 +277,3 @@ class PartialVariable(VariableTracker):
 
 def real_defaults(fn) -> tuple[tuple, dict]:
     return tuple(fn.__defaults__ or ()), dict(fn.__kwdefaults__ or {})
-

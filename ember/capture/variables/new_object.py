@@ -77,6 +77,18 @@ class NewObjectVariable(VariableTracker):
         return names
 
     def getattr(self, tx, name):
+        custom = _lookup(self.cls, "__getattribute__")
+        if isinstance(custom, types.FunctionType):
+            # A Python __getattribute__ (HF configs' attribute_map) runs; object.__getattribute__
+            # inside it is `generic_getattr`.
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            return UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name)], {})
+        return self.generic_getattr(tx, name)
+
+    def generic_setattr(self, tx, name, value):
+        self.object_setattr(name, value)
+
+    def generic_getattr(self, tx, name):
         from ember.capture.builder import wrap
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
         from ember.capture.variables.objects import ClassVariable, MissingAttribute
@@ -190,6 +202,8 @@ class ObjectSetattrFunction(VariableTracker):
         obj, name, value = args
         if isinstance(obj, NewObjectVariable):
             obj.object_setattr(name.as_constant(), value)
+        elif hasattr(obj, "generic_setattr"):  # bypasses the class's own __setattr__, as in Python
+            obj.generic_setattr(tx, name.as_constant(), value)
         else:
             obj.setattr(tx, name.as_constant(), value)
         return ConstantVariable(None)

@@ -405,6 +405,12 @@ class UserObjectVariable(VariableTracker):
         attribute; the guard re-reads it the same way, so the answer stays pinned."""
         from ember.capture.builder import wrap
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        if tx.side_effects.has_attrs(self.obj):
+            # The frame wrote attributes (possibly through the same mapping): run the class's own
+            # __getattribute__, whose object.__getattribute__ sees the recorded writes.
+            getattribute = _static_lookup(self.obj, "__getattribute__")
+            return UserMethodVariable(UserFunctionVariable(getattribute), self).call(
+                tx, [ConstantVariable(name)], {})
         try:
             value = getattr(self.obj, name)
         except AttributeError:
@@ -419,14 +425,46 @@ class UserObjectVariable(VariableTracker):
 
     def setattr(self, tx, name, value):
         obj = self.obj
+        custom = _static_lookup(obj, "__setattr__")
+        if isinstance(custom, types.FunctionType):
+            # A Python __setattr__ (e.g. HF configs' validation and attribute_map) is inlined; it ends
+            # in object.__setattr__ (super().__setattr__), which is `generic_setattr`.
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name), value], {})
+            return
+        if custom not in (None, object.__setattr__):
+            raise unsupported(f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: recorded, replayed after the graph the same way."""
+        obj = self.obj
         cls_attr = _static_lookup(obj, name)
         if cls_attr is not None and hasattr(cls_attr, "__set__"):
             raise unsupported(f"assigning {type(obj).__name__}.{name} through a descriptor/property")
-        if _static_lookup(obj, "__setattr__") not in (None, object.__setattr__):
-            raise unsupported(f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
         if getattr(obj, "__dict__", None) is None:
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object without __dict__")
-        tx.side_effects.store_attr(self, obj, name, value)
+        tx.side_effects.store_attr(self, obj, name, value, raw=True)
+
+    def generic_getattr(self, tx, name):
+        """``object.__getattribute__(obj, name)`` (what a custom ``__getattribute__`` defers to)."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        pending = tx.side_effects.load_attr(self.obj, name)
+        if pending is not None:
+            return pending
+        try:
+            value = object.__getattribute__(self.obj, name)
+        except AttributeError:
+            raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
+        if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
+                isinstance(value.__func__, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(value.__func__), self)
+        src = None
+        if self.source is not None:  # guarded by re-doing the same read
+            from ember.capture.sources import CallSource
+            src = CallSource(object.__getattribute__, self.source, (name,))
+        return wrap(tx, value, src)
 
     def call(self, tx, args, kwargs):
         call = _static_lookup(self.obj, "__call__")

@@ -18,12 +18,21 @@ class SuperVariable(VariableTracker):
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-        real_type = self.obj.python_type()
+        from ember.capture.variables.objects import ClassVariable
+        # In a classmethod the second argument is the class itself: look up on its own MRO.
+        on_class = isinstance(self.obj, ClassVariable) and isinstance(self.obj.value, type)
+        real_type = self.obj.value if on_class else self.obj.python_type()
         mro = real_type.__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
         for klass in mro[start:]:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
+                if isinstance(attr, classmethod):
+                    return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(real_type))
+                if hasattr(self.obj, "generic_setattr") and attr is object.__setattr__:
+                    return _GenericAttr(self.obj, "generic_setattr")
+                if hasattr(self.obj, "generic_getattr") and attr is object.__getattribute__:
+                    return _GenericAttr(self.obj, "generic_getattr")
                 if isinstance(attr, (types.FunctionType, property, staticmethod)):
                     # Guarded by re-doing the same lookup (`super(C, T).name`): a class on the MRO
                     # may be monkeypatched later.
@@ -84,6 +93,23 @@ class RealReadMethodVariable(VariableTracker):
         value = self.method(self.obj_vt.obj, *cargs)
         src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
         return wrap(tx, value, src)
+
+
+class _GenericAttr(VariableTracker):
+    """``super().__setattr__`` / ``super().__getattribute__`` resolving to ``object``'s, on an object
+    from outside the frame (inside its class's custom ``__setattr__`` / ``__getattribute__``)."""
+
+    def __init__(self, obj, method):
+        self.obj = obj
+        self.method = method
+
+    def call(self, tx, args, kwargs):
+        name = args[0].as_constant()
+        if not isinstance(name, str) or kwargs:
+            raise unsupported(f"object.{self.method} with {[a.describe() for a in args]}")
+        from ember.capture.variables.base import ConstantVariable
+        result = getattr(self.obj, self.method)(tx, name, *args[1:])
+        return result if result is not None else ConstantVariable(None)
 
 
 class _NoOp(VariableTracker):
