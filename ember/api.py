@@ -23,7 +23,7 @@ import torch
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture.cache import FrameCache, reset_all
-from ember.capture.variables.objects import has_hooks
+from ember.capture.variables.objects import has_hooks, untraced_hooks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,6 +145,11 @@ class CompiledModule(torch.nn.Module):
             if isinstance(frame, types.FunctionType) else None
         object.__setattr__(self, "_ember_cache", cache)
         object.__setattr__(self, "_ember_via_call", via_call)
+        # For a module with hooks or an instance-level forward: its whole call, compiled as the
+        # frame of `_call_module` (hooks are traced like those of any module the frame calls).
+        object.__setattr__(self, "_ember_call_cache", FrameCache(
+            _call_module, settings.resolve_backend(), settings.fullgraph,
+            label=f"{type(module).__name__}.__call__") if not via_call else None)
 
     @property
     def _orig_mod(self) -> torch.nn.Module:
@@ -181,8 +186,12 @@ class CompiledModule(torch.nn.Module):
         if self._ember_via_call:
             if type(mod).__call__ is not cache.fn:
                 return mod(*args, **kwargs)
-        elif type(mod).forward is not cache.fn or "forward" in mod.__dict__ or has_hooks(mod):
+        elif type(mod).forward is not cache.fn:
             return mod(*args, **kwargs)
+        elif "forward" in mod.__dict__ or has_hooks(mod):
+            if untraced_hooks(mod):  # hooks the tracer does not take (global, backward, with kwargs)
+                return mod(*args, **kwargs)
+            return self._ember_call_cache(mod, *args, **kwargs)
         return cache(mod, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
@@ -224,6 +233,10 @@ class CompiledModule(torch.nn.Module):
 
     def __dir__(self):
         return sorted(set(dir(self._orig_mod)) | set(super().__dir__()))
+
+
+def _call_module(module, *args, **kwargs):
+    return module(*args, **kwargs)
 
 
 def _rebuild(model, settings: dict):

@@ -291,3 +291,22 @@ def test_module_with_its_own_call():
     a = x_(2)
     assert_same(cm(a), m(a))
     assert_same(cm(a, scale=3.0), m(a, scale=3.0))
+
+
+def test_top_module_with_hooks_or_instance_forward_is_compiled():
+    """Hooks on the compiled module itself and an instance-level forward are compiled with the
+    module's call (as any module called in a traced frame), not run eagerly."""
+    m = nn.Linear(2, 2)
+    cm = ember.compile(m)
+    counter_before = ember.stats()["graphs"]
+    a = x_(2)
+    handle = m.register_forward_hook(lambda mod, i, o: o * 2)
+    pre = m.register_forward_pre_hook(lambda mod, i: (i[0] + 1,))
+    assert_same(cm(a), m(a))
+    assert ember.stats()["graphs"] == counter_before + 1 and ember.stats()["fallbacks"] == 0
+    handle.remove()
+    pre.remove()
+    assert_same(cm(a), m(a))
+    m.forward = lambda t: t * 5
+    assert_same(cm(a), a * 5)
+    assert ember.stats()["fallbacks"] == 0
