@@ -14,6 +14,7 @@ import torch.nn as nn
 import ember
 from alias_helpers import run_and_compare
 from helpers import compare
+from inductor_tolerance import assert_close_inductor
 
 VIAS = ["direct", "torch.compile"]
 
@@ -182,7 +183,10 @@ def test_input_mutated_in_forward_and_backward(backend, partitioner):
         compiled = torch.compile(fw_and_bw_mutation, backend=ember.lookup_backend(backend), fullgraph=True)
         got = run(compiled)
     for what, a, b in zip(["output", "buf after forward", "buf after backward", "grad"], eager, got):
-        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=lambda m: f"{what}: {m}")
+        if backend == "inductor":
+            assert_close_inductor(b, a, what=what)
+        else:
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6, msg=lambda m: f"{what}: {m}")
 
 
 def test_forward_and_backward_mutations_are_tagged():
@@ -491,5 +495,4 @@ def test_min_cut_with_mutated_input_saves_mutation_source():
 def test_inductor_uses_min_cut():
     def f(x, w):
         return ((x @ w).relu().sin() * 3).sum()
-    compare(f, lambda: (torch.randn(4, 8), leaf(8, 8)), backend="inductor", via="torch.compile",
-            rtol=1e-4, atol=1e-5)
+    compare(f, lambda: (torch.randn(4, 8), leaf(8, 8)), backend="inductor", via="torch.compile")
