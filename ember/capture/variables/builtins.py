@@ -150,23 +150,30 @@ def _len(tx, obj):
     return obj.call_method(tx, "__len__", [], {})
 
 
+def _attribute_error(e) -> bool:
+    """An AttributeError raised while reading an attribute (a missing one, or one a Python
+    ``__getattr__`` / property raised), which getattr(default) and hasattr absorb."""
+    exc = getattr(e, "exc", None)
+    return isinstance(exc, AttributeError) or exc is AttributeError
+
+
 def _getattr(tx, obj, name, *default):
-    from ember.capture.variables.objects import MissingAttribute
     try:
         return tx.getattr(obj, name.as_constant())
-    except MissingAttribute:
-        if default:
+    except PythonException as e:
+        if default and _attribute_error(e):
             return default[0]
         raise
 
 
 def _hasattr(tx, obj, name):
-    from ember.capture.variables.objects import MissingAttribute
     try:
         tx.getattr(obj, name.as_constant())
         return ConstantVariable(True)
-    except MissingAttribute:
-        return ConstantVariable(False)
+    except PythonException as e:
+        if _attribute_error(e):
+            return ConstantVariable(False)
+        raise
 
 
 def _setattr(tx, obj, name, value):

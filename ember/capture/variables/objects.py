@@ -118,14 +118,18 @@ def _guard_absent(tx, source, obj, name):
 
 
 def untraced_hooks(m: torch.nn.Module) -> bool:
-    """Hooks that ember does not inline: backward, global, keyword-argument, always-called."""
+    """Hooks that ember does not inline: backward, global, always-called."""
     mm = torch.nn.modules.module
     return bool(m._backward_hooks or m._backward_pre_hooks or mm._global_forward_hooks
                 or mm._global_forward_pre_hooks or mm._global_backward_hooks
                 or getattr(mm, "_global_backward_pre_hooks", None)
-                or getattr(m, "_forward_hooks_with_kwargs", None)
-                or getattr(m, "_forward_pre_hooks_with_kwargs", None)
                 or getattr(m, "_forward_hooks_always_called", None))
+
+
+def _hook_flags(tx, module_vt, name) -> set:
+    """The hook ids in ``module.<name>`` (hook id -> True). No guard of its own: a hook's flag is
+    fixed when it is registered, and the hook ids are guarded (``hook_keys``)."""
+    return set(getattr(module_vt.module, name, None) or ())
 
 
 def has_hooks(m: torch.nn.Module) -> bool:
@@ -230,7 +234,23 @@ class NNModuleVariable(VariableTracker):
         if _static_lookup(m, name) is not None:
             return _class_attribute(tx, self, m, name)
         _guard_absent(tx, self.source, m, name)
+        hook = _static_lookup(m, "__getattr__")
+        if isinstance(hook, types.FunctionType) and hook is not torch.nn.Module.__getattr__:
+            # A module class's own __getattr__ (its super().__getattr__ is `module_member`).
+            return class_member(tx, hook, AttrSource(class_source(type(m)), "__getattr__"), self,
+                                type(m)).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
+
+    def module_member(self, tx, name):
+        """``nn.Module.__getattr__``: a parameter, buffer or submodule, else AttributeError."""
+        from ember.capture.builder import wrap
+        d = self.module.__dict__
+        for kind in ("_parameters", "_buffers", "_modules"):
+            members = d.get(kind)
+            if members is not None and name in members:
+                src = ModuleMemberSource(self.source, kind, name) if self.source else None
+                return wrap(tx, members[name], src)
+        raise MissingAttribute(f"'{type(self.module).__name__}' object has no attribute '{name}'")
 
     def call(self, tx, args, kwargs):
         """``module(*args)``: inline what ``Module._call_impl`` does — forward pre-hooks,
@@ -245,8 +265,25 @@ class NNModuleVariable(VariableTracker):
             tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))
         elif m._forward_hooks or m._forward_pre_hooks:
             raise unsupported(f"module hooks on a module ember cannot name ({type(m).__name__})")
+        # Which hooks take keyword arguments (register_forward_(pre_)hook(..., with_kwargs=True)).
+        pre_kw = _hook_flags(tx, self, "_forward_pre_hooks_with_kwargs")
+        post_kw = _hook_flags(tx, self, "_forward_hooks_with_kwargs")
         for key, hook in list(m._forward_pre_hooks.items()):
             hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_pre_hooks"), key))
+            if key in pre_kw:
+                from ember.capture.variables.containers import DictVariable
+                kw_vt = DictVariable({})
+                for k, v in kwargs.items():
+                    kw_vt.set_item(ConstantVariable(k), v)
+                result = hook_vt.call(tx, [self, TupleVariable(list(args)), kw_vt], {})
+                if not (result.is_constant() and result.as_constant() is None):
+                    if not (isinstance(result, TupleVariable) and len(result.items) == 2
+                            and isinstance(result.items[1], DictVariable)):
+                        raise unsupported("forward pre-hook with kwargs must return None or (args, kwargs)")
+                    new_args, new_kwargs = result.items
+                    args = list(new_args.unpack(tx))
+                    kwargs = {k: v for k, v in new_kwargs.items.items()}
+                continue
             result = hook_vt.call(tx, [self, TupleVariable(list(args))], {})
             if not (result.is_constant() and result.as_constant() is None):
                 args = list(result.items) if isinstance(result, TupleVariable) else [result]
@@ -254,7 +291,14 @@ class NNModuleVariable(VariableTracker):
         out = forward.call(tx, list(args), kwargs)
         for key, hook in list(m._forward_hooks.items()):
             hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_hooks"), key))
-            result = hook_vt.call(tx, [self, TupleVariable(list(args)), out], {})
+            if key in post_kw:
+                from ember.capture.variables.containers import DictVariable
+                kw_vt = DictVariable({})
+                for k, v in kwargs.items():
+                    kw_vt.set_item(ConstantVariable(k), v)
+                result = hook_vt.call(tx, [self, TupleVariable(list(args)), kw_vt, out], {})
+            else:
+                result = hook_vt.call(tx, [self, TupleVariable(list(args)), out], {})
             if not (result.is_constant() and result.as_constant() is None):
                 out = result
         return out

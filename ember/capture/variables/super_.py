@@ -29,6 +29,8 @@ class SuperVariable(VariableTracker):
                 attr = klass.__dict__[name]
                 if isinstance(attr, classmethod):
                     return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(real_type))
+                if hasattr(self.obj, "module_member") and attr is _module_getattr():
+                    return _GenericAttr(self.obj, "module_member")
                 if hasattr(self.obj, "generic_setattr") and attr is object.__setattr__:
                     return _GenericAttr(self.obj, "generic_setattr")
                 if hasattr(self.obj, "generic_getattr") and attr is object.__getattribute__:
@@ -93,6 +95,11 @@ class RealReadMethodVariable(VariableTracker):
         value = self.method(self.obj_vt.obj, *cargs)
         src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
         return wrap(tx, value, src)
+
+
+def _module_getattr():
+    import torch
+    return torch.nn.Module.__getattr__
 
 
 class _GenericAttr(VariableTracker):
