@@ -25,7 +25,7 @@ from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
@@ -339,8 +339,12 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         if name in fn.__code__.co_cellvars:
             values[name] = cell
     bound = set(values)
-    residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound)
+    handling = not tx.exc_inherited  # the trace entered or left an except block: set sys.exc_info()
+    residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound, handling)
     args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
+    if handling:
+        current = tx.current_exception_vt
+        args.append(plan.expr(current) if current is not None else "None")
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
 
 
@@ -503,6 +507,8 @@ class _ReturnPlan:
             if vt.node.op == "placeholder" and vt.source is not None:
                 return vt.source.expr(s)
             return self._out(vt.node)
+        if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
+            return vt.source.expr(s)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:

@@ -29,6 +29,7 @@ value on the stack cannot be rebuilt.
 from __future__ import annotations
 
 import logging
+import sys
 import types
 
 import torch
@@ -154,6 +155,11 @@ class ResumeCache:
             hit = self._resume[key] = (self.make_compiled(fn, self._offset_map(fn.__code__)), rc)
         return hit
 
+    def offset_in(self, resume_code, offset: int) -> int | None:
+        """Where the original's instruction at ``offset`` sits in one of its resume functions."""
+        mapping = self._offset_map(resume_code) or {}
+        return next((mine for mine, orig in mapping.items() if orig == offset), None)
+
     def _offset_map(self, resume_code) -> dict[int, int] | None:
         """Offsets of a resume function's instructions → offsets in the original code.
 
@@ -188,13 +194,51 @@ def _load_arguments(rc, stack_values: list[str]) -> list:
     return [create_instruction("LOAD_FAST", argval=by_param.get(p, p)) for p in rc.argnames]
 
 
+def _current_exception():
+    return sys.exc_info()[1]
+
+
+def _restore_exception_on_exit(ins: list) -> list:
+    """The residual of a break in an ``except`` block made the handled exception current; however
+    it is left — returning, or raising — the exception current before is current again, as after
+    the original handler's ``POP_EXCEPT`` (which ran only in the trace if the resume function was
+    compiled)."""
+    restore = [create_instruction("LOAD_FAST", argval="___exc_before"), create_instruction("POP_EXCEPT"),
+               create_instruction("RERAISE", arg=0)]
+    cover = ExnTabEntry(start=restore[0], end=restore[-1], target=restore[0], depth=0, lasti=False)
+    start = next(i for i, instr in enumerate(ins) if instr.opname == "STORE_FAST"
+                 and instr.argval == "___exc_before") + 1
+    out = []
+    for k, instr in enumerate(ins):
+        if k >= start and instr.exn_tab_entry is None:
+            instr.exn_tab_entry = cover
+        if instr.opname == "RETURN_VALUE":
+            before = [create_instruction("LOAD_FAST", argval="___exc_before"), create_instruction("POP_EXCEPT")]
+            for extra in before:
+                extra.exn_tab_entry = cover
+            for other in ins:  # a jump to the return must now land on the restore
+                if other.target is instr:
+                    other.target = before[0]
+            out += before
+        out.append(instr)
+    return out + restore
+
+
 def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache, n_consumed: int,
-                   after_offsets: list[int], bound: set) -> tuple[types.FunctionType, list[int], list[str]]:
+                   after_offsets: list[int], bound: set, handling_exception: bool = False
+                   ) -> tuple[types.FunctionType, list[int], list[str]]:
     """The residual function for a break; returns it, the stack positions it takes, and live locals.
 
     ``n_consumed``: how many stack items the breaking instruction pops (pushes one result for a
     call, nothing for a branch). ``after_offsets``: where execution continues (one offset for a
     call, fallthrough and target for a branch).
+
+    ``handling_exception``: the trace entered (or left) an ``except`` block, so the exception
+    being handled differs from the one current when the frame started. The residual then takes
+    it as its last argument (an exception or None) and makes it the thread's current exception
+    (``sys.exc_info()`` and a bare ``raise`` in the breaking call see it, as in eager); the one
+    current before stands for the stack item the frame's first handler pushed, and is current
+    again when the residual returns or raises (see ``_restore_exception_on_exit``).
     """
     code = fn.__code__
     stack = bp.stack
@@ -202,8 +246,6 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     remaining = depth - n_consumed
     handler = _covering_handler(resumes.fn.__code__, bp.offset)
     lower_nulls = [p for p in range(remaining) if isinstance(stack[p], NullVariable)]
-    if lower_nulls and handler is not None:
-        raise unsupported("graph break inside a try block with a pending call's NULL on the stack")
     # With a pending outer call below the break (`foo(print(x))`), its NULL cannot be moved around
     # in bytecode: the residual then pushes only what the breaking instruction consumes, and the
     # items below go straight from its arguments to the resume function, whose prologue
@@ -216,14 +258,29 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
     temps = [f"___after{p}" for p in range(base, depth_after)]
-    varnames = arg_names + [n for n in live_here if n not in arg_names] + temps
+    live_args = [n for n in live_here if n not in arg_names]
+    exc_args = ["___exc"] if handling_exception else []
+    varnames = arg_names + live_args + exc_args + temps
     ins = [create_instruction("RESUME", arg=0)]
+
+    def stack_value(p: int) -> str:
+        """The residual's local holding frame stack item ``p``."""
+        if handling_exception and getattr(stack[p], "exc_info_at_entry", False):
+            return "___exc_before"  # the exception current when the frame was entered (traced as None)
+        return f"___stack{p}"
+
+    if handling_exception:
+        varnames.append("___exc_before")
+        ins += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=_current_exception)])
+        ins += versions.call(0)
+        ins += [create_instruction("STORE_FAST", argval="___exc_before"),
+                create_instruction("LOAD_FAST", argval="___exc"), create_instruction("POP_EXCEPT")]
     for p in range(base, depth):
         if isinstance(stack[p], NullVariable):
             ins.append(create_instruction("PUSH_NULL"))
         else:
-            ins.append(create_instruction("LOAD_FAST", argval=f"___stack{p}"))
-    passed_through = [f"___stack{p}" for p in range(base) if not isinstance(stack[p], NullVariable)]
+            ins.append(create_instruction("LOAD_FAST", argval=stack_value(p)))
+    passed_through = [stack_value(p) for p in range(base) if not isinstance(stack[p], NullVariable)]
 
     def continue_at(offset: int) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
@@ -259,21 +316,36 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             raise unsupported("graph break: exception handler deeper than the stack")
         if any(isinstance(v, NullVariable) for v in stack[:handler.depth]):
             raise unsupported("graph break inside a try block with a pending call's NULL on the stack")
+        if handler.depth > base and base > 0:  # pragma: no cover - a try block starts at a statement
+            raise unsupported("graph break: a pending call below the break started before its try block")
+        # The residual's stack starts at frame position ``base`` (items below were passed through as
+        # arguments): unwind it to the handler's depth relative to that, and hand the handler
+        # resume function the items below from the arguments.
+        unwound = handler.depth - base if base == 0 else 0
+        below = [stack_value(p) for p in range(handler.depth)] if base > 0 else []
         h_depth = handler.depth + (1 if handler.lasti else 0) + 1
-        h_temps = [f"___h{p}" for p in range(h_depth)]
+        h_temps = [f"___h{p}" for p in range(h_depth - len(below))]
         varnames += h_temps
         live_handler = [n for n in resumes.live_at(handler.target) if n in bound]
         resume_handler, rc_handler = resumes.resume(handler.target, h_depth, live_handler)
         block = [create_instruction("STORE_FAST", argval=t) for t in reversed(h_temps)]
+        if handler.lasti:
+            # The pushed lasti is the residual's own; the handler's RERAISE would set the resume
+            # function's frame to it. Use where the breaking instruction sits in that function.
+            at = resumes.offset_in(rc_handler.code, bp.offset)
+            block += [create_instruction("LOAD_CONST", argval=at // 2 if at is not None else -1),
+                      create_instruction("STORE_FAST", argval=h_temps[handler.depth - len(below)])]
         block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_handler)])
-        block += _load_arguments(rc_handler, h_temps)
+        block += _load_arguments(rc_handler, below + h_temps)
         block += versions.call(len(rc_handler.argnames))
         block += versions.return_value()
-        entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=handler.depth,
+        entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=unwound,
                             lasti=handler.lasti)
         for instr in breaking:
             instr.exn_tab_entry = entry
         ins += block
+    if handling_exception:
+        ins = _restore_exception_on_exit(ins)
     # Every instruction of the residual carries the breaking instruction's source position, so a
     # traceback through it names the user's line.
     where = resumes.instructions[find_offset(resumes.instructions, bp.offset)].positions
@@ -281,7 +353,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         instr.positions = where
     new_code = assemble(ins, code, varnames=varnames, co_name=f"break_at_{bp.offset}",
                         co_qualname=f"{code.co_qualname}.break_at_{bp.offset}",
-                        co_argcount=len(arg_names) + len([n for n in live_here if n not in arg_names]),
+                        co_argcount=len(arg_names) + len(live_args) + len(exc_args),
                         co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=code.co_flags & ~(0x04 | 0x08 | 0x20),
                         cellvars=(), freevars=())
@@ -290,4 +362,4 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     residual = types.FunctionType(check_generated(new_code), fn.__globals__, new_code.co_name)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("residual %s:\n%s", new_code.co_qualname, readable_code(new_code))
-    return residual, arg_positions, [n for n in live_here if n not in arg_names]
+    return residual, arg_positions, live_args

@@ -54,6 +54,8 @@ class Translator(OpcodeMixin):
         self.kw_names: tuple | None = None
         self.result: VariableTracker | None = None
         self.current_exception = None  # the exception being handled (sys.exc_info() of the frame)
+        self.exc_inherited = True  # ... unless the trace changed it, the one current at its start
+        self.current_exception_vt = None  # its tracker, once the trace changed it
         self.break_at: int | None = None     # offset to stop at (a graph break), top frame only
         self.reached_break = None
         # A generator body stops at each YIELD_VALUE (see variables/generators.py).
@@ -435,12 +437,24 @@ class Translator(OpcodeMixin):
     # -- exception handling (exceptions raised by traced Python code) ----------------------------
     def PUSH_EXC_INFO(self, inst):
         exc = self.pop()
-        self.push(ConstantVariable(self.current_exception))
-        self.current_exception = exc.as_constant()
+        if self.exc_inherited:
+            # The exception current when the trace started is unknown to it (a caller's, or the
+            # one a resume function's handler is handling): this item stands for it (graph_break.py).
+            prev = ConstantVariable(None)
+            prev.exc_info_at_entry = True
+        else:
+            prev = self.current_exception_vt or ConstantVariable(self.current_exception)
+        self.exc_inherited = False
+        self.push(prev)
+        self.current_exception = _exception_value(exc)
+        self.current_exception_vt = exc
         self.push(exc)
 
     def POP_EXCEPT(self, inst):
-        self.current_exception = self.pop().as_constant()
+        prev = self.pop()
+        self.exc_inherited = getattr(prev, "exc_info_at_entry", False)
+        self.current_exception = None if self.exc_inherited else _exception_value(prev)
+        self.current_exception_vt = None if self.exc_inherited else prev
 
     def CHECK_EXC_MATCH(self, inst):
         kind = self.pop().as_constant()
@@ -498,6 +512,16 @@ class _CellHolder(VariableTracker):
     def __init__(self, cell, source=None):
         # A resume function's cell arrives as an argument (a new one per call): name it by source.
         self.source = source if source is not None else ConstSource(cell, "<cell>")
+
+
+def _exception_value(vt: VariableTracker):
+    """The exception (or None) a tracker on the exception stack stands for."""
+    if vt.is_constant():
+        return vt.as_constant()
+    real = _real_object(vt)
+    if real is None:
+        raise unsupported(f"{vt.describe()} as the exception being handled")
+    return real
 
 
 def _real_object(vt: VariableTracker):
