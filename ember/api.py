@@ -50,7 +50,7 @@ class _Settings:
         return functools.partial(fn, **extra) if extra else fn
 
     def kwargs(self) -> dict:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # not deep copies
 
 
 def _frame_target(fn) -> tuple[types.FunctionType | None, tuple]:

@@ -310,3 +310,23 @@ def test_top_module_with_hooks_or_instance_forward_is_compiled():
     m.forward = lambda t: t * 5
     assert_same(cm(a), a * 5)
     assert ember.stats()["fallbacks"] == 0
+
+
+def test_pickling_keeps_the_backend_object():
+    import threading
+
+    class LockedBackend:  # not deep-copyable (a lock), but picklable by reference to its class
+        def __init__(self):
+            self.lock = threading.Lock()
+
+        def __call__(self, gm, example_inputs):
+            return gm.forward
+
+        def __reduce__(self):
+            return LockedBackend, ()
+
+    backend = LockedBackend()
+    cf = ember.compile(add_scale, backend=backend)
+    assert cf.__reduce__()[1][1]["backend"] is backend
+    cm = ember.compile(nn.Linear(2, 2), backend=backend)
+    assert cm.__reduce__()[1][1]["backend"] is backend
