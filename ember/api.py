@@ -189,7 +189,9 @@ class CompiledModule(torch.nn.Module):
         elif type(mod).forward is not cache.fn:
             return mod(*args, **kwargs)
         elif "forward" in mod.__dict__ or has_hooks(mod):
-            if untraced_hooks(mod):  # hooks the tracer does not take (global, backward, with kwargs)
+            if untraced_hooks(mod) or _uninitialized_lazy(mod):
+                # Hooks the tracer does not take (global, backward, with kwargs); a lazy module's
+                # first call (its pre-hook creates the parameters, then goes away).
                 return mod(*args, **kwargs)
             return self._ember_call_cache(mod, *args, **kwargs)
         return cache(mod, *args, **kwargs)
@@ -233,6 +235,11 @@ class CompiledModule(torch.nn.Module):
 
     def __dir__(self):
         return sorted(set(dir(self._orig_mod)) | set(super().__dir__()))
+
+
+def _uninitialized_lazy(module: torch.nn.Module) -> bool:
+    check = getattr(module, "has_uninitialized_params", None)
+    return isinstance(module, torch.nn.modules.lazy.LazyModuleMixin) and check is not None and check()
 
 
 def _call_module(module, *args, **kwargs):

@@ -187,6 +187,7 @@ def test_lazy_module_is_initialised_then_compiled():
     assert m.weight.shape == (2, 5)
     assert_same(out, m(a))
     assert_same(cm(a), m(a))
+    assert ember.stats()["graphs"] == 1 and ember.stats()["fallbacks"] == 0  # compiled once initialised
 
 
 def test_compiled_functions_called_inside_compiled_functions_make_one_graph():
