@@ -500,6 +500,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
             return vt
+    from ember.capture.variables.new_module import construct_module, module_constructible
+    if module_constructible(cls):
+        return construct_module(tx, cls, args, kwargs)
     from ember.capture.variables.new_object import constructible, construct_object
     if constructible(cls):
         return construct_object(tx, cls, args, kwargs)

@@ -7,6 +7,7 @@ the cache and recompiles.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import types
@@ -511,6 +512,9 @@ class UserObjectVariable(VariableTracker):
         return wrap(tx, value, src)
 
     def call(self, tx, args, kwargs):
+        if isinstance(self.obj, functools._lru_cache_wrapper):
+            from ember.capture.variables.new_module import call_lru_cached
+            return call_lru_cached(tx, self.obj, args, kwargs)
         call = _static_lookup(self.obj, "__call__")
         if isinstance(call, types.FunctionType):
             return self.getattr(tx, "__call__").call(tx, args, kwargs)
@@ -583,6 +587,10 @@ class ClassVariable(ConstantVariable):
         base = self.source
         if base is None and (getattr(cls, "__module__", None) or "").split(".")[0] not in _TRUSTED_MODULES:
             base = class_source(cls)  # a class the trace knows (e.g. type(obj)): re-read it by identity
+        from ember.capture.variables.new_module import class_attribute_override
+        override = class_attribute_override(cls, name)
+        if override is not None:
+            return override
         try:
             raw = inspect.getattr_static(cls, name)
         except AttributeError:

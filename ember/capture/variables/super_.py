@@ -29,6 +29,9 @@ class SuperVariable(VariableTracker):
                 attr = klass.__dict__[name]
                 if isinstance(attr, classmethod):
                     return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(real_type))
+                if type(self.obj).__name__ == "NewModuleVariable" and attr is _module_init():
+                    from ember.capture.variables.new_module import ModuleInitVariable
+                    return ModuleInitVariable(self.obj)
                 if hasattr(self.obj, "module_member") and attr is _module_getattr():
                     return _GenericAttr(self.obj, "module_member")
                 if hasattr(self.obj, "generic_setattr") and attr is object.__setattr__:
@@ -95,6 +98,11 @@ class RealReadMethodVariable(VariableTracker):
         value = self.method(self.obj_vt.obj, *cargs)
         src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
         return wrap(tx, value, src)
+
+
+def _module_init():
+    import torch
+    return torch.nn.Module.__init__
 
 
 def _module_getattr():

@@ -1,0 +1,149 @@
+"""``nn.Module`` objects constructed inside the frame, and other library idioms HF models use in
+``forward``: ``dict.fromkeys``, ``functools.lru_cache``-wrapped helpers.
+
+A module built in the frame (``ACT2FN["silu"]`` builds ``SiLUActivation()`` on every call) is
+a `NewModuleVariable`: an object made in the frame whose ``__init__`` is inlined, with
+``nn.Module.__init__`` standing for the empty module state (no parameters, buffers or
+submodules, ``training=True``). Calling it runs its ``forward`` — a fresh module has no hooks
+(global hooks make the call unsupported). Only stateless modules are modelled: assigning a
+tensor or a module to it is unsupported, and so is letting it escape the frame.
+"""
+from __future__ import annotations
+
+import collections
+import types
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.new_object import NewObjectVariable, _lookup
+
+
+def module_constructible(cls: type) -> bool:
+    if not issubclass(cls, torch.nn.Module) or type(cls) is not type:
+        return False
+    if cls.__new__ is not object.__new__ or _lookup(cls, "__setattr__") is not torch.nn.Module.__setattr__:
+        return False
+    if _lookup(cls, "__getattr__") is not torch.nn.Module.__getattr__:
+        return False
+    # Container / parametrized torch modules hold state: only plain Python subclasses.
+    return all(k.__module__ != "builtins" or k is object for k in cls.__mro__) and not issubclass(
+        cls, (torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.Sequential, torch.nn.ParameterList,
+              torch.nn.ParameterDict))
+
+
+class NewModuleVariable(NewObjectVariable):
+    def describe(self):
+        return f"new {self.cls.__qualname__} module"
+
+    def init_module_state(self):
+        """``nn.Module.__init__()``: the state a fresh module has that the trace can see."""
+        self.attrs.setdefault("training", ConstantVariable(True))
+
+    def setattr(self, tx, name, value):
+        from ember.capture.variables.objects import NNModuleVariable
+        from ember.capture.variables.tensor import TensorVariable
+        if isinstance(value, (TensorVariable, NNModuleVariable, NewModuleVariable)):
+            raise unsupported(f"a module built in the frame holding {value.describe()} (stateful module)")
+        attr = _lookup(self.cls, name)
+        if isinstance(attr, property):
+            return super().setattr(tx, name, value)
+        self.attrs[name] = value  # what Module.__setattr__ does for a plain value
+
+    def call(self, tx, args, kwargs):
+        mm = torch.nn.modules.module
+        if mm._global_forward_hooks or mm._global_forward_pre_hooks or mm._global_backward_hooks or \
+                getattr(mm, "_global_backward_pre_hooks", None):
+            raise unsupported("global module hooks on a module built in the frame")
+        if _lookup(self.cls, "__call__") is not torch.nn.Module.__call__:
+            return self.getattr(tx, "__call__").call(tx, args, kwargs)
+        return self.getattr(tx, "forward").call(tx, args, kwargs)
+
+    def reconstruct(self, plan) -> str:
+        raise unsupported(f"a {self.describe()} escapes the frame")
+
+
+def construct_module(tx, cls: type, args: list, kwargs: dict) -> NewModuleVariable:
+    from ember.capture.variables.functions import UserFunctionVariable
+    obj = NewModuleVariable(cls)
+    init = _lookup(cls, "__init__")
+    if init is torch.nn.Module.__init__:
+        if args or kwargs:
+            raise unsupported(f"{cls.__name__}() takes no arguments (TypeError)")
+        obj.init_module_state()
+    elif isinstance(init, types.FunctionType):
+        UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
+    else:
+        raise unsupported(f"{cls.__name__}.__init__ is not a Python function")
+    return obj
+
+
+class ModuleInitVariable(VariableTracker):
+    """``super().__init__()`` reaching ``nn.Module.__init__`` inside a module built in the frame."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:
+            raise unsupported("nn.Module.__init__ with arguments")
+        self.obj.init_module_state()
+        return ConstantVariable(None)
+
+
+# -- dict.fromkeys ---------------------------------------------------------------------------
+
+class DictFromKeysVariable(VariableTracker):
+    """``dict.fromkeys(iterable, value=None)`` (and OrderedDict's)."""
+
+    def __init__(self, dict_cls):
+        self.dict_cls = dict_cls
+
+    def describe(self):
+        return f"{self.dict_cls.__name__}.fromkeys"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.containers import DictVariable
+        if kwargs or not 1 <= len(args) <= 2:
+            raise unsupported("dict.fromkeys with unexpected arguments (TypeError)")
+        value = args[1] if len(args) == 2 else ConstantVariable(None)
+        d = DictVariable({}, dict_cls=self.dict_cls)
+        for key in args[0].iter(tx).unpack(tx):
+            d.set_item(key, value)
+        return d
+
+
+def class_attribute_override(cls, name):
+    """A tracker for ``cls.name`` that the class-attribute lookup should not produce, or None."""
+    if name == "fromkeys" and cls in (dict, collections.OrderedDict):
+        return DictFromKeysVariable(cls)
+    return None
+
+
+# -- functools.lru_cache ----------------------------------------------------------------------
+
+_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None))
+
+
+def _immutable(value) -> bool:
+    return isinstance(value, _IMMUTABLE) or (type(value) is tuple and all(_immutable(v) for v in value))
+
+
+def call_lru_cached(tx, wrapper, args, kwargs):
+    """A call to an ``lru_cache``-wrapped function with constant arguments: the cached answer.
+
+    The real wrapper is called now (eager would call it at this point too, running the body if
+    not cached yet); later calls of the compiled code use the answer, which is what the cache
+    gives eager for the same arguments. Only immutable answers are baked in."""
+    if not all(a.is_constant() and _immutable(a.as_constant()) for a in [*args, *kwargs.values()]):
+        raise unsupported(f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
+                          f"with non-constant arguments")
+    value = wrapper(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    if not _immutable(value):
+        raise unsupported(f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
+                          f"{type(value).__name__}")
+    from ember.capture.variables.builtins import wrap_constant
+    return wrap_constant(value)
