@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import sys
 import types
 from typing import Any, Callable
 
@@ -70,8 +71,9 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     """Trace ``fn`` on ``bound`` arguments; on an unsupported instruction in the frame, break there
     (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
     maybe_inject("capture")
+    handled = sys.exc_info()[1]  # the caller's (the re-trace below runs inside an except block)
     try:
-        return _capture(fn, bound, backend, label, None, resumes)
+        return _capture(fn, bound, backend, label, None, resumes, handled)
     except Unsupported as e:
         offset = getattr(e, "top_offset", None)
         if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable):
@@ -84,7 +86,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.args = (e._message(),)
             raise
         try:
-            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes)
+            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled)
         except _NotBreakable as refused:
             # Report the instruction that could not be traced (with its location), and why the
             # frame could not break there instead.
@@ -121,7 +123,7 @@ class _NotBreakable(Unsupported):
     pass
 
 
-def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
+def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> CacheEntry:
     code = fn.__code__
     fake = FakeContext()
     guards = GuardSet()
@@ -136,6 +138,8 @@ def _capture(fn, bound, backend, label, break_at, resumes) -> CacheEntry:
     side_effects = SideEffects()
     tx = Translator(code, fn.__globals__, {}, cells, output, guards, side_effects=side_effects)
     tx.break_at = break_at[0] if break_at else None
+    tx.exc_at_entry = handled  # the exception being handled when the frame was called
+    tx.exc_at_entry_is_ours = getattr(fn, "__ember_cell_args__", None) is not None  # a resume function
     residual_call = None
     try:
         with metrics.timed("capture"):

