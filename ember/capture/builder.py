@@ -15,7 +15,7 @@ import types
 import torch
 
 from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
                    torch.layout, torch.memory_format, torch.Size, type(Ellipsis), type(NotImplemented),
@@ -113,6 +113,10 @@ def _wrap(tx, value, source) -> VariableTracker:
             if t in (slice, range):
                 guards.type_match(source, value)
                 guards.equals(source, value)
+            elif t in (int, float):
+                # Type now; the value only if the trace uses it (see LazyGuardedConstant).
+                guards.type_match(source, value)
+                return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))
             else:
                 guards.constant_match(source, value)
         return ConstantVariable(value, source)
@@ -393,3 +397,4 @@ class OpaqueCallableVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         raise unsupported(self.reason)
+

@@ -26,7 +26,7 @@ from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
@@ -511,6 +511,8 @@ class _ReturnPlan:
             if vt.node.op == "placeholder" and vt.source is not None:
                 return vt.source.expr(s)
             return self._out(vt.node)
+        if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
+            return vt.source.expr(s)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:

@@ -7,7 +7,8 @@ from __future__ import annotations
 import dis
 import operator
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
+                                          format_value, unsupported)
 from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
@@ -89,7 +90,8 @@ class OpcodeMixin:
 
     def BUILD_STRING(self, inst):
         parts = self.popn(inst.arg)
-        self.push(ConstantVariable("".join(p.as_constant() for p in parts)))
+        lazy = derived_lazy(concat_strings, parts)
+        self.push(lazy if lazy is not None else ConstantVariable("".join(p.as_constant() for p in parts)))
 
     def LIST_APPEND(self, inst):
         value = self.pop()
@@ -163,6 +165,10 @@ class OpcodeMixin:
         value = self.pop()
         if not value.is_constant():
             raise unsupported(f"formatting {value.describe()} into a string")
+        lazy = derived_lazy(format_value, [value, ConstantVariable(flags & 0x03), ConstantVariable(spec)])
+        if lazy is not None:  # a scalar argument only formatted: not guarded by value
+            self.push(lazy)
+            return
         v = value.as_constant()
         conv = flags & 0x03
         v = str(v) if conv == 1 else repr(v) if conv == 2 else ascii(v) if conv == 3 else v

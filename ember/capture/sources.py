@@ -196,3 +196,20 @@ class CallSource(Source):
 
     def __hash__(self):
         return hash((id(self.func), id(self.base) if not isinstance(self.base, Source) else self.base))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ApplySource(Source):
+    """``fn(*parts)``, each part a Source or a constant: a value the trace derived from inputs
+    without reading them (e.g. an f-string of a scalar argument), rebuilt this way at run time."""
+    fn: Any
+    parts: tuple
+
+    def name(self) -> str:
+        inner = ", ".join(p.name() if isinstance(p, Source) else repr(p) for p in self.parts)
+        return f"{getattr(self.fn, '__name__', self.fn)}({inner})"
+
+    def expr(self, scope):
+        f = bind(scope, self.fn, "func")
+        inner = ", ".join(p.expr(scope) if isinstance(p, Source) else bind(scope, p, "arg") for p in self.parts)
+        return f"{f}({inner})"

@@ -106,6 +106,71 @@ class ConstantVariable(VariableTracker):
         return super().unpack(tx)
 
 
+class LazyGuardedConstant(ConstantVariable):
+    """An int or float from outside the frame whose value is guarded only once the trace uses it.
+
+    Its type is guarded when it is read; its value only when something reads ``.value`` (a branch,
+    a shape, a tensor op that bakes it into the graph, Python arithmetic). A value that only flows
+    on as data — returned, stored, appended to a list, handed to the next resume function — is
+    rebuilt from its source instead, so a new value (``loss.item()`` each training step) does not
+    recompile."""
+
+    __slots__ = ("_install",)
+
+    def __init__(self, value: Any, source, install) -> None:
+        ConstantVariable.value.__set__(self, value)
+        self.source = source
+        self._install = install
+
+    @property
+    def value(self):
+        install = self._install
+        if install is not None:
+            self._install = None
+            install()
+        return ConstantVariable.value.__get__(self)
+
+    @property
+    def specialized(self) -> bool:
+        """Whether the value has been used (and is now guarded)."""
+        return self._install is None
+
+    def python_type(self):
+        return type(ConstantVariable.value.__get__(self))  # the type is guarded already
+
+    def describe(self):
+        return f"Constant({type(ConstantVariable.value.__get__(self)).__name__} from {self.source.name()})"
+
+
+def format_value(value, conversion: int, spec: str) -> str:
+    """What FORMAT_VALUE computes (conversion 1: str, 2: repr, 3: ascii)."""
+    value = str(value) if conversion == 1 else repr(value) if conversion == 2 else ascii(value) \
+        if conversion == 3 else value
+    return format(value, spec)
+
+
+def concat_strings(*parts) -> str:
+    return "".join(parts)
+
+
+def derived_lazy(fn, parts: list) -> "LazyGuardedConstant | None":
+    """``fn(*parts)`` as a new unspecialized constant when some part is an unspecialized
+    LazyGuardedConstant and the rest are constants (None otherwise): computed now for the trace,
+    rebuilt from the parts' sources at run time, and only guarded if its own value gets used."""
+    lazy = [p for p in parts if isinstance(p, LazyGuardedConstant) and not p.specialized]
+    if not lazy or not all(p.is_constant() for p in parts):
+        return None
+    from ember.capture.sources import ApplySource
+    raw = [ConstantVariable.value.__get__(p) if isinstance(p, LazyGuardedConstant) else p.as_constant()
+           for p in parts]
+    src = ApplySource(fn, tuple(p.source if p in lazy else r for p, r in zip(parts, raw)))
+
+    def install():
+        for p in lazy:
+            p.value  # noqa: B018 — reading the value installs its guard
+    return LazyGuardedConstant(fn(*raw), src, install)
+
+
 class NullVariable(VariableTracker):
     """The NULL that 3.11 pushes next to a callable (PUSH_NULL / LOAD_GLOBAL flag)."""
 

@@ -17,7 +17,7 @@ import copy
 import copyreg
 import types
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
 
 def _default_protocol(cls: type) -> bool:
@@ -47,6 +47,8 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
     if isinstance(vt, (ClassVariable, BuiltinVariable, UserFunctionVariable, NestedFunctionVariable,
                        TorchFunctionVariable, PythonModuleVariable)):
         return vt  # atomic
+    if isinstance(vt, LazyGuardedConstant):
+        return vt  # an int or float: its copy is itself (and reading it would guard its value)
     if type(vt) is ConstantVariable:
         value = vt.value
         if isinstance(value, (int, float, bool, str, bytes, complex, type(None), range, type(Ellipsis),

@@ -1,0 +1,106 @@
+"""Python scalars are guarded by value only when the trace uses the value.
+
+An int or float argument (of the compiled function, or handed to a resume function after a
+graph break — e.g. ``loss.item()``) that only flows on as data (returned, formatted, stored,
+passed to the next resume function) is rebuilt from where it came from; a new value must not
+recompile. A value the graph or the control flow depends on is guarded (and recompiles).
+"""
+import torch
+import torch.nn as nn
+
+from ember_test_helpers import CompileCounter, assert_same, compile, stats
+
+
+def test_training_loop_logging_item_does_not_recompile(capsys):
+    def make():
+        torch.manual_seed(0)
+        model = nn.Linear(4, 1)
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step(model, x, y):
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        v = loss.item()
+        print(f"loss {v:.4f}")
+        return loss * 2, v
+
+    results = []
+    for compiled in (False, True):
+        model, opt = make()
+        fn = compile(step, backend=CompileCounter()) if compiled else step
+        g = torch.Generator().manual_seed(1)
+        out = []
+        for _ in range(20):
+            x, y = torch.randn(8, 4, generator=g), torch.randn(8, 1, generator=g)
+            opt.zero_grad()
+            out.append(fn(model, x, y))
+            opt.step()
+        results.append((out, [p.detach().clone() for p in model.parameters()], capsys.readouterr().out))
+    (eager_out, eager_params, eager_log), (comp_out, comp_params, comp_log) = results
+    assert_same(comp_out, eager_out)
+    assert_same(comp_params, eager_params)
+    assert comp_log == eager_log
+    assert len(set(v for _, v in eager_out)) == 20  # the logged value really changed every step
+    assert stats()["recompiles"] == 0
+    assert stats()["fallbacks"] == 0
+
+
+def test_unused_and_returned_scalar_arguments_do_not_recompile():
+    def f(x, lr, n):
+        return x * 2, lr, f"{n}-{lr:.2f}", [n]
+
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for lr, n in [(0.1, 1), (0.2, 2), (0.3, 3), (1e-3, 7)]:
+        assert_same(compiled(x, lr, n), f(x, lr, n))
+    assert stats()["recompiles"] == 0
+
+
+def test_scalar_in_branch_is_guarded():
+    def f(x, v):
+        if v > 1.0:
+            return x + 1
+        return x - 1
+
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for v in [2.0, 0.5, 3.0, 0.0]:
+        assert_same(compiled(x, v), f(x, v))
+
+
+def test_scalar_in_tensor_op_and_shape_is_guarded():
+    def f(x, v, n):
+        return x * v + torch.ones(n).sum()
+
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for v, n in [(2.0, 2), (0.5, 2), (0.5, 4)]:
+        assert_same(compiled(x, v, n), f(x, v, n))
+
+
+def test_item_after_break_used_in_branch_is_guarded():
+    def f(x):
+        v = x.sum().item()
+        y = x * 2
+        if v > 0:
+            return y + 1
+        return y - 1
+
+    compiled = compile(f, backend=CompileCounter())
+    for sign in [1.0, -1.0, 1.0, -1.0]:
+        x = torch.full((3,), sign)
+        assert_same(compiled(x), f(x))
+
+
+def test_item_after_break_formatted_and_returned():
+    def f(x):
+        v = x.sum().item()
+        s = f"sum={v:.3f} n={int(x.shape[0])}"
+        return x * 2, s, v
+
+    compiled = compile(f, backend=CompileCounter())
+    for seed in range(12):  # more distinct values than the recompile limit
+        x = torch.randn(3, generator=torch.Generator().manual_seed(seed))
+        assert_same(compiled(x), f(x))
+    assert stats()["recompiles"] == 0
+    assert stats()["fallbacks"] == 0
