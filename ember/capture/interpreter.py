@@ -426,6 +426,7 @@ class Translator(OpcodeMixin):
         if kwargs_vt is not None:
             if not isinstance(kwargs_vt, DictVariable):
                 raise unsupported("** with a non-dict")
+            kwargs_vt._observe_order(self)  # the callee's **kwargs gets this order
             kwargs = {k: v for k, v in kwargs_vt.items.items()}
         self.push(self.call(fn, args, kwargs))
         self.release_references()
@@ -651,4 +652,3 @@ def _decode(code):
             _DECODED.clear()
         _DECODED[code] = hit
     return hit
-

@@ -122,6 +122,7 @@ class OpcodeMixin:
         target = self.stack[-inst.arg]
         if not isinstance(other, DictVariable):
             raise unsupported(f"dict update from {other.describe()}")
+        other._observe_order(self)
         for k, v in other.items.items():
             target.set_item(other.keys[k], v)
 
@@ -130,6 +131,7 @@ class OpcodeMixin:
         target = self.stack[-inst.arg]
         if not isinstance(other, DictVariable):
             raise unsupported(f"** of {other.describe()}")
+        other._observe_order(self)
         for k, v in other.items.items():
             if k in target.items:
                 raise unsupported(f"duplicate keyword argument {k!r} (TypeError)")
@@ -197,6 +199,8 @@ class OpcodeMixin:
         if isinstance(b, BaseSequence) and plain is operator.mul and a.is_constant():
             return b.call_method(self, "__mul__", [a], {})
         if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
+            a._observe_order(self)
+            b._observe_order(self)
             d = DictVariable(a.items, a.keys) if fn is operator.or_ else a
             for k, v in b.items.items():
                 d.set_item(b.keys[k], v)
@@ -386,11 +390,49 @@ class OpcodeMixin:
             self.push(ConstantVariable(None))
 
     def MATCH_CLASS(self, inst):
-        raise unsupported("class patterns in match statements")
+        # stack: subject, class, keyword attribute names -> the attributes (a tuple), or None
+        from ember.capture.variables.builtins import BuiltinVariable
+        from ember.exc import PythonException
+        names = self.pop().as_constant()
+        cls_vt = self.pop()
+        subject = self.pop()
+        cls = cls_vt.as_constant() if cls_vt.is_constant() else None
+        if not isinstance(cls, type):
+            raise PythonException(TypeError("called match pattern must be a class"))
+        if not BuiltinVariable(isinstance).call(self, [subject, cls_vt], {}).as_constant():
+            self.push(ConstantVariable(None))
+            return
+        attrs = []
+        positional = ()
+        if inst.arg:
+            match_args = getattr(cls, "__match_args__", None)
+            if match_args is None:
+                if inst.arg == 1 and cls in _MATCH_SELF:
+                    attrs.append(subject)
+                else:
+                    raise PythonException(TypeError(f"{cls.__name__}() accepts 0 positional sub-patterns "
+                                                    f"({inst.arg} given)"))
+            elif not isinstance(match_args, tuple) or inst.arg > len(match_args):
+                raise PythonException(TypeError(f"{cls.__name__}() accepts {len(match_args)} positional "
+                                                f"sub-patterns ({inst.arg} given)"))
+            else:
+                positional = match_args[:inst.arg]
+        for name in (*positional, *names):
+            try:
+                attrs.append(self.getattr(subject, name))
+            except PythonException as e:
+                if not isinstance(getattr(e, "exc", None), AttributeError):
+                    raise
+                self.push(ConstantVariable(None))
+                return
+        self.push(TupleVariable(attrs))
 
     def GET_LEN(self, inst):
         self.push(self.stack[-1].call_method(self, "__len__", [], {}))
 
+
+
+_MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
 
 
 def _comparable_by_identity(vt) -> bool:

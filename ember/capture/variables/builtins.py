@@ -240,6 +240,7 @@ def _dict(tx, arg=None, **kwargs):
     d = DictVariable({})
     if arg is not None:
         if isinstance(arg, DictVariable):
+            arg._observe_order(tx)
             d = DictVariable(arg.items, arg.keys)
         else:
             for pair in _iter_items(tx, arg):
@@ -350,6 +351,8 @@ def _id(tx, obj):
     # the code being traced), so their id() is a constant of this trace.
     if type(obj).__name__ == "UserFunctionVariable" and obj.source is not None:
         tx.guards.id_match(obj.source, obj.fn)
+    from ember.capture.builder import pin_identity
+    pin_identity(tx, obj)  # modules and objects are otherwise guarded by type
     for attr in ("fn", "module", "obj", "value"):
         if hasattr(obj, attr) and type(obj).__name__ in (
                 "UserFunctionVariable", "NNModuleVariable", "UserObjectVariable", "ClassVariable",

@@ -203,6 +203,10 @@ class DictVariable(VariableTracker):
         self.source = source
         self.dict_cls = dict_cls
         self.default_factory: VariableTracker | None = None  # for collections.defaultdict
+        # Where the key order comes from, kept when `source` is dropped (a **kwargs dict is the
+        # frame's own, but its order is the caller's), and the order it had then.
+        self.order_source = source
+        self.initial_keys = list(self.items) if source is not None else None
 
     def python_type(self):
         return self.dict_cls
@@ -220,8 +224,10 @@ class DictVariable(VariableTracker):
         return self.dict_cls((k, v.as_constant()) for k, v in self.items.items())
 
     def _observe_order(self, tx):
-        if self.source is not None:
-            tx.guards.dict_keys(self.source, list(self.items), ordered=True)
+        """The program sees the key order (iterating, or copying it into another dict): guard the
+        order the dict came in with (what the current order follows from)."""
+        if self.order_source is not None:
+            tx.guards.dict_keys(self.order_source, self.initial_keys, ordered=True)
 
     def unpack(self, tx):
         self._observe_order(tx)
@@ -269,6 +275,7 @@ class DictVariable(VariableTracker):
             self._observe_order(tx)
             return TupleVariable([TupleVariable([self.keys[k], v]) for k, v in items.items()])
         if name == "copy":
+            self._observe_order(tx)
             return DictVariable(items, self.keys, dict_cls=self.dict_cls)
         if name == "__setitem__":
             self._mutable(name, tx); self.set_item(args[0], args[1]); return ConstantVariable(None)
@@ -295,6 +302,7 @@ class DictVariable(VariableTracker):
             if args:
                 other = args[0]
                 if isinstance(other, DictVariable):
+                    other._observe_order(tx)
                     for k, v in other.items.items():
                         self.set_item(other.keys[k], v)
                 else:

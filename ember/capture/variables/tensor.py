@@ -73,7 +73,12 @@ class TensorVariable(VariableTracker):
                 return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
             raise unsupported("reading .grad of a tensor computed inside the compiled region")
         if name == "data":
-            raise unsupported("Tensor.data inside the compiled region")
+            if self.real is not None and self.real.is_leaf and self.real.requires_grad:
+                # An in-place write through it would reach the AOT epilogue as a mutation of a leaf
+                # that requires grad, which it cannot apply yet.
+                raise unsupported("Tensor.data of an input that requires grad")
+            # A detached alias sharing storage (what .data is, short of its version-counter quirk).
+            return tx.output.call_method("detach", [self], {})
         if name in ("_version", "_base"):
             raise unsupported(f"Tensor.{name}")
         try:
