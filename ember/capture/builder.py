@@ -126,6 +126,19 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
 
+    if t is _LIST_ITERATOR and source is not None and _already_wrapped(tx, list_iterator_state(value)[0]):
+        # A list iterator reads its list as it is when advanced: when the frame also holds the
+        # list (`it = iter(lst)` live across a graph break with `lst`), track the list itself (the
+        # same tracker, see wrap) and the position in it, so `lst.append` shows through `it`.
+        # (Otherwise it is iterated as a snapshot below, which is shared across positions.)
+        from ember.capture.sources import CallSource
+        from ember.capture.variables.containers import ListIteratorVariable
+        seq, start = list_iterator_state(value)
+        guards.type_match(source, value)
+        guards.equals(CallSource(list_iterator_index, source, ()), start)
+        seq_vt = wrap(tx, seq, CallSource(list_iterator_list, source, ()))
+        return ListIteratorVariable(seq_vt, start=start, source=source)
+
     if t in _ITERATOR_TYPES:
         from ember.capture.sources import CallSource
         from ember.capture.variables.containers import IteratorVariable
@@ -272,6 +285,29 @@ def _stateless(m: torch.nn.Module) -> bool:
     d = m.__dict__
     return not any(v is not None for kind in ("_parameters", "_buffers", "_modules")
                    for v in (d.get(kind) or {}).values())
+
+
+_LIST_ITERATOR = type(iter([]))
+
+
+def _already_wrapped(tx, obj) -> bool:
+    seen = tx.output.source_memo.get(("object", type(obj)), {})
+    hit = seen.get(id(obj))
+    return hit is not None and hit[0] is obj
+
+
+def list_iterator_state(it) -> tuple:
+    """(the list, the index of the next item) of a list iterator, without advancing it."""
+    _fn, args, *state = it.__reduce__()
+    return args[0], (state[0] if state else 0)
+
+
+def list_iterator_list(it) -> list:
+    return list_iterator_state(it)[0]
+
+
+def list_iterator_index(it) -> int:
+    return list_iterator_state(it)[1]
 
 
 def remaining_items(it) -> tuple:

@@ -414,8 +414,8 @@ def _made_in_frame(vt) -> bool:
         return vt.source is None
     if isinstance(vt, NewObjectVariable):
         return True
-    name = type(vt).__name__
-    if name == "IteratorVariable" or name == "NestedFunctionVariable":
+    from ember.capture.variables.containers import IteratorVariable
+    if isinstance(vt, IteratorVariable) or type(vt).__name__ == "NestedFunctionVariable":
         return vt.source is None
     return False
 

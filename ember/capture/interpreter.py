@@ -150,7 +150,7 @@ class Translator(OpcodeMixin):
         e.chained = True
         current = self.current_exception_now()
         exc = e.exc
-        if current is None or current is exc:
+        if not isinstance(current, BaseException) or current is exc:
             return
         # As CPython does: break a cycle through the new exception's context chain.
         o = current
@@ -513,9 +513,8 @@ class Translator(OpcodeMixin):
         self.push(ConstantVariable(isinstance(exc, kind)))
 
     def RERAISE(self, inst):
+        # CPython only peeks at the lasti below (oparg): the handler's unwinding pops the rest.
         exc = self.pop().as_constant()
-        if inst.arg:
-            self.pop()  # lasti
         raise PythonException(exc)
 
     def RAISE_VARARGS(self, inst):

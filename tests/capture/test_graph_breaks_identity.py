@@ -221,3 +221,38 @@ def test_aliased_mutable_arguments_are_one_object():
         actual = compiled(torch.ones(1), *args(lc))
         assert_same(actual, expected)
         assert le == lc
+
+
+def test_list_iterator_sees_list_mutations_across_break():
+    def fn(log, x):
+        lst = [1, 2]
+        it = iter(lst)
+        first = next(it)
+        mutate(x, lst)                  # appends len(lst) to the same list
+        lst.append(10)
+        log.append(list(it))
+        return x + first
+    run_same(fn, torch.ones(2), breaks=1)
+
+
+def test_list_iterator_sees_appends_without_break():
+    def fn(log, x):
+        lst = [1, 2]
+        it = iter(lst)
+        lst.append(3)
+        log.append(list(it))
+        return x + 1
+    run_same(fn, torch.ones(2))
+
+
+def test_inner_list_of_tuple_is_not_copied():
+    def fn(log, x):
+        t = ([1],)
+        t[0].append(5)
+        mutate(x, t[0])
+        d = {"k": [1]}
+        dict(d)["k"].append(2)
+        d.copy()["k"].append(3)
+        log.append((t, d))
+        return x + len(t[0]), t
+    run_same(fn, torch.ones(2), breaks=1)

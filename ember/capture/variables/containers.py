@@ -16,7 +16,11 @@ from ember.exc import PythonException
 
 
 def _all_constant(items) -> bool:
-    return all(i.is_constant() for i in items)
+    """Whether a container of these items is a constant: only if no item is itself a mutable
+    container (folding `([1],)[0]` to a value would copy the inner list; the trace must keep
+    handing out the one tracker, so mutations through it are seen)."""
+    return all(i.is_constant() and not isinstance(i, (ListVariable, DictVariable, SetVariable)) or
+               (isinstance(i, SetVariable) and i.frozen and i.is_constant()) for i in items)
 
 
 def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
@@ -142,6 +146,9 @@ class TupleVariable(BaseSequence):
 class ListVariable(BaseSequence):
     python_cls = list
 
+    def iter(self, tx):
+        return ListIteratorVariable(self)
+
     def _mutable(self, what: str, tx=None):
         if self.source is not None:
             tx.side_effects.mutated_container(self)
@@ -218,7 +225,7 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def is_constant(self):
-        return all(v.is_constant() for v in self.items.values())
+        return _all_constant(self.items.values())
 
     def as_constant(self):
         return self.dict_cls((k, v.as_constant()) for k, v in self.items.items())
@@ -409,3 +416,38 @@ class IteratorVariable(IteratorBase):
 
     def remaining(self):
         return None if self.source is not None else self.items[self.pos:]
+
+
+class ListIteratorVariable(IteratorVariable):
+    """``iter(lst)``: like CPython's list iterator, an index into the list as it is when advanced
+    (items appended while iterating are produced; the list is not copied)."""
+
+    def __init__(self, seq: ListVariable, start: int = 0, source=None):
+        self.seq = seq
+        self.start = start  # index of the first item when the tracker was made
+        self.pos = 0  # items produced since (replayed on a real iterator from outside)
+        self.source = source
+
+    @property
+    def items(self):
+        return self.seq.items[self.start:] if self.start else self.seq.items
+
+    def remaining(self):
+        return self.items[self.pos:]
+
+    def describe(self):
+        return f"list_iterator({len(self.seq.items) - self.pos} left)"
+
+    def reconstruct(self, plan) -> str:
+        """The list itself (built once, shared with whoever else holds it), iterated from ``pos``."""
+        from ember.capture.sources import bind
+        if self.source is not None:
+            return self.source.expr(plan.scope)  # the real one, advanced by the side effects
+        return f"{bind(plan.scope, _list_iterator_at, 'list_iter')}({plan.expr(self.seq)}, {self.start + self.pos})"
+
+
+def _list_iterator_at(lst: list, pos: int):
+    it = iter(lst)
+    if pos:
+        it.__setstate__(pos)
+    return it
