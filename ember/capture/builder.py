@@ -234,6 +234,14 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.function_code(source, value)
         return UserFunctionVariable(value, source)
 
+    if isinstance(value, types.BuiltinMethodType) and type(getattr(value, "__self__", None)) in (list, dict, set) \
+            and source is not None:
+        # `lst.append` handed over at a graph break: the method of the (shared) container tracker.
+        from ember.capture.variables.functions import BoundMethodVariable
+        guards.type_match(source, value)
+        name = wrap(tx, value.__name__, AttrSource(source, "__name__")).as_constant()
+        return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), name)
+
     if isinstance(value, types.BuiltinFunctionType):
         # Module-level functions of builtins/math/operator (and a few pure sys readers) are
         # BuiltinVariables, which fold on constants; any other C function is opaque.

@@ -60,12 +60,27 @@ class BreakPoint:
         self.kw_names = kw_names
 
 
+# Instructions that pop some values and push one result (like a call) and where a break can
+# happen without a call: a boolean-mask index (data-dependent shape), f"{tensor}", ...
+_VALUE_OPS = ("BINARY_SUBSCR", "FORMAT_VALUE", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP",
+              "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE")
+
+
+def value_op_consumed(inst) -> int:
+    """How many stack items a `_VALUE_OPS` instruction pops."""
+    if inst.opname == "FORMAT_VALUE":
+        return 2 if inst.arg & 0x04 else 1
+    if inst.opname.startswith("UNARY_"):
+        return 1
+    return 2
+
+
 def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     """None if ember can break the frame at this instruction, else why not."""
     import inspect
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph break inside a generator"
-    if opname not in _CALLS and opname not in _BRANCHES:
+    if opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS:
         return f"graph break at {opname} is not supported"
     return None
 
@@ -252,7 +267,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # re-creates the NULLs.
     base = remaining if lower_nulls else 0
     live_here = [n for n in resumes.live_at(bp.offset) if n in bound]
-    is_call = bp.opname in _CALLS
+    is_call = bp.opname in _CALLS or bp.opname in _VALUE_OPS  # pushes one result, goes on at the next
     depth_after = remaining + (1 if is_call else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
@@ -296,6 +311,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         if bp.opname == "CALL":
             nargs = n_consumed - 2
             breaking = versions.call(nargs, bp.kw_names)
+        elif bp.opname in _VALUE_OPS:
+            breaking = [create_instruction(bp.opname, arg=bp.inst.arg)]
         else:
             breaking = [create_instruction("CALL_FUNCTION_EX", arg=1 if n_consumed == 4 else 0)]
         ins += breaking

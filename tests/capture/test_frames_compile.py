@@ -101,3 +101,35 @@ def test_kwargs_order_after_pop_and_splat():
     for kw in ({"y": 1, "b": 2, "a": 0}, {"a": 0, "b": 1, "y": 2}, {"a": 0, "b": 1, "y": 2}):
         assert_same(compiled(x, **kw), fn(x, **kw))
     assert stats()["recompiles"] == 1
+
+
+def test_boolean_mask_breaks_at_the_index():
+    def fn(x):
+        y = x.sin() * 2
+        z = y[y > 0]            # data-dependent shape: the index runs eagerly, the rest compiles
+        return z.sum() + y.mean()
+    check_same(fn, torch.randn(8, requires_grad=True), graphs=2, fullgraph=False)
+    assert stats()["fallbacks"] == 0 and stats()["graph_breaks"] == 1
+
+
+def test_fstring_of_tensor_breaks_at_the_format():
+    def fn(x):
+        y = x + 1
+        text = f"value {y.sum():.3f} of {y.shape}"
+        return y * len(text)
+    check_same(fn, torch.randn(3), graphs=2, fullgraph=False)
+    assert stats()["fallbacks"] == 0
+
+
+def test_fstring_in_loop_and_try():
+    def fn(x):
+        out = []
+        for i in range(3):
+            out.append(f"{x[i]}")   # the list's bound append is live across each break
+        try:
+            tail = f"{x.sum():.1f}"
+        except ValueError:
+            tail = "!"
+        return x * 2, out, tail
+    check_same(fn, torch.randn(3), graphs=None, fullgraph=False)
+    assert stats()["fallbacks"] == 0

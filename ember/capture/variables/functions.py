@@ -247,6 +247,11 @@ class BoundMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def reconstruct(self, plan) -> str:
+        """``getattr(obj, name)`` on the rebuilt object (``out.append`` live across a break)."""
+        from ember.capture.sources import bind
+        return f"{bind(plan.scope, getattr, 'getattr')}({plan.expr(self.obj)}, {self.name!r})"
+
 
 class PartialVariable(VariableTracker):
     """``functools.partial(func, *args, **kwargs)``."""
