@@ -207,7 +207,29 @@ def _in_check(x):
     return x + 1, found
 
 
-PROGRAMS = [_next_one, _for_break, _genexpr_any, _genexpr_all, _zip_gens, _enumerate_gen,
+def _join_genexpr(x):
+    text = ",".join(str(i) for i in range(3))
+    return x + len(text)
+
+
+def _islice_lazy(x):
+    import itertools
+    first_two = list(itertools.islice(gen(x, 5), 2))       # pulls two items only
+    every_other = list(itertools.islice(gen(x, 5), 1, 4, 2))
+    return first_two, every_other
+
+
+def _chain_lazy(x):
+    import itertools
+    c = itertools.chain(gen(x, 2), gen(x * 2, 2))
+    a = next(c)
+    b = next(c)
+    LOG.append("between")
+    rest = list(itertools.chain.from_iterable([c, gen(x, 1)]))
+    return a, b, rest, list(itertools.repeat(x, 2))
+
+
+PROGRAMS = [_join_genexpr, _islice_lazy, _chain_lazy, _next_one, _for_break, _genexpr_any, _genexpr_all, _zip_gens, _enumerate_gen,
             _map_filter_lazy, _list_of_gen, _yield_from, _send, _finally_on_break, _finally_on_next,
             _finally_exhausted, _finally_in_local, _close_explicit, _yield_from_finally,
             _stop_iteration_value, _next_default, _unpack, _nested_genexpr, _star, _in_check]

@@ -408,6 +408,11 @@ _HANDLERS = {
 
 # -- constants' attributes and construction of builtin types ---------------------
 
+# Methods of constants whose first argument is any iterable (consumed whole).
+_ITERABLE_ARG_METHODS = {"join", "union", "intersection", "difference", "symmetric_difference", "issubset",
+                         "issuperset", "isdisjoint", "update", "extend"}
+
+
 class ConstantMethodVariable(VariableTracker):
     def __init__(self, value, name):
         self.value = value
@@ -420,6 +425,9 @@ class ConstantMethodVariable(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
+        from ember.capture.variables.generators import IteratorBase
+        if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
+            args = [TupleVariable(args[0].unpack(tx)), *args[1:]]  # str.join(generator) consumes it
         if _constants(args) and _constants(kwargs.values()):
             try:
                 result = getattr(self.value, self.name)(*[a.as_constant() for a in args],
@@ -463,6 +471,11 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     ctx = construct_context(tx, cls, args, kwargs)
     if ctx is not None:
         return ctx
+    if getattr(cls, "__module__", None) == "itertools":
+        from ember.capture.variables.generators import construct_itertool
+        it = construct_itertool(tx, cls, args, kwargs)
+        if it is not None:
+            return it
     if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
         from ember.capture.variables.torch_fn import TorchFunctionVariable
         return TorchFunctionVariable(cls).call(tx, args, kwargs)

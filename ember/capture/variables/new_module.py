@@ -120,6 +120,10 @@ def class_attribute_override(cls, name):
     """A tracker for ``cls.name`` that the class-attribute lookup should not produce, or None."""
     if name == "fromkeys" and cls in (dict, collections.OrderedDict):
         return DictFromKeysVariable(cls)
+    import itertools
+    if name == "from_iterable" and cls is itertools.chain:
+        from ember.capture.variables.generators import ChainFromIterable
+        return ChainFromIterable()
     return None
 
 
