@@ -1,0 +1,1 @@
+"""Differential fuzzer: random programs run eagerly and through ember, compared."""
