@@ -168,3 +168,25 @@ def test_copies_escaping_the_frame():
     assert type(shallow) is Settings and shallow is not SETTINGS and shallow.tags is SETTINGS.tags
     assert type(deep) is Settings and deep.tags == ["a", "z"] and deep.inner is not SETTINGS.inner
     assert SETTINGS.tags == ["a"]
+
+
+def test_module_attribute_writes():
+    """`mod.count = ...` on a Python module: a write to its globals (its functions see it)."""
+    import types
+    mod = types.ModuleType("ember_test_counter_mod")
+    exec("count = 0\ndef bump():\n    global count\n    count += 1\n    return count\n", mod.__dict__)
+
+    def fn(x):
+        mod.count = mod.count + 10
+        n = mod.bump()
+        return x * n, mod.count
+    x = torch.ones(2)
+    mod.count = 0
+    expected = fn(x)
+    mod.count = 0
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    assert_same(compiled(x), expected)
+    assert mod.count == 11
+    assert_same(compiled(x), (x * 22, 22))
+    assert mod.count == 22

@@ -268,6 +268,8 @@ class GeneratorVariable(IteratorBase):
         return any(e.start <= offset < e.end for e in _exception_table(self.child.code))
 
     def reconstruct(self, plan) -> str:
+        if self.state == "done":  # a finished generator only ever raises StopIteration
+            return f"{_bind(plan, iter, 'iter')}(())"
         if self.state != "created" or self.fn_vt is None:
             raise unsupported(f"a {self.describe()} escapes the frame (or is live across a graph break)")
         parts = [plan.expr(a) for a in self.args] + [f"{k}={plan.expr(v)}" for k, v in self.kwargs.items()]

@@ -566,12 +566,30 @@ class PythonModuleVariable(VariableTracker):
         # torch's own namespaces are assumed not to be monkeypatched (as Dynamo does).
         trusted = self.module.__name__.split(".")[0] in ("torch", "math", "operator", "functools",
                                                          "itertools", "collections", "typing")
+        pending = tx.side_effects.load_global(self.module.__dict__, name)  # written in this frame
+        if pending is not None:
+            return pending
         if not hasattr(self.module, name):
             if not trusted:
                 _guard_absent(tx, self.source, self.module, name)
             raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
         value = getattr(self.module, name)
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
+
+    def setattr(self, tx, name, value):
+        """``mod.counter = ...``: a write to the module's globals, replayed after the graph (functions
+        of that module read it as a global, and see the recorded value in the rest of the trace)."""
+        if self.module.__name__.split(".")[0] in ("torch", "builtins", "math", "operator"):
+            raise unsupported(f"assigning {self.module.__name__}.{name}")
+        if type(self.module) is not types.ModuleType or getattr(type(self.module), "__setattr__", None) \
+                is not types.ModuleType.__setattr__:
+            raise unsupported(f"assigning {name!r} on module {self.module.__name__} of a custom type")
+        self.tx_store(tx, name, value)
+
+    def tx_store(self, tx, name, value):
+        from ember.capture.sources import GlobalSource
+        g = self.module.__dict__
+        tx.side_effects.store_global(g, name, value, GlobalSource(g, name, top=g is tx.top_globals))
 
 
 class ClassVariable(ConstantVariable):
