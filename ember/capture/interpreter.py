@@ -509,12 +509,12 @@ class Translator(OpcodeMixin):
 
     def CHECK_EXC_MATCH(self, inst):
         kind = self.pop().as_constant()
-        exc = self.stack[-1].as_constant()
+        exc = _exception_value(self.stack[-1])  # a real one when a resume function starts in a handler
         self.push(ConstantVariable(isinstance(exc, kind)))
 
     def RERAISE(self, inst):
         # CPython only peeks at the lasti below (oparg): the handler's unwinding pops the rest.
-        exc = self.pop().as_constant()
+        exc = _exception_value(self.pop())
         raise PythonException(exc)
 
     def RAISE_VARARGS(self, inst):
@@ -545,7 +545,7 @@ class Translator(OpcodeMixin):
         # stack: [__exit__, lasti, previous exception, exception]
         from ember.capture.variables.builtins import wrap_constant
         exit_fn = self.stack[-4]
-        exc = self.stack[-1].as_constant()
+        exc = _exception_value(self.stack[-1])
         args = [wrap_constant(type(exc)), ConstantVariable(exc), ConstantVariable(exc.__traceback__)]
         self.push(exit_fn.call(self, args, {}))
 

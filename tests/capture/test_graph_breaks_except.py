@@ -206,3 +206,25 @@ def test_compiled_function_raising_inside_callers_handler():
     assert_same(caller(compiled), caller(fn))
     assert_same(compiled(torch.ones(2)), fn(torch.ones(2)))
     assert_same(caller(compiled), caller(fn))
+
+
+@torch.compiler.disable
+def check_positive(x):
+    if x.sum() < 0:
+        raise ValueError("negative")
+    return x * 2
+
+
+def test_breaking_call_raises_into_handler_that_compiles():
+    # The breaking call raises at run time: the handler continues in a resume function that gets
+    # the real exception; it is traced (matched by type), not run eagerly.
+    def fn(x):
+        try:
+            y = check_positive(x)
+        except ValueError:
+            y = x.sin()
+        return y + 1
+    compiled = compile(fn)
+    for x in (torch.ones(2), -torch.ones(2), -torch.ones(2), torch.ones(2)):
+        assert_same(compiled(x), fn(x))
+    _no_fallbacks()
