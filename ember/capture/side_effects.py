@@ -27,8 +27,10 @@ class SideEffects:
         return bool(self._attrs or self._globals or self._containers or self._calls)
 
     def defer_call(self, target: VariableTracker, method: str, args: list, kwargs: dict) -> None:
-        """A call (logging) replayed after the graph, with the same arguments."""
-        self._calls.append((target, method, args, kwargs))
+        """A call (logging) replayed after the graph, with the same arguments — containers as they
+        are now (a log line formats them at the call; they may be mutated after it)."""
+        self._calls.append((target, method, [_snapshot(a) for a in args],
+                            {k: _snapshot(v) for k, v in kwargs.items()}))
 
     # -- attributes of outside objects ----------------------------------------------
     def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker,
@@ -139,3 +141,15 @@ class SideEffects:
             scope["___setattr"] = setattr
             scope["___object_setattr"] = object.__setattr__
         return lines
+
+
+def _snapshot(vt: VariableTracker) -> VariableTracker:
+    """A shallow copy of a list/dict/set tracker as it is now (other values as they are)."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable
+    if isinstance(vt, ListVariable):
+        return ListVariable(list(vt.items))
+    if isinstance(vt, DictVariable):
+        return DictVariable(vt.items, vt.keys, dict_cls=vt.dict_cls)
+    if isinstance(vt, SetVariable):
+        return SetVariable(list(vt.items.values()), frozen=vt.frozen)
+    return vt

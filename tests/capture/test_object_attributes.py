@@ -190,3 +190,31 @@ def test_module_attribute_writes():
     assert mod.count == 11
     assert_same(compiled(x), (x * 22, 22))
     assert mod.count == 22
+
+
+def test_logged_container_is_logged_as_it_was_at_the_call():
+    import logging
+    logger = logging.getLogger("ember_test_snapshot")
+    records = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+    handler = Keep()
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        def fn(x, items):
+            items.append(1)
+            logger.info("items %s", items)
+            items.append(2)
+            return x + 1
+        expected_items = []
+        fn(torch.randn(2), expected_items)
+        eager_records = list(records)
+        records.clear()
+        items = []
+        compile(fn, backend=CompileCounter(), fullgraph=True)(torch.randn(2), items)
+        assert records == eager_records and items == expected_items
+    finally:
+        logger.removeHandler(handler)
