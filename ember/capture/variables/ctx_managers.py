@@ -154,6 +154,9 @@ def enter_with(tx, ctx):
         return _WithExit(ctx), _Enter(ctx)
     from ember.capture.variables.tensor import TensorVariable
     if isinstance(ctx, TensorVariable) or ctx.is_constant():
+        kind = torch.Tensor if isinstance(ctx, TensorVariable) else type(ctx.as_constant())
+        if hasattr(kind, "__enter__"):  # e.g. `with torch.device("cuda"):`
+            raise unsupported(f"`with` on {ctx.describe()}")
         raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol"))
     try:
         enter = tx.getattr(ctx, "__enter__")
