@@ -398,8 +398,7 @@ def _compile_disabled(fn) -> bool:
     """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
     them would compile what the user asked to run eagerly."""
     module = getattr(fn, "__module__", None) or ""
-    return bool(getattr(fn, "_torchdynamo_disable", False)) or module.startswith(("torch._dynamo",
-                                                                                  "torch.autograd"))
+    return bool(getattr(fn, "_torchdynamo_disable", False)) or module.startswith("torch.autograd")
 
 
 class _Rebuilt(VariableTracker):
