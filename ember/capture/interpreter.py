@@ -113,11 +113,14 @@ class Translator(OpcodeMixin):
                         e.top_offset, e.top_opname = nxt.offset, nxt.opname
                 raise e.located(self.location(), self.source_line(), self.user_stack())
 
-    def release_references(self) -> None:
-        """A value may have lost its last reference: close generators nothing refers to any more."""
-        if self.trace.generators:
+    def release_references(self, *dropped) -> None:
+        """``dropped`` lost a reference: close the generators nothing refers to any more."""
+        trace = self.trace
+        if trace.generators:
             from ember.capture.variables.generators import close_unreachable
-            close_unreachable(self)
+            if trace.dead_values:
+                dropped, trace.dead_values = (*dropped, *trace.dead_values), []
+            close_unreachable(self, dropped=dropped)
 
     def current_exception_now(self):
         """The exception being handled here (``sys.exc_info()[1]``). When the trace has not changed
@@ -226,6 +229,8 @@ class Translator(OpcodeMixin):
             from ember.capture.variables.generators import GeneratorVariable
             return GeneratorVariable(child, fn_vt, args, kwargs)
         result = child.run()
+        if self.trace.generators:  # its locals died: checked at the next release point
+            self.trace.dead_values.extend([*child.locals.values(), *child.cells.values(), *child.stack])
         if self.lineno is not None:
             self.output.current_location = self.location()
         return result
@@ -265,11 +270,10 @@ class Translator(OpcodeMixin):
         old = self.locals.get(inst.argval)
         self.locals[inst.argval] = self.pop()
         if old is not None:
-            self.release_references()
+            self.release_references(old)
 
     def DELETE_FAST(self, inst):
-        self.locals.pop(inst.argval, None)
-        self.release_references()
+        self.release_references(self.locals.pop(inst.argval, None))
 
     def LOAD_CONST(self, inst):
         value = inst.argval
@@ -413,7 +417,7 @@ class Translator(OpcodeMixin):
             # [method, self, args...] layout from LOAD_METHOD on a plain function attribute
             fn, args = below, [fn, *args]
         self.push(self.call(fn, args, kwargs))
-        self.release_references()  # the arguments' references died with the call
+        self.release_references(fn, args, kwargs)  # the arguments' references died with the call
 
     def CALL_FUNCTION_EX(self, inst):
         kwargs_vt = self.pop() if inst.arg & 1 else None
@@ -429,7 +433,7 @@ class Translator(OpcodeMixin):
             kwargs_vt._observe_order(self)  # the callee's **kwargs gets this order
             kwargs = {k: v for k, v in kwargs_vt.items.items()}
         self.push(self.call(fn, args, kwargs))
-        self.release_references()
+        self.release_references(fn, args_vt, kwargs_vt)
 
     def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
         return fn.call(self, args, kwargs)
@@ -563,6 +567,7 @@ class _TraceState:
     def __init__(self):
         self.running_frames: list = []
         self.generators: list = []
+        self.dead_values: list = []     # locals of inlined frames that returned (see release_references)
         self.catch_warnings_depth = 0   # inside `with warnings.catch_warnings()` blocks
 
 

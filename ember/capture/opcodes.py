@@ -47,8 +47,7 @@ class OpcodeMixin:
     EXTENDED_ARG = NOP
 
     def POP_TOP(self, inst):
-        self.pop()
-        self.release_references()
+        self.release_references(self.pop())
 
     def COPY(self, inst):
         self.push(self.stack[-inst.arg])

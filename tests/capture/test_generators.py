@@ -229,7 +229,28 @@ def _chain_lazy(x):
     return a, b, rest, list(itertools.repeat(x, 2))
 
 
-PROGRAMS = [_join_genexpr, _islice_lazy, _chain_lazy, _next_one, _for_break, _genexpr_any, _genexpr_all, _zip_gens, _enumerate_gen,
+def _helper_holds_generator(x):
+    def helper(t):
+        g = gen_finally(t)
+        return next(g)          # g dies when helper returns: its finally runs then
+    y = helper(x)
+    LOG.append("after helper")
+    return y
+
+
+def _sorted_with_key_over_generators(x):
+    holders = [[gen_finally(x)], [gen_finally(x * 2)]]
+    for h in holders:
+        next(h[0])
+
+    def key(h):
+        return len(h)
+    ordered = sorted(holders, key=key)  # the generators stay alive through the key calls
+    LOG.append("sorted")
+    return len(ordered)
+
+
+PROGRAMS = [_helper_holds_generator, _sorted_with_key_over_generators, _join_genexpr, _islice_lazy, _chain_lazy, _next_one, _for_break, _genexpr_any, _genexpr_all, _zip_gens, _enumerate_gen,
             _map_filter_lazy, _list_of_gen, _yield_from, _send, _finally_on_break, _finally_on_next,
             _finally_exhausted, _finally_in_local, _close_explicit, _yield_from_finally,
             _stop_iteration_value, _next_default, _unpack, _nested_genexpr, _star, _in_check]

@@ -442,25 +442,42 @@ class FilterIterator(IteratorBase):
 
 # -- closing generators whose last reference died ---------------------------------------------
 
-def close_unreachable(tx, extra_roots=(), dying=None) -> None:
+def close_unreachable(tx, extra_roots=(), dying=None, dropped=None) -> None:
     """Close suspended generators (with pending finally/with handlers) nothing live refers to.
 
     Roots: the frames being run (stacks, locals, cells) except ``dying`` (a frame that is
-    returning), values recorded as side effects, and ``extra_roots`` (a return value)."""
+    returning), values recorded as side effects, and ``extra_roots`` (a return value).
+    ``dropped``: the values whose references just died (a pop, a store, a call's arguments);
+    only generators reachable from them can have become unreachable, so when none is, the
+    walk over everything live is skipped."""
     trace = tx.trace
-    pending = [g for g in trace.generators if g.needs_close()]
     trace.generators = [g for g in trace.generators if g.state != "done"]
+    pending = [g for g in trace.generators if g.needs_close()]
     if not pending:
         return
-    seen: set[int] = set()
-    work: list = list(extra_roots)
+    if dropped is not None:
+        candidates = _reached(dropped)
+        pending = [g for g in pending if id(g) in candidates]
+        if not pending:
+            return
+    roots: list = list(extra_roots)
     for frame in trace.running_frames:
         if frame is dying:
             continue
-        work.extend(frame.stack)
-        work.extend(frame.locals.values())
-        work.extend(frame.cells.values())
-    work.extend(tx.side_effects.live_values())
+        roots.extend(frame.stack)
+        roots.extend(frame.locals.values())
+        roots.extend(frame.cells.values())
+    roots.extend(tx.side_effects.live_values())
+    reached = _reached(roots)
+    for g in reversed(pending):
+        if id(g) not in reached and g.state == "suspended":
+            g.close(tx)
+
+
+def _reached(roots) -> set[int]:
+    """The ids of the generators reachable from ``roots`` (through trackers and their containers)."""
+    seen: set[int] = set()
+    work: list = list(roots)
     reached: set[int] = set()
     while work:
         v = work.pop()
@@ -491,9 +508,7 @@ def close_unreachable(tx, extra_roots=(), dying=None) -> None:
             x = getattr(v, slot, None)
             if isinstance(x, (VariableTracker, list, tuple, dict)):
                 work.append(x)
-    for g in reversed(pending):
-        if id(g) not in reached and g.state == "suspended":
-            g.close(tx)
+    return reached
 
 
 # -- itertools -----------------------------------------------------------------------------------
