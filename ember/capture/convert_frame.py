@@ -206,6 +206,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
         body.append(f"___o = ___compiled({args})")
     body.extend(plan.prelude)
     body.extend(effect_lines)
+    body.extend(plan.after_effects)
     if block_grad_mode is not None:
         scope["___set_grad"] = torch._C._set_grad_enabled
         body.append(f"___set_grad({block_grad_mode})")
@@ -434,6 +435,8 @@ class _ReturnPlan:
         self.scope = scope
         self.output_nodes: list = []
         self.prelude: list[str] = []        # statements building new objects before the return
+        self.after_effects: list[str] = []  # ... finishing them once side effects are replayed
+        self._later: dict[int, list[str]] = {}
         # id(tracker) -> the entry's local holding the object built for it (None while building).
         # The trackers are kept alive here: a temporary one must not free its id for another.
         self.built: dict[int, str | None] = {}
@@ -454,6 +457,10 @@ class _ReturnPlan:
             kw = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.kwdefaults_vts.items()) + "}"
             fn = f"{bind(self.scope, _with_kwdefaults, 'with_kwdefaults')}({fn}, {kw})"
         return fn
+
+    def finish_later(self, vt, step: str) -> None:
+        """Run ``step.format(<vt's local>)`` after the side effects (see ListIteratorVariable)."""
+        self._later.setdefault(id(vt), []).append(step)
 
     def _fresh(self, prefix: str) -> str:
         self._names += 1
@@ -504,6 +511,7 @@ class _ReturnPlan:
         text = self._build(vt)
         name = self._fresh("___new")
         self.prelude.append(f"{name} = {text}")
+        self.after_effects += [step.format(name) for step in self._later.pop(key, [])]
         self.built[key] = name
         return name
 

@@ -256,3 +256,19 @@ def test_inner_list_of_tuple_is_not_copied():
         log.append((t, d))
         return x + len(t[0]), t
     run_same(fn, torch.ones(2), breaks=1)
+
+
+def test_loop_over_frame_list_mutated_before_the_break():
+    # The iterator over `acc` is rebuilt at its position after `acc` gets its contents (setting the
+    # position on the still-empty list clamped it to 0: the loop ran again).
+    def fn(log, x):
+        acc = []
+        t2 = ([1],)
+        mutate(x, t2[0])
+        log.append(t2)
+        acc.append(x * 5)
+        for v in acc:
+            mutate(x, [])
+            log.append(len(acc))
+        return x
+    run_same(fn, torch.ones(2))

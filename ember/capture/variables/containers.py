@@ -443,11 +443,10 @@ class ListIteratorVariable(IteratorVariable):
         from ember.capture.sources import bind
         if self.source is not None:
             return self.source.expr(plan.scope)  # the real one, advanced by the side effects
-        return f"{bind(plan.scope, _list_iterator_at, 'list_iter')}({plan.expr(self.seq)}, {self.start + self.pos})"
-
-
-def _list_iterator_at(lst: list, pos: int):
-    it = iter(lst)
-    if pos:
-        it.__setstate__(pos)
-    return it
+        index = self.start + self.pos
+        if not index:
+            return f"{bind(plan.scope, iter, 'iter')}({plan.expr(self.seq)})"
+        # Positioned once the list has its final contents (an outside list gets them when the side
+        # effects are replayed: setting the index before would clamp it to the old length).
+        plan.finish_later(self, "{}.__setstate__(%d)" % index)
+        return f"{bind(plan.scope, iter, 'iter')}({plan.expr(self.seq)})"
