@@ -143,12 +143,10 @@ def _wrap(tx, value, source) -> VariableTracker:
         from ember.capture.sources import CallSource
         from ember.capture.variables.containers import IteratorVariable
         rest = remaining_items(value)
-        rest_src = CallSource(remaining_items, source, ()) if source is not None else None
         if source is not None:
             guards.type_match(source, value)
-            guards.length(rest_src, len(rest))
-        items = [wrap(tx, v, ItemSource(rest_src, i) if rest_src is not None else None) for i, v in enumerate(rest)]
-        return IteratorVariable(items, source=source)
+            return LazyIteratorVariable(tx, rest, source)
+        return IteratorVariable([wrap(tx, v, None) for v in rest], source=source)
 
     if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
@@ -182,13 +180,16 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     if isinstance(value, torch.nn.Module):
         if source is not None:
-            if _stateless(value):
-                # No parameters, buffers or submodules (e.g. a loss module built in forward):
-                # identity does not matter, its type and the attributes the trace reads do.
-                guards.type_match(source, value)
-            else:
-                guards.id_match(source, value)
-        return NNModuleVariable(value, source)
+            # By type, not identity: the modules of one class (the layers of a model) share compiled
+            # code. Everything the trace reads from the module is guarded through its source
+            # (parameters and buffers are graph inputs, attributes and submodules are re-read,
+            # methods through the class); its structure where the trace iterates or measures it;
+            # its identity only if the program observes it (`is`, `id()`, a dict key).
+            guards.type_match(source, value)
+        vt = NNModuleVariable(value, source)
+        if source is not None:
+            vt.identity_guard = functools.partial(guards.id_match, source, value)
+        return vt
 
     if isinstance(value, types.ModuleType):
         trusted = value.__name__.split(".")[0] in _TRUSTED_MODULES
@@ -274,7 +275,10 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     if source is not None:
         guards.type_match(source, value)
-    return UserObjectVariable(value, source)
+    vt = UserObjectVariable(value, source)
+    if source is not None:
+        vt.identity_guard = functools.partial(guards.id_match, source, value)
+    return vt
 
 
 _ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
@@ -287,6 +291,79 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _lazy_iterator_class():
+    from ember.capture.variables.containers import IteratorVariable
+
+    class LazyIteratorVariable(IteratorVariable):
+        """A tuple/range/... iterator from outside (e.g. the rest of a loop handed to a resume
+        function): an item is wrapped, and guarded, when the trace takes it, and the number of
+        items left only as far as the trace looked (``>= k`` while it stopped early, ``== k`` once
+        it ran out), so resuming one loop at different positions shares compiled code."""
+
+        def __init__(self, tx, rest: tuple, source):
+            from ember.capture.sources import CallSource
+            self._tx = tx
+            self._rest = rest
+            self._rest_src = CallSource(remaining_items, source, ())
+            self._wrapped: list = []
+            self.pos = 0
+            self.source = source
+
+        def _take(self, n: int) -> None:
+            """Wrap the first ``n`` items (they exist)."""
+            from ember.capture.sources import ItemSource
+            while len(self._wrapped) < n:
+                i = len(self._wrapped)
+                self._wrapped.append(wrap(self._tx, self._rest[i], ItemSource(self._rest_src, i)))
+
+        @property
+        def items(self):  # everything: the whole length is observed
+            self._tx.guards.length(self._rest_src, len(self._rest))
+            self._take(len(self._rest))
+            return self._wrapped
+
+        @items.setter
+        def items(self, value):
+            raise AttributeError("items of an iterator from outside are read-only")
+
+        def describe(self):
+            return "iterator"
+
+        def next(self, tx):
+            if self.pos >= len(self._rest):
+                tx.guards.length(self._rest_src, len(self._rest))  # ran out: exactly this many
+                return None
+            tx.guards.min_length(self._rest_src, self.pos + 1)
+            self._take(self.pos + 1)
+            tx.side_effects.mutated_container(self)
+            self.pos += 1
+            return self._wrapped[self.pos - 1]
+
+        def unpack(self, tx):
+            rest = self.items[self.pos:]
+            if rest:
+                tx.side_effects.mutated_container(self)
+            self.pos = len(self._rest)
+            return rest
+
+    return LazyIteratorVariable
+
+
+def pin_identity(tx, vt) -> None:
+    """The program observes ``vt``'s identity (``is``, ``id()``, a dict key or set element): an
+    object from outside guarded only by type must now be guarded by identity."""
+    if getattr(vt, "source", None) is None:
+        return
+    from ember.capture.variables.objects import NNModuleVariable, UserObjectVariable
+    if isinstance(vt, NNModuleVariable):
+        tx.guards.id_match(vt.source, vt.module)
+    elif isinstance(vt, UserObjectVariable):
+        tx.guards.id_match(vt.source, vt.obj)
+
+
+LazyIteratorVariable = _lazy_iterator_class()
 
 
 def _stateless(m: torch.nn.Module) -> bool:

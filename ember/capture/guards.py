@@ -103,6 +103,7 @@ class GuardSet:
             self.id_match(source, value)
             return
         tname = bind(self.scope, type(value), "type")
+        self._guards.pop((GuardKind.TYPE_MATCH, source, None), None)  # checked here as well
         if isinstance(value, float) and value != value:  # NaN never equals itself
             code = f"___type({e}) is {tname} and {e} != {e}"
         else:
@@ -118,6 +119,10 @@ class GuardSet:
     def length(self, source: Source, n: int) -> None:
         e = source.expr(self.scope)
         self._add(GuardKind.LENGTH, source, None, f"len({source.name()}) == {n}", f"___len({e}) == {n}")
+
+    def min_length(self, source: Source, n: int) -> None:
+        e = source.expr(self.scope)
+        self._add(GuardKind.LENGTH, source, ("min", n), f"len({source.name()}) >= {n}", f"___len({e}) >= {n}")
 
     def dict_keys(self, source: Source, keys: list, ordered: bool) -> None:
         """Key set of a dict; key order too when the program observes it."""

@@ -250,10 +250,16 @@ class Translator(OpcodeMixin):
         return SuperVariable(cls, obj)
 
     def compare_identity(self, a, b, negate: bool) -> VariableTracker:
+        from ember.capture.builder import pin_identity
+        from ember.capture.variables.tensor import TensorVariable
         for v in (a, b):  # identity observed: functions are otherwise guarded by code, not identity
             if isinstance(v, UserFunctionVariable) and v.source is not None:
                 self.guards.id_match(v.source, v.fn)
+            pin_identity(self, v)  # (modules and objects are otherwise guarded by type)
         result = _same_object(a, b)
+        if not result and isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and \
+                a.source is not None and b.source is not None:
+            self.guards.distinct_objects(a.source, b.source)  # `x is y` was False: keep it so
         return ConstantVariable(result != negate)
 
     # -- load / store ------------------------------------------------------------------
@@ -656,3 +662,4 @@ def _decode(code):
             _DECODED.clear()
         _DECODED[code] = hit
     return hit
+

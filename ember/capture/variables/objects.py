@@ -158,6 +158,16 @@ _DICT_READS = {"keys": _dict_keys, "values": _dict_values, "items": _dict_items,
                "__getitem__": dict.__getitem__, "__contains__": dict.__contains__, "__len__": dict.__len__}
 
 
+def listing_keys(m, name: str, cargs: tuple, ckw: tuple) -> tuple:
+    """What identifies the items of ``m.<name>(*cargs, **ckw)`` (a module listing) for a guard."""
+    items = getattr(m, name)(*cargs, **dict(ckw))
+    if name in ("keys",):
+        return tuple(items)
+    return tuple(k if not isinstance(k, tuple) else k[0] for k in
+                 (item if name.startswith("named_") or name == "items" else (type(item).__name__,)
+                  for item in items))
+
+
 class RealDictReadVariable(VariableTracker):
     """A read-only dict method (``keys``, ``get``...) of a real dict-subclass object from outside the
     frame (e.g. an HF ``ModelOutput``): answered now, guarded by re-reading it the same way."""
@@ -202,10 +212,29 @@ class NNModuleVariable(VariableTracker):
 
     def truth(self, tx):
         if hasattr(type(self.module), "__len__"):
+            self.guard_structure(tx)
             return len(self.module) > 0
         return True
 
+    def guard_structure(self, tx) -> None:
+        """The trace measured, indexed or iterated this container module: modules are guarded by
+        type, not identity, so pin its members (their names, in order)."""
+        if self.source is None:
+            return
+        d = self.module.__dict__
+        for kind in ("_modules", "_parameters"):
+            members = d.get(kind)
+            if members:
+                tx.guards.dict_keys(AttrSource(self.source, kind), list(members), ordered=True)
+        if not d.get("_modules") and not d.get("_parameters"):
+            for kind in ("_modules", "_parameters"):
+                tx.guards.length(AttrSource(self.source, kind), 0)
+
+    identity_guard = None  # set by builder.wrap: installs the identity guard (type is guarded)
+
     def hash_key(self):
+        if self.identity_guard is not None:
+            self.identity_guard()  # a dict key / set element: identity observed
         return ("__module__", id(self.module))
 
     def _sub(self, key):
@@ -307,11 +336,14 @@ class NNModuleVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         m = self.module
         if name == "__len__":
+            self.guard_structure(tx)
             return ConstantVariable(len(m))
         if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
                                                   torch.nn.ModuleDict, torch.nn.ParameterList,
                                                   torch.nn.ParameterDict)):
             key = args[0].as_constant()
+            if isinstance(key, slice) or (isinstance(key, int) and key < 0):
+                self.guard_structure(tx)  # which members these are depends on how many there are
             if isinstance(key, slice) and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
                                                          torch.nn.ParameterList)):
                 from ember.capture.variables.module_slices import slice_container
@@ -336,6 +368,11 @@ class NNModuleVariable(VariableTracker):
         cargs = [a.as_constant() for a in args]
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
         items = list(getattr(m, name)(*cargs, **ckw))
+        if self.source is not None:
+            # How many items there are (and under which names) is baked into the trace.
+            from ember.capture.sources import CallSource
+            tx.guards.equals(CallSource(listing_keys, self.source, (name, tuple(cargs), tuple(ckw.items()))),
+                             listing_keys(m, name, tuple(cargs), tuple(ckw.items())))
         out = []
         for item in items:
             if isinstance(item, tuple):
@@ -364,6 +401,7 @@ class NNModuleVariable(VariableTracker):
 
     def unpack(self, tx):
         m = self.module
+        self.guard_structure(tx)
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
             return [self.getattr(tx, k) for k in m._modules]
         if isinstance(m, torch.nn.ModuleDict):
@@ -396,7 +434,11 @@ class UserObjectVariable(VariableTracker):
     def describe(self):
         return f"{type(self.obj).__name__} object"
 
+    identity_guard = None  # set by builder.wrap: installs the identity guard (type is guarded)
+
     def hash_key(self):
+        if self.identity_guard is not None:
+            self.identity_guard()  # a dict key / set element: identity observed
         return ("__object__", id(self.obj))
 
     def truth(self, tx):
