@@ -263,6 +263,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if isinstance(value, functools.partial):
         if source is not None:
             guards.type_match(source, value)
+            # which arguments it binds (its keywords dict can gain or lose keys in place)
+            guards.length(AttrSource(source, "args"), len(value.args))
+            guards.dict_keys(AttrSource(source, "keywords"), list(value.keywords), ordered=False)
         func = wrap(tx, value.func, AttrSource(source, "func") if source is not None else None)
         args = [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source is not None else None)
                 for i, a in enumerate(value.args)]

@@ -182,6 +182,9 @@ class OpcodeMixin:
                 fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
             return self.output.call_function(fn, [a, b], {})
         if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)):
+            lazy = _lazy_arithmetic(fn, a, b)
+            if lazy is not None:  # e.g. `step + 1` of an unused scalar argument: not guarded by value
+                return lazy
             try:
                 return wrap_constant(fn(a.as_constant(), b.as_constant()))
             except Exception as e:
@@ -442,3 +445,18 @@ def _comparable_by_identity(vt) -> bool:
     from ember.capture.variables.torch_fn import TorchFunctionVariable
     return isinstance(vt, (NNModuleVariable, PythonModuleVariable, UserFunctionVariable, NestedFunctionVariable,
                            ClassVariable, BuiltinVariable, TorchFunctionVariable))
+
+
+# Arithmetic that cannot raise on ints and floats: an unspecialized scalar argument stays one
+# through it (see LazyGuardedConstant); anything else (division, powers) reads the value.
+_NON_RAISING = {operator.add, operator.sub, operator.mul, operator.iadd, operator.isub, operator.imul}
+
+
+def _lazy_arithmetic(fn, a, b):
+    if fn not in _NON_RAISING:
+        return None
+    for v in (a, b):
+        raw = v.python_type() if v.is_constant() else None
+        if raw not in (int, float):
+            return None
+    return derived_lazy(_INPLACE_TO_PLAIN.get(fn, fn), [a, b])

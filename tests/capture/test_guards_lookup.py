@@ -139,6 +139,19 @@ def case_global_class():
     return f, change
 
 
+def case_partial_keywords():
+    def h(x, a=1, b=2):
+        return x * a + b
+    p = functools.partial(h, a=2)
+
+    def f(x):
+        return p(x)
+
+    def change():
+        p.keywords["b"] = 10  # the partial's own keywords dict, changed in place
+    return f, change
+
+
 def case_enum_global():
     class Color(enum.Enum):
         R = 1

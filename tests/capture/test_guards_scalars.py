@@ -104,3 +104,26 @@ def test_item_after_break_formatted_and_returned():
         assert_same(compiled(x), f(x))
     assert stats()["recompiles"] == 0
     assert stats()["fallbacks"] == 0
+
+
+def test_arithmetic_on_unused_scalar_stays_unguarded():
+    def f(x, step):
+        y = x * 2
+        print("", end="")  # a graph break: `step` goes on to the resume function
+        return y, step + 1, 2 * step - 1.5
+
+    compiled = compile(f, backend=CompileCounter())
+    for step in range(12):
+        x = torch.randn(3, generator=torch.Generator().manual_seed(step))
+        assert_same(compiled(x, step), f(x, step))
+    assert stats()["recompiles"] == 0
+
+
+def test_arithmetic_result_used_in_graph_is_guarded():
+    def f(x, step):
+        return x * (step + 1), step / 2
+
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for step in (0, 1, 2, 1):
+        assert_same(compiled(x, step), f(x, step))
