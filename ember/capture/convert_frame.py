@@ -390,8 +390,8 @@ def _compiled_callee(vt, resumes, tx):
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
         if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
             return _Rebuilt(vt.func.fn, bound_to=vt.obj)
-        if vt.obj.source is not None:
-            return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
+        # (an object made in the frame is rebuilt once, shared with the rest of the frame)
+        return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt
 
 
@@ -566,6 +566,10 @@ class _ReturnPlan:
             if isinstance(vt.ctx, GradModeVariable):
                 return bind(s, GradModeExit(vt.ctx.prior), "grad_exit")
             raise unsupported(f"graph break inside `with {vt.ctx.describe()}`")
+        if type(vt).__name__ == "UserMethodVariable" and type(vt.func).__name__ == "UserFunctionVariable":
+            # A method bound to an object (e.g. `__exit__` of a context manager made in the frame,
+            # on the stack inside its `with` block): the same function bound to the same object.
+            return f"{bind(s, types.MethodType, 'MethodType')}({self.expr(vt.func)}, {self.expr(vt.obj)})"
         if type(vt).__name__ == "TensorMethodVariable":
             return f"___getattr({self.expr(vt.tensor)}, {vt.name!r})"
         if type(vt).__name__ == "IteratorVariable" and vt.source is None:
