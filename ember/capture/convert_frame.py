@@ -25,7 +25,7 @@ from ember.capture.guards import GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
-from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind
+from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
@@ -522,7 +522,9 @@ class _ReturnPlan:
                 return vt.source.expr(s)
             return self._out(vt.node)
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
-            return vt.source.expr(s)  # unused by the trace: passed on as it is, not guarded by value
+            # Unused by the trace: passed on as it is, not guarded by value — read with the
+            # guards (hoisted), before the graph and the side effects run, as the trace read it.
+            return hoist(s, vt.source.expr(s))
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:

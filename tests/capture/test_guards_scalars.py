@@ -127,3 +127,38 @@ def test_arithmetic_result_used_in_graph_is_guarded():
     x = torch.randn(3)
     for step in (0, 1, 2, 1):
         assert_same(compiled(x, step), f(x, step))
+
+
+COUNTER = 0
+
+
+def test_unguarded_scalar_is_read_before_side_effects():
+    """A scalar passed on unread is still the value the frame read: taken before the frame's own
+    writes replay (a global or attribute the frame then overwrites)."""
+    def f(x):
+        global COUNTER
+        old = COUNTER
+        COUNTER = old + 1
+        return old
+
+    class Holder:
+        n = 0.5
+
+    h = Holder()
+
+    def g(x):
+        old = h.n
+        h.n = 2.0
+        print("", end="")
+        return x * 2, old, f"{old}"
+
+    global COUNTER
+    COUNTER = 0
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(2)
+    assert [compiled(x) for _ in range(3)] == [0, 1, 2] and COUNTER == 3
+    cg = compile(g, backend=CompileCounter())
+    for value in (0.5, 0.25, 1.5):
+        h.n = value
+        out = cg(x)
+        assert out[1:] == (value, str(value)) and h.n == 2.0
