@@ -63,9 +63,7 @@ def test_super_after_break_in_method():
 
 
 def test_super_after_break_in_classmethod():
-    # The resume function is right; tracing super() of a classmethod is not supported yet, so the
-    # resume function runs eagerly (a fallback, not a wrong answer).
-    compare(Child.make, torch.ones(2), eager_frames_ok=True)
+    compare(Child.make, torch.ones(2))
 
 
 def test_super_after_two_breaks_in_forward():
