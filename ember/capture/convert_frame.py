@@ -515,20 +515,24 @@ class _ReturnPlan:
         self.built[key] = name
         return name
 
+    def _read(self, source) -> str:
+        """The object a source gave when the frame was entered: read with the guards (hoisted),
+        before the graph and the frame's own writes (``old = G; G = new; return old``) run."""
+        e = source.expr(self.scope)
+        return e if e.isidentifier() else hoist(self.scope, e)
+
     def _build(self, vt: VariableTracker) -> str:
         s = self.scope
         if isinstance(vt, TensorVariable):
             if vt.node.op == "placeholder" and vt.source is not None:
-                return vt.source.expr(s)
+                return self._read(vt.source)
             return self._out(vt.node)
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
-            # Unused by the trace: passed on as it is, not guarded by value — read with the
-            # guards (hoisted), before the graph and the side effects run, as the trace read it.
-            return hoist(s, vt.source.expr(s))
+            return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:
-            return vt.source.expr(s)  # the caller's own container, unchanged: keep its identity
+            return self._read(vt.source)  # the caller's own container, unchanged: keep its identity
         if isinstance(vt, TupleVariable):
             inner = ", ".join(self.expr(i) for i in vt.items)
             inner = f"({inner},)" if vt.items else "()"
@@ -586,7 +590,7 @@ class _ReturnPlan:
                                         for k, v in vt.items.items.items()) + "]"
             return f"{bind(s, rebuild, 'rebuild')}({bind(s, vt.cls, 'cls')}, {attrs}, {items})"
         if vt.source is not None:
-            return vt.source.expr(s)
+            return self._read(vt.source)
         from ember.capture.variables.builtins import BuiltinVariable
         from ember.capture.variables.functions import UserFunctionVariable
         from ember.capture.variables.objects import (ClassVariable, NNModuleVariable, PythonModuleVariable,

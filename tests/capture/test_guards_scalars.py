@@ -162,3 +162,25 @@ def test_unguarded_scalar_is_read_before_side_effects():
         h.n = value
         out = cg(x)
         assert out[1:] == (value, str(value)) and h.n == 2.0
+
+
+OLD_LIST = [1]
+OLD_TENSOR = torch.ones(2)
+
+
+def test_objects_returned_are_those_read_before_the_frames_writes():
+    """Any value from outside that the frame returns or passes on unchanged (a list, a tensor) is
+    the one it read, even when the frame then rebinds where it came from."""
+    def f(x):
+        global OLD_LIST, OLD_TENSOR
+        old_list, old_tensor = OLD_LIST, OLD_TENSOR
+        OLD_LIST, OLD_TENSOR = [2], x * 3
+        return old_list, old_tensor
+
+    global OLD_LIST, OLD_TENSOR
+    x = torch.randn(2)
+    first_list, first_tensor = OLD_LIST, OLD_TENSOR
+    out = compile(f, backend=CompileCounter())(x)
+    assert out[0] is first_list and out[1] is first_tensor
+    assert OLD_LIST == [2]
+    assert_same(OLD_TENSOR, x * 3)
