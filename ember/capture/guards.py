@@ -223,14 +223,18 @@ class GuardSet:
     def hook_keys(self, source: Source, pre: list, post: list) -> None:
         """The module's forward (pre-)hooks are exactly these (none, usually)."""
         e = source.expr(self.scope)
+        # No backward hooks either (ember does not trace those): modules are guarded by type, so
+        # another instance of the class, with such a hook, must not run this code.
         if not pre and not post:
-            self._add(GuardKind.ID_MATCH, source, "hooks", f"{source.name()} has no forward hooks",
-                      f"not ({e}._forward_hooks or {e}._forward_pre_hooks)")
+            self._add(GuardKind.ID_MATCH, source, "hooks", f"{source.name()} has no forward or backward hooks",
+                      f"not ({e}._forward_hooks or {e}._forward_pre_hooks or {e}._backward_hooks "
+                      f"or {e}._backward_pre_hooks)")
             return
         p, q = bind(self.scope, pre, "hook_keys"), bind(self.scope, post, "hook_keys")
         self._add(GuardKind.ID_MATCH, source, "hooks",
-                  f"{source.name()} forward pre-hooks {pre}, hooks {post}",
-                  f"___list({e}._forward_pre_hooks) == {p} and ___list({e}._forward_hooks) == {q}")
+                  f"{source.name()} forward pre-hooks {pre}, hooks {post}, no backward hooks",
+                  f"___list({e}._forward_pre_hooks) == {p} and ___list({e}._forward_hooks) == {q} "
+                  f"and not ({e}._backward_hooks or {e}._backward_pre_hooks)")
 
     def grad_mode(self, enabled: bool) -> None:
         name = bind(self.scope, torch.is_grad_enabled, "is_grad_enabled")

@@ -156,3 +156,21 @@ def test_objects_identity_observed_is_guarded():
         assert_same(cf(x, o), f(x, o))
     for a, b in ((x, y), (x, x), (x, y)):
         assert_same(cg(*clone_inputs((a, b))) if a is not b else cg(a, a), g(a, b))
+
+
+def test_instance_with_backward_hook_does_not_share_code():
+    """Another instance of the class with a backward hook (not traced) must not run code compiled
+    for one without: the hook fires as in eager."""
+    torch.manual_seed(0)
+    a, b = nn.Linear(3, 3), nn.Linear(3, 3)
+    fired = []
+    b.register_full_backward_hook(lambda m, gi, go: fired.append("b"))
+
+    def f(m, x):
+        return m(x).sum()
+
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(2, 3, requires_grad=True)
+    compiled(a, x).backward()
+    compiled(b, x).backward()
+    assert fired == ["b"]
