@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import types
 
 import pytest
 
@@ -234,3 +235,51 @@ def test_resume_code_preserves_exception_table_entries():
         {id(i.exn_tab_entry) for i in insts if i.exn_tab_entry})
     assert g(0, 4, 5) == ("caught", 4)
     assert g(2, 4, 5) == 2.5
+
+
+class _Base:
+    def f(self, x):
+        return x * 2
+
+
+class _WithCellSelf(_Base):
+    def f(self, x):
+        get = lambda: self.k  # noqa: E731 - self is a cell of f
+        self.k = 3
+        y = x + 1
+        return super().f(y) * get(), get
+
+
+def test_resume_keeps_first_argument_first_and_takes_cells_by_reference():
+    # Zero-argument super() reads the frame's first slot (here a cell holding self) and the
+    # __class__ cell: the resume function keeps `self` first and receives the cell itself, which
+    # a closure made before the resume point shares.
+    code = _WithCellSelf.f.__code__
+    insts = eb.decode(code)
+    k = next(i for i, ins in enumerate(insts) if ins.opname == "BINARY_OP")  # y = x + 1
+    depth = eb.stack_depths(insts)[k]
+    live = sorted(set(eb.live_locals(insts, k, code.co_freevars)) | {"self"})
+    r = eb.make_resume_code(code, k, depth, live, cells_by_reference=True)
+    eb.validate_code(r.code)
+    assert r.argnames[0] == "self" and r.cell_args == ("self",)
+    g = eb.make_resume_function(_WithCellSelf.f, r)
+    obj = _WithCellSelf()
+    cell = types.CellType(obj)
+    get = eval("lambda: cell.cell_contents.k", {"cell": cell})
+    obj.k = 3
+    args = {"self": cell, "get": get, "___stack0": 5, "___stack1": 1}
+    out, got = g(*[args[a] for a in r.argnames])
+    assert out == _WithCellSelf().f(5)[0] and got is get
+    # A frame of it can be inspected (debuggers, pytest read f_locals).
+    frames = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code is r.code and event == "return":
+            frames.append(dict(frame.f_locals))
+        return tracer
+    sys.settrace(tracer)
+    try:
+        g(*[args[a] for a in r.argnames])
+    finally:
+        sys.settrace(None)
+    assert frames and "self" in frames[0]
