@@ -274,6 +274,42 @@ def case_super_method():
     return d.go, change
 
 
+def case_super_classmethod():
+    class Base:
+        @classmethod
+        def make(cls, x):
+            return x + 1
+
+    class Der(Base):
+        @classmethod
+        def make(cls, x):
+            return super().make(x) * 2
+
+    def f(x):
+        return Der.make(x)
+
+    def change():
+        Base.make = classmethod(lambda cls, x: x - 10)
+    return f, change
+
+
+def case_custom_getattribute_method():
+    class GA:
+        def __getattribute__(self, name):
+            return object.__getattribute__(self, name)
+
+        def act(self, x):
+            return x + 1
+
+        def go(self, x):
+            return self.act(x)
+    g = GA()
+
+    def change():
+        GA.act = lambda self, x: x - 1
+    return g.go, change
+
+
 def case_staticmethod():
     class S:
         @staticmethod

@@ -544,13 +544,16 @@ class UserObjectVariable(VariableTracker):
             value = object.__getattribute__(self.obj, name)
         except AttributeError:
             raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
-        if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
-                isinstance(value.__func__, types.FunctionType):
-            return UserMethodVariable(UserFunctionVariable(value.__func__), self)
         src = None
         if self.source is not None:  # guarded by re-doing the same read
             from ember.capture.sources import CallSource
             src = CallSource(object.__getattribute__, self.source, (name,))
+        if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
+                isinstance(value.__func__, types.FunctionType):
+            fsrc = AttrSource(src, "__func__") if src is not None else None
+            if fsrc is not None:
+                tx.guards.id_match(fsrc, value.__func__)  # the method may be monkeypatched
+            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), self)
         return wrap(tx, value, src)
 
     def call(self, tx, args, kwargs):

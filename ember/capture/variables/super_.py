@@ -28,7 +28,13 @@ class SuperVariable(VariableTracker):
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
                 if isinstance(attr, classmethod):
-                    return UserMethodVariable(wrap(tx, attr.__func__, None), ClassVariable(real_type))
+                    # guarded by re-doing the lookup, like the methods below
+                    from ember.capture.sources import AttrSource, ConstSource
+                    from ember.capture.variables.objects import class_member
+                    sup = _super_object(self.cls, real_type)
+                    src = AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
+                                                      f"{real_type.__qualname__})"), name)
+                    return class_member(tx, attr, src, ClassVariable(real_type), real_type)
                 if type(self.obj).__name__ == "NewModuleVariable" and attr is _module_init():
                     from ember.capture.variables.new_module import ModuleInitVariable
                     return ModuleInitVariable(self.obj)
