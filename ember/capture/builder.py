@@ -148,6 +148,10 @@ def _wrap(tx, value, source) -> VariableTracker:
             return LazyIteratorVariable(tx, rest, source)
         return IteratorVariable([wrap(tx, v, None) for v in rest], source=source)
 
+    if t is list and source is not None:
+        guards.type_match(source, value)
+        return LazyListVariable(tx, value, source)
+
     if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
             guards.type_match(source, value)
@@ -354,6 +358,56 @@ def _lazy_iterator_class():
     return LazyIteratorVariable
 
 
+def _lazy_list_class():
+    from ember.capture.variables.containers import ListVariable
+
+    class LazyListVariable(ListVariable):
+        """A list from outside the frame: its length and items are read (and guarded) only when the
+        trace looks at them. Appends before that are recorded as appends and replayed with
+        ``extend``, so a list the frame only appends to (a log of losses) is not guarded by its
+        length — which changes on every call."""
+
+        def __init__(self, tx, value: list, source):
+            self._tx = tx
+            self._value = value
+            self._items = None
+            self.appended: list = []
+            self.source = source
+
+        @property
+        def only_appended(self) -> bool:
+            return self._items is None
+
+        @property
+        def items(self):
+            if self._items is None:
+                from ember.capture.sources import ItemSource
+                tx = self._tx
+                tx.guards.length(self.source, len(self._value))
+                self._items = [wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(self._value)]
+                self._items += self.appended
+            return self._items
+
+        @items.setter
+        def items(self, value):
+            self._items = value
+
+        def describe(self):
+            return "list" if self._items is None else super().describe()
+
+        def _new(self, items):
+            return ListVariable(items)
+
+        def call_method(self, tx, name, args, kwargs):
+            if name == "append" and self._items is None and len(args) == 1 and not kwargs:
+                tx.side_effects.mutated_container(self)
+                self.appended.append(args[0])
+                return ConstantVariable(None)
+            return super().call_method(tx, name, args, kwargs)
+
+    return LazyListVariable
+
+
 def pin_identity(tx, vt) -> None:
     """The program observes ``vt``'s identity (``is``, ``id()``, a dict key or set element): an
     object from outside guarded only by type must now be guarded by identity."""
@@ -367,6 +421,7 @@ def pin_identity(tx, vt) -> None:
 
 
 LazyIteratorVariable = _lazy_iterator_class()
+LazyListVariable = _lazy_list_class()
 
 
 def _stateless(m: torch.nn.Module) -> bool:

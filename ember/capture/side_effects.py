@@ -116,7 +116,10 @@ class SideEffects:
         writes = []
         for c in self._containers.values():
             target = targets[id(c)]
-            if isinstance(c, ListVariable):
+            if isinstance(c, ListVariable) and getattr(c, "only_appended", False):
+                # appended to, never read: the list may have any length now (see LazyListVariable)
+                writes.append(f"{target}.extend({value_of(ListVariable(c.appended))})")
+            elif isinstance(c, ListVariable):
                 writes.append(f"{target}[:] = {value_of(ListVariable(c.items))}")
             elif isinstance(c, (DictVariable, SetVariable)):
                 if isinstance(c, DictVariable):

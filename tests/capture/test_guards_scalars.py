@@ -184,3 +184,36 @@ def test_objects_returned_are_those_read_before_the_frames_writes():
     assert out[0] is first_list and out[1] is first_tensor
     assert OLD_LIST == [2]
     assert_same(OLD_TENSOR, x * 3)
+
+
+LOG = []
+
+
+def test_list_only_appended_to_is_not_guarded_by_length():
+    """A log list the frame appends to (and never reads) grows every call: no recompiles; a list
+    the frame reads is guarded as before."""
+    def f(x):
+        LOG.append(x.sum().item())
+        LOG.append("step")
+        return x * 2
+
+    LOG.clear()
+    compiled = compile(f, backend=CompileCounter())
+    expected = []
+    for seed in range(12):
+        x = torch.randn(2, generator=torch.Generator().manual_seed(seed))
+        assert_same(compiled(x), x * 2)
+        expected += [x.sum().item(), "step"]
+    assert LOG == expected
+    assert stats()["recompiles"] == 0 and stats()["fallbacks"] == 0
+
+    def g(x):
+        LOG.append(1)
+        return x * len(LOG), LOG[-1]
+
+    LOG.clear()
+    cg = compile(g, backend=CompileCounter())
+    got = [cg(torch.ones(1)) for _ in range(3)]
+    LOG.clear()
+    want = [g(torch.ones(1)) for _ in range(3)]
+    assert_same(got, want)
