@@ -24,6 +24,7 @@ import time
 _SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
               vocab_size=128, max_position_embeddings=64)
 _IMG = dict(image_size=32, patch_size=8, num_channels=3)
+_GENERIC = tuple(_SMALL)  # for configs whose own fields clash with the generic names
 ARCHS: dict[str, tuple[str, dict, str]] = {
     "bert": ("BertForSequenceClassification", {}, "text_cls"),
     "roberta": ("RobertaForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
@@ -93,12 +94,12 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
     "deit": ("DeiTForImageClassification", dict(_IMG), "image"),
     "beit": ("BeitForImageClassification", dict(_IMG), "image"),
     "swin": ("SwinForImageClassification", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
-                                                num_heads=[2, 2], window_size=4), "image"),
+                                                num_heads=[2, 2], window_size=4, _drop=_GENERIC), "image"),
     "convnext": ("ConvNextForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1]), "image"),
     "resnet": ("ResNetForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1],
                                                     embedding_size=8), "image"),
     "regnet": ("RegNetForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1],
-                                                    embedding_size=8, groups_width=8), "image"),
+                                                    embedding_size=8, groups_width=8, _drop=_GENERIC), "image"),
     "mobilenet_v2": ("MobileNetV2ForImageClassification", dict(image_size=32, depth_multiplier=0.25), "image"),
     "segformer": ("SegformerForImageClassification", dict(num_encoder_blocks=2, depths=[1, 1],
                                                           sr_ratios=[2, 1], hidden_sizes=[8, 16],
