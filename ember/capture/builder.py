@@ -177,12 +177,15 @@ def _wrap(tx, value, source) -> VariableTracker:
         return DictVariable(items, source=source, dict_cls=t)
 
     if t in (set, frozenset):
-        if not all(isinstance(v, (str, int, float, bool, type(None))) for v in value):
+        if not all(_set_item_by_value(v) for v in value):
             raise unsupported("a set of non-constant values")
         if source is not None:
+            # By its items: equal values, and functions/classes by identity (the guard's copy holds
+            # the very objects, so a nan item matches itself).
             guards.type_match(source, value)
-            guards.equals(source, value)
-        return SetVariable([ConstantVariable(v) for v in value], source, frozen=t is frozenset)
+            guards.equals(source, t(value))
+        return SetVariable([ConstantVariable(v) if type(v) in (str, int, float, bool, type(None), complex, bytes)
+                            else wrap(tx, v, None) for v in value], source, frozen=t is frozenset)
 
     if isinstance(value, torch.nn.Module):
         if source is not None:
@@ -279,6 +282,14 @@ def _wrap(tx, value, source) -> VariableTracker:
                   for k, v in value.keywords.items()}
         return PartialVariable(func, args, kwargs, source)
 
+    if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
+            getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset):
+        # `set.add`, `frozenset.__and__`: called with the container first
+        from ember.capture.variables.containers import UnboundContainerMethodVariable
+        if source is not None:
+            guards.id_match(source, value)  # read off a (user) class, which may be patched later
+        return UnboundContainerMethodVariable(value.__objclass__, value.__name__, source)
+
     if callable(value) and t.__module__ in ("builtins",) and not hasattr(value, "__dict__"):
         return OpaqueCallableVariable(value, source, f"calling {t.__name__} {getattr(value, '__qualname__', '')}")
 
@@ -291,6 +302,13 @@ def _wrap(tx, value, source) -> VariableTracker:
 
 
 _ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def _set_item_by_value(v) -> bool:
+    """A set item a guard on the set's equality pins: a scalar constant, or an object compared by
+    identity (a function, a builtin, a class)."""
+    return type(v) in (str, int, float, bool, type(None), complex, bytes) or _identity_key(v) or \
+        isinstance(v, types.BuiltinFunctionType)
 
 
 def _identity_key(k) -> bool:

@@ -544,10 +544,10 @@ class _ReturnPlan:
         if isinstance(vt, ListVariable):
             return "[" + ", ".join(self.expr(i) for i in vt.items) + "]"
         if isinstance(vt, SetVariable):
-            if not vt.items:
-                return "set()" if not vt.frozen else "frozenset()"
-            inner = "{" + ", ".join(self.expr(i) for i in vt.items.values()) + "}"
-            return inner if not vt.frozen else f"frozenset({inner})"
+            inner = "{" + ", ".join(self.expr(i) for i in vt.items.values()) + "}" if vt.items else "()"
+            if vt.set_cls is set:
+                return inner if vt.items else "set()"
+            return f"{bind(s, vt.set_cls, 'set_type')}({inner})"  # frozenset, or a subclass made in the frame
         if isinstance(vt, DictVariable):
             parts = [f"{codegen.literal(k, s, bind)}: {self.expr(v)}" for k, v in vt.items.items()]
             inner = "{" + ", ".join(parts) + "}"

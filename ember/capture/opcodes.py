@@ -32,6 +32,9 @@ _INPLACE_TO_PLAIN = {
     operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
     operator.irshift: operator.rshift,
 }
+_SET_DUNDERS = {operator.or_: "__or__", operator.and_: "__and__", operator.sub: "__sub__",
+                operator.xor: "__xor__"}
+_BINARY_SYMBOLS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^"}
 _COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
                 "==": operator.eq, "!=": operator.ne}
 _NB_OPS = [sym for _name, sym in dis._nb_ops]
@@ -197,7 +200,9 @@ class OpcodeMixin:
                 raise unsupported("concatenating a list and a tuple (TypeError)")
             return type(a)(a.items + b.items) if isinstance(a, ListVariable) else TupleVariable(a.items + b.items)
         if isinstance(a, BaseSequence) and plain is operator.mul and b.is_constant():
-            return a.call_method(self, "__mul__", [b], {})
+            # `lst *= 2` repeats the list in place (seen through every alias)
+            return a.call_method(self, "__imul__" if fn is operator.imul and isinstance(a, ListVariable)
+                                 else "__mul__", [b], {})
         if isinstance(b, BaseSequence) and plain is operator.mul and a.is_constant():
             return b.call_method(self, "__mul__", [a], {})
         if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
@@ -207,8 +212,16 @@ class OpcodeMixin:
             for k, v in b.items.items():
                 d.set_item(b.keys[k], v)
             return d
-        if isinstance(a, (SetVariable,)) and b.is_constant() and a.is_constant():
-            return wrap_constant(plain(a.as_constant(), b.as_constant()))
+        if isinstance(a, SetVariable) and plain in _SET_DUNDERS:
+            # `s |= t` mutates s (seen through every alias); `s | t` makes a new set
+            result = a.call_method(self, _SET_DUNDERS[plain] if fn is plain else
+                                   _SET_DUNDERS[plain].replace("__", "__i", 1), [b], {})
+            if result.is_constant() and result.as_constant() is NotImplemented:  # b is no set
+                raise PythonException(TypeError(
+                    f"unsupported operand type(s) for {_BINARY_SYMBOLS.get(plain, plain.__name__)}"
+                    f"{'=' if fn is not plain else ''}: '{a.python_type().__name__}' and "
+                    f"'{b.python_type().__name__}'"))
+            return result
         raise unsupported(f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
 
     def BINARY_OP(self, inst):
@@ -254,6 +267,8 @@ class OpcodeMixin:
                 self.push(ConstantVariable(fn(a.as_constant(), b.as_constant())))
             except Exception as e:
                 raise PythonException(e) from None  # eager raises this very exception
+        elif isinstance(a, SetVariable) and isinstance(b, SetVariable):
+            self.push(a.call_method(self, f"__{fn.__name__}__", [b], {}))
         elif fn in (operator.eq, operator.ne):
             same = self.compare_identity(a, b, False).as_constant()
             if not same and _comparable_by_identity(a) and _comparable_by_identity(b):

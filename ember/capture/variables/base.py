@@ -103,6 +103,9 @@ class ConstantVariable(VariableTracker):
     def unpack(self, tx):
         if isinstance(self.value, (tuple, list, str, range, bytes, frozenset, set, dict)):
             return [ConstantVariable(v) for v in self.value]
+        if type(self.value) in (int, float, bool, complex, type(None)):
+            from ember.exc import PythonException
+            raise PythonException(TypeError(f"'{type(self.value).__name__}' object is not iterable"))
         return super().unpack(tx)
 
 

@@ -424,6 +424,16 @@ class ConstantMethodVariable(VariableTracker):
     def truth(self, tx):
         return True
 
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return wrap_constant(self.value)
+        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
+            try:
+                return ConstantVariable(getattr(getattr(self.value, self.name), name))
+            except AttributeError as e:
+                raise PythonException(e) from None
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         from ember.capture.variables.generators import IteratorBase
         if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
@@ -516,6 +526,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
             return vt
+    from ember.capture.variables.containers import plain_set_subclass
+    if plain_set_subclass(cls) and not kwargs and len(args) <= 1:
+        return SetVariable(_iter_items(tx, args[0]) if args else [], set_cls=cls)
     from ember.capture.variables.new_module import construct_module, module_constructible
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)

@@ -8,6 +8,7 @@ with a reason, and the frame runs eagerly.
 """
 from __future__ import annotations
 
+import types
 from typing import Any
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -67,6 +68,17 @@ class BaseSequence(VariableTracker):
         return type(self)(items)
 
     def call_method(self, tx, name, args, kwargs):
+        _check_arity(self.python_cls, name, args, kwargs)
+        try:
+            return self._call_method(tx, name, args, kwargs)
+        except (IndexError, ValueError) as e:  # what the real list raises: pop(10), index("x") ...
+            raise PythonException(e) from None
+        except TypeError as e:
+            if name in ("__delitem__", "__setitem__", "insert", "pop"):  # `del lst[1.5]`
+                raise PythonException(e) from None
+            raise
+
+    def _call_method(self, tx, name, args, kwargs):
         if name == "__getitem__":
             return _index(tx, self, self.items, args[0], self._new)
         if name == "__len__":
@@ -77,8 +89,25 @@ class BaseSequence(VariableTracker):
             return ConstantVariable(getattr(self.as_constant(), name)(*[a.as_constant() for a in args]))
         if name == "__add__" and isinstance(args[0], BaseSequence) and type(args[0]) is type(self):
             return self._new(self.items + args[0].items)
-        if name == "__mul__" and args[0].is_constant():
-            return self._new(self.items * args[0].as_constant())
+        if name == "__add__" and isinstance(args[0], (BaseSequence, DictVariable, SetVariable, ConstantVariable)):
+            other = args[0].python_type().__name__
+            raise PythonException(TypeError(f'can only concatenate {self.python_cls.__name__} (not "{other}") '
+                                            f'to {self.python_cls.__name__}'))
+        if name == "__iter__":
+            return self.iter(tx)
+        if name in _COMPARE_DUNDERS and self.is_constant() and args[0].is_constant():
+            return ConstantVariable(getattr(self.as_constant(), name)(args[0].as_constant()))
+        if name in ("__mul__", "__rmul__", "__imul__") and args[0].is_constant():
+            n = args[0].as_constant()
+            if not isinstance(n, int):
+                raise PythonException(TypeError(f"can't multiply sequence by non-int of type '{type(n).__name__}'"))
+            if name == "__imul__" and isinstance(self, ListVariable):  # in place: the same list
+                self._mutable(name, tx)
+                self.items[:] = self.items * n
+                return self
+            return self._new(self.items * n)
+        if hasattr(self.python_cls, name):  # a real method the tracker does not model
+            raise unsupported(f"{self.python_cls.__name__}.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
     def getattr(self, tx, name):
@@ -143,6 +172,25 @@ class TupleVariable(BaseSequence):
         return super().call_method(tx, name, args, kwargs)
 
 
+_COMPARE_DUNDERS = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+
+# How many positional arguments the methods of the builtin sequences take (TypeError otherwise).
+_ARITY = {"append": (1, 1), "extend": (1, 1), "insert": (2, 2), "pop": (0, 1), "clear": (0, 0),
+          "reverse": (0, 0), "copy": (0, 0), "remove": (1, 1), "index": (1, 3), "count": (1, 1),
+          "sort": (0, 0), "__imul__": (1, 1), "__mul__": (1, 1), "__iadd__": (1, 1), "__add__": (1, 1),
+          "__getitem__": (1, 1), "__setitem__": (2, 2), "__delitem__": (1, 1), "__contains__": (1, 1),
+          "__len__": (0, 0), "__iter__": (0, 0), **{n: (1, 1) for n in _COMPARE_DUNDERS}}
+
+
+def _check_arity(cls, name, args, kwargs):
+    if name not in _ARITY:
+        return
+    lo, hi = _ARITY[name]
+    if not lo <= len(args) <= hi or (kwargs and name != "sort"):
+        raise PythonException(TypeError(f"{cls.__name__}.{name}() got {len(args)} positional arguments"
+                                        f"{' and keyword arguments' if kwargs else ''}"))
+
+
 class ListVariable(BaseSequence):
     python_cls = list
 
@@ -153,7 +201,7 @@ class ListVariable(BaseSequence):
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 
-    def call_method(self, tx, name, args, kwargs):
+    def _call_method(self, tx, name, args, kwargs):
         items = self.items
         if name == "append":
             self._mutable(name, tx); items.append(args[0]); return ConstantVariable(None)
@@ -197,7 +245,7 @@ class ListVariable(BaseSequence):
             return ConstantVariable(None)
         if name == "__iadd__":
             self._mutable(name, tx); items.extend(args[0].unpack(tx)); return self
-        return super().call_method(tx, name, args, kwargs)
+        return super()._call_method(tx, name, args, kwargs)
 
 
 class DictVariable(VariableTracker):
@@ -251,14 +299,14 @@ class DictVariable(VariableTracker):
         return super().getattr(tx, name)
 
     def set_item(self, key_vt, value):
-        k = key_vt.hash_key()
+        k = set_key(key_vt)
         self.items[k] = value
         self.keys.setdefault(k, key_vt)
 
     def call_method(self, tx, name, args, kwargs):
         items = self.items
         if name == "__getitem__":
-            k = args[0].hash_key()
+            k = set_key(args[0])
             if k not in items and self.default_factory is not None:
                 self._mutable(name, tx)
                 self.set_item(args[0], self.default_factory.call(tx, [], {}))
@@ -266,10 +314,10 @@ class DictVariable(VariableTracker):
                 raise PythonException(KeyError(k))
             return items[k]
         if name == "get":
-            k = args[0].hash_key()
+            k = set_key(args[0])
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
         if name == "__contains__":
-            return ConstantVariable(args[0].hash_key() in items)
+            return ConstantVariable(set_key(args[0]) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
         if name == "keys":
@@ -287,11 +335,11 @@ class DictVariable(VariableTracker):
         if name == "__setitem__":
             self._mutable(name, tx); self.set_item(args[0], args[1]); return ConstantVariable(None)
         if name == "__delitem__":
-            self._mutable(name, tx); k = args[0].hash_key(); del items[k]; del self.keys[k]
+            self._mutable(name, tx); k = set_key(args[0]); del items[k]; del self.keys[k]
             return ConstantVariable(None)
         if name == "pop":
             self._mutable(name, tx)
-            k = args[0].hash_key()
+            k = set_key(args[0])
             if k in items:
                 self.keys.pop(k)
                 return items.pop(k)
@@ -300,7 +348,7 @@ class DictVariable(VariableTracker):
             raise PythonException(KeyError(k))
         if name == "setdefault":
             self._mutable(name, tx)
-            k = args[0].hash_key()
+            k = set_key(args[0])
             if k not in items:
                 self.set_item(args[0], args[1] if len(args) > 1 else ConstantVariable(None))
             return items[k]
@@ -324,22 +372,97 @@ class DictVariable(VariableTracker):
         return super().call_method(tx, name, args, kwargs)
 
 
+def set_key(vt: VariableTracker):
+    """The key of ``vt`` as a set element / dict key: TypeError for an unhashable value (a list, a
+    dict, a set), as Python raises; a function or a class is its own key (compared by identity)."""
+    if isinstance(vt, (ListVariable, DictVariable)) or (isinstance(vt, SetVariable) and not vt.frozen):
+        raise PythonException(TypeError(f"unhashable type: '{vt.python_type().__name__}'"))
+    if isinstance(vt, SetVariable) and not vt.is_constant():
+        keys = frozenset(vt.items)  # a frozenset of trackers: equal when their keys are
+        return ("__frozenset__", keys)
+    fn = getattr(vt, "fn", None)
+    if fn is not None and type(vt).__name__ in ("UserFunctionVariable", "TorchFunctionVariable"):
+        return fn
+    return vt.hash_key()
+
+
+def _set_operand(tx, vt) -> list:
+    """The items of an iterable argument of a set method (``s.union([1, 2])``)."""
+    if isinstance(vt, SetVariable):
+        return list(vt.items.values())
+    if isinstance(vt, ConstantVariable):
+        try:
+            iter(vt.value)
+        except TypeError as e:
+            raise PythonException(e) from None
+    return vt.iter(tx).unpack(tx)
+
+
+_SET_OPERATORS = {"__or__": "|", "__and__": "&", "__sub__": "-", "__xor__": "^",
+                  "__ior__": "|=", "__iand__": "&=", "__isub__": "-=", "__ixor__": "^="}
+_SET_COMPARE = {"__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"}
+_SET_ALGEBRA = {"union": "__or__", "intersection": "__and__", "difference": "__sub__",
+                "symmetric_difference": "__xor__"}
+_SET_UPDATES = {"update": "__or__", "intersection_update": "__and__", "difference_update": "__sub__",
+                "symmetric_difference_update": "__xor__"}
+_SET_MUTATORS = {"add", "discard", "remove", "clear", "pop", *_SET_UPDATES, "__ior__", "__iand__", "__isub__",
+                 "__ixor__"}
+
+
+def _not_a_set_operand(vt) -> bool:
+    """A value no set operator or comparison accepts, and with no reflected method of its own (a
+    tuple tracker may stand for a dict view, which has one)."""
+    return isinstance(vt, (ListVariable, DictVariable)) or (isinstance(vt, ConstantVariable) and type(vt.value) in (
+        int, float, bool, str, bytes, complex, type(None), list))
+
+
+def _combine(op: str, left: dict, right: dict) -> dict:
+    if op == "__or__":
+        out = dict(left)
+        for k, v in right.items():
+            out.setdefault(k, v)
+        return out
+    if op == "__and__":
+        return {k: v for k, v in left.items() if k in right}
+    if op == "__sub__":
+        return {k: v for k, v in left.items() if k not in right}
+    out = {k: v for k, v in left.items() if k not in right}
+    out.update((k, v) for k, v in right.items() if k not in left)
+    return out
+
+
+def _compare(op: str, a: set, b: set) -> bool:
+    return {"__eq__": a == b, "__ne__": a != b, "__lt__": a < b, "__le__": a <= b, "__gt__": a > b,
+            "__ge__": a >= b}[op]
+
+
 class SetVariable(VariableTracker):
-    def __init__(self, items: list, source=None, frozen: bool = False):
+    """A set or frozenset (or an instance of a plain subclass of one, made in the frame). ``items``
+    maps each element's key (`set_key`) to its tracker, in insertion order."""
+
+    def __init__(self, items: list, source=None, frozen: bool = False, set_cls: type | None = None):
         self.items: dict[Any, VariableTracker] = {}
         for it in items:
-            self.items.setdefault(it.hash_key(), it)
+            self.items.setdefault(set_key(it), it)
         self.source = source
-        self.frozen = frozen
+        self.set_cls = set_cls or (frozenset if frozen else set)
+        self.frozen = issubclass(self.set_cls, frozenset)
+
+    @property
+    def base_cls(self) -> type:
+        return frozenset if self.frozen else set
 
     def python_type(self):
-        return frozenset if self.frozen else set
+        return self.set_cls
+
+    def describe(self):
+        return f"{self.set_cls.__name__}[{', '.join(i.describe() for i in self.items.values())}]"
 
     def is_constant(self):
         return all(v.is_constant() for v in self.items.values())
 
     def as_constant(self):
-        return self.python_type()(v.as_constant() for v in self.items.values())
+        return self.set_cls(v.as_constant() for v in self.items.values())
 
     def truth(self, tx):
         return bool(self.items)
@@ -348,43 +471,198 @@ class SetVariable(VariableTracker):
         return list(self.items.values())
 
     def getattr(self, tx, name):
-        from ember.capture.variables.functions import BoundMethodVariable
-        if hasattr(set, name):
+        from ember.capture.variables.functions import BoundMethodVariable, UserFunctionVariable, UserMethodVariable
+        for klass in self.set_cls.__mro__:
+            if klass is self.base_cls:
+                break
+            if name in klass.__dict__ and isinstance(klass.__dict__[name], types.FunctionType):
+                return UserMethodVariable(UserFunctionVariable(klass.__dict__[name]), self)  # a subclass method
+        if name == "__class__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.set_cls)
+        if hasattr(self.set_cls, name) and callable(getattr(self.set_cls, name)):
             return BoundMethodVariable(self, name)
         return super().getattr(tx, name)
 
+    def _new(self, items: dict) -> "SetVariable":
+        return SetVariable(list(items.values()), set_cls=self.base_cls)
+
+    def _arity(self, name, args, kwargs, lo, hi=None):
+        n = len(args)
+        if kwargs:
+            raise PythonException(TypeError(f"{self.base_cls.__name__}.{name}() takes no keyword arguments"))
+        if n < lo or (hi is not None and n > hi):
+            raise PythonException(TypeError(f"{self.base_cls.__name__}.{name}() takes {'exactly' if lo == hi else 'at least'} "
+                                            f"{lo} argument{'s' if lo != 1 else ''} ({n} given)"))
+
     def call_method(self, tx, name, args, kwargs):
-        if name in ("add", "discard", "remove", "update", "clear"):
-            if self.frozen:
-                raise unsupported(f"frozenset has no method {name} (AttributeError)")
-            if self.source is not None:
+        if name in _SET_MUTATORS:
+            if self.frozen and not name.startswith("__"):
+                raise PythonException(AttributeError(f"'{self.set_cls.__name__}' object has no attribute '{name}'"))
+            if not self.frozen and self.source is not None:
                 tx.side_effects.mutated_container(self)
+        items = self.items
         if name == "add":
-            self.items.setdefault(args[0].hash_key(), args[0]); return ConstantVariable(None)
-        if name == "update":
-            for a in args:
-                for it in a.unpack(tx):
-                    self.items.setdefault(it.hash_key(), it)
+            self._arity(name, args, kwargs, 1, 1)
+            items.setdefault(set_key(args[0]), args[0])
             return ConstantVariable(None)
         if name in ("discard", "remove"):
-            k = args[0].hash_key()
-            if k not in self.items and name == "remove":
-                raise PythonException(KeyError(args[0].hash_key()))
-            self.items.pop(k, None)
+            self._arity(name, args, kwargs, 1, 1)
+            k = set_key(args[0]) if not isinstance(args[0], SetVariable) else set_key(args[0]._frozen_copy())
+            if k not in items and name == "remove":
+                raise PythonException(KeyError(args[0].as_constant() if args[0].is_constant() else k))
+            items.pop(k, None)
             return ConstantVariable(None)
         if name == "clear":
-            self.items.clear(); return ConstantVariable(None)
+            self._arity(name, args, kwargs, 0, 0)
+            items.clear()
+            return ConstantVariable(None)
+        if name == "pop":
+            self._arity(name, args, kwargs, 0, 0)
+            if not items:
+                raise PythonException(KeyError("pop from an empty set"))
+            k = next(iter(items))
+            if self.is_constant():  # the element eager pops from a set of these values
+                first = next(iter(set(self.as_constant())))
+                k = next((key for key, v in items.items() if v.as_constant() is first), k)
+            return items.pop(k)
+        if name == "copy":
+            self._arity(name, args, kwargs, 0, 0)
+            return self._new(items)
+        if name in _SET_UPDATES:
+            for a in args:
+                other = {set_key(i): i for i in _set_operand(tx, a)}
+                self.items = _combine(_SET_UPDATES[name], self.items, other)
+            return ConstantVariable(None)
+        if name in _SET_ALGEBRA:
+            self._arity(name, args, kwargs, 1 if name == "symmetric_difference" else 0,
+                        1 if name == "symmetric_difference" else None)
+            result = dict(items)
+            for a in args:
+                result = _combine(_SET_ALGEBRA[name], result, {set_key(i): i for i in _set_operand(tx, a)})
+            return self._new(result)
+        if name in ("issuperset", "isdisjoint") and not isinstance(args[0] if args else None, SetVariable):
+            # Python pulls the items one at a time and stops at the first decisive one (a
+            # generator argument is left part-consumed)
+            self._arity(name, args, kwargs, 1, 1)
+            if isinstance(args[0], ConstantVariable):
+                _set_operand(tx, args[0])  # TypeError for a non-iterable
+            it = args[0].iter(tx)
+            while True:
+                item = it.next(tx)
+                if item is None:
+                    return ConstantVariable(True)
+                if (set_key(item) in items) == (name == "isdisjoint"):
+                    return ConstantVariable(False)
+        if name in ("issubset", "issuperset", "isdisjoint"):
+            self._arity(name, args, kwargs, 1, 1)
+            other = {set_key(i) for i in _set_operand(tx, args[0])}
+            mine = set(items)
+            return ConstantVariable(mine <= other if name == "issubset" else mine >= other
+                                    if name == "issuperset" else not (mine & other))
+        if name in _SET_OPERATORS:
+            self._arity(name, args, kwargs, 1, 1)
+            other = args[0]
+            if not isinstance(other, SetVariable):
+                if _not_a_set_operand(other):
+                    return ConstantVariable(NotImplemented)  # what the slot returns; the operator raises
+                raise unsupported(f"{self.describe()} {_SET_OPERATORS[name]} {other.describe()}")
+            op = name.replace("__i", "__")
+            result = _combine(op, items, other.items)
+            if name != op and not self.frozen:  # in place: the same set, mutated
+                self.items = result
+                return self
+            return self._new(result)
+        if name in _SET_COMPARE:
+            self._arity(name, args, kwargs, 1, 1)
+            other = args[0]
+            if not isinstance(other, SetVariable):
+                if _not_a_set_operand(other):
+                    return ConstantVariable(NotImplemented)
+                raise unsupported(f"{self.describe()} {name} {other.describe()}")
+            return ConstantVariable(_compare(name, set(items), set(other.items)))
         if name == "__contains__":
-            return ConstantVariable(args[0].hash_key() in self.items)
+            needle = args[0]
+            if isinstance(needle, SetVariable) and not needle.frozen:  # looked up as a frozenset
+                needle = needle._frozen_copy()
+            return ConstantVariable(set_key(needle) in items)
         if name == "__len__":
-            return ConstantVariable(len(self.items))
-        if name in ("union", "intersection", "difference", "__or__", "__and__", "__sub__", "issubset",
-                    "issuperset", "symmetric_difference", "__xor__") and self.is_constant() \
-                and all(a.is_constant() for a in args):
-            r = getattr(self.as_constant(), name)(*[a.as_constant() for a in args])
-            return SetVariable([ConstantVariable(v) for v in r]) if isinstance(r, (set, frozenset)) \
-                else ConstantVariable(r)
+            return ConstantVariable(len(items))
         return super().call_method(tx, name, args, kwargs)
+
+    def _frozen_copy(self) -> "SetVariable":
+        return SetVariable(list(self.items.values()), frozen=True)
+
+
+_HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
+                         "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__"}
+
+
+def plain_set_subclass(cls: type) -> bool:
+    """A set/frozenset subclass whose instances behave as the base type does: no slot of its own
+    (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder methods, which are inlined."""
+    if not issubclass(cls, (set, frozenset)) or type(cls) is not type:
+        return False
+    base = frozenset if issubclass(cls, frozenset) else set
+    for klass in cls.__mro__:
+        if klass is base:
+            return True
+        if klass.__module__ == "builtins":
+            return False
+        for name, value in klass.__dict__.items():
+            if name in _HARMLESS_CLASS_NAMES:
+                continue
+            if name.startswith("__") or not isinstance(value, types.FunctionType):
+                return False
+    return False
+
+
+# Builtin container methods read off their class (``set.add``, ``frozenset.__and__``), called with
+# the container first: the tracker's own method of that name.
+_UNBOUND_OWNERS = {list: ListVariable, tuple: TupleVariable, dict: DictVariable, set: SetVariable,
+                   frozenset: SetVariable}
+
+
+class UnboundContainerMethodVariable(VariableTracker):
+    def __init__(self, owner: type, name: str, source=None):
+        self.owner = owner
+        self.name = name
+        self.source = source
+
+    def describe(self):
+        return f"{self.owner.__name__}.{self.name}"
+
+    def python_type(self):
+        return type(getattr(self.owner, self.name))
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
+            return ConstantVariable(getattr(getattr(self.owner, self.name), name))
+        if name == "__objclass__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.owner)
+        return super().getattr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        if not args:
+            raise PythonException(TypeError(f"unbound method {self.owner.__name__}.{self.name}() needs an argument"))
+        obj = args[0]
+        if isinstance(obj, ConstantVariable) and isinstance(obj.value, self.owner):  # `tuple.count((1, 1), 1)`
+            from ember.capture.variables.builtins import ConstantMethodVariable
+            return ConstantMethodVariable(obj.value, self.name).call(tx, list(args[1:]), kwargs)
+        try:
+            t = obj.python_type()
+        except Exception:
+            t = None
+        if not (isinstance(obj, _UNBOUND_OWNERS[self.owner]) and t is not None and issubclass(t, self.owner)):
+            if t is not None and not issubclass(t, self.owner) and isinstance(obj, ConstantVariable):
+                raise PythonException(TypeError(f"descriptor '{self.name}' for '{self.owner.__name__}' objects "
+                                                f"doesn't apply to a '{t.__name__}' object"))
+            raise unsupported(f"calling {self.describe()} on {obj.describe()}")
+        return obj.call_method(tx, self.name, list(args[1:]), kwargs)  # the base type's own method
 
 
 class IteratorVariable(IteratorBase):

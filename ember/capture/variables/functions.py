@@ -247,6 +247,21 @@ class BoundMethodVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return self.obj.call_method(tx, self.name, args, kwargs)
 
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return self.obj
+        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
+            # what the real bound method reports (`unittest.assertRaises(E, lst.append)` reads __name__)
+            try:
+                method = getattr(self.obj.python_type(), self.name)
+            except Exception:
+                method = None
+            if method is not None and hasattr(method, name):
+                if name == "__qualname__":  # a bound builtin method names the object's own class
+                    return ConstantVariable(f"{self.obj.python_type().__qualname__}.{method.__name__}")
+                return ConstantVariable(getattr(method, name))
+        return super().getattr(tx, name)
+
     def reconstruct(self, plan) -> str:
         """``getattr(obj, name)`` on the rebuilt object (``out.append`` live across a break)."""
         from ember.capture.sources import bind

@@ -60,7 +60,7 @@ class IteratorBase(VariableTracker):
                 raise unsupported("iterator produced too many items (infinite iterator?)")
 
     def getattr(self, tx, name):
-        if name == "__next__":
+        if name in ("__next__", "__iter__"):
             from ember.capture.variables.functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         return super().getattr(tx, name)

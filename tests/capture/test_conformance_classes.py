@@ -1,0 +1,194 @@
+"""Classes of gaps found by running PyTorch's own test/dynamo files (test_sets, test_list) through
+ember: set/frozenset subclasses made in the frame, attributes of bound container methods, sets of
+functions/floats as arguments, unbound container methods (``set.add(s, x)``), container method
+errors (wrong arity, bad operands), and in-place operators on aliased containers. Each compiles
+fully (as torch.compile does) and agrees with eager."""
+import math
+
+import pytest
+import torch
+
+from ember_test_helpers import CompileCounter, check_same, compile
+
+
+class S(set):
+    pass
+
+
+class FS(frozenset):
+    pass
+
+
+class AddsOne(set):
+    def add(self, item):
+        return super().add(item + 1)
+
+    def always(self, item):
+        return True
+
+
+def x1():
+    return torch.ones(2)
+
+
+# -- set / frozenset subclasses built in the frame ------------------------------------------
+
+def subclass_add(x):
+    s = S([1, 2])
+    s.add(3)
+    return x + len(s), s, type(s) is S, isinstance(s, set)
+
+
+def frozen_subclass_ops(x):
+    p, q = FS("abc"), FS("bcd")
+    u = p | q
+    return x + len(u), type(u) is frozenset, p & q, p - q, p ^ q, p < FS("abcd"), p == frozenset("abc")
+
+
+def subclass_methods(x):
+    p, q, r = map(S, ["abc", "bc", "bef"])
+    p.update(q, r)
+    q.intersection_update(r)
+    r.symmetric_difference_update("xb")
+    c = p.copy()
+    return x + len(p), p, q, r, type(c) is set, p.issuperset("ab"), q.isdisjoint(r), p.union(r, "z")
+
+
+def subclass_overrides_method(x):
+    s = AddsOne([1, 2])
+    s.add(3)  # the subclass's own add, which calls set.add through super()
+    return x + len(s), s, s.always(0)
+
+
+def subclass_escapes_and_is_mutated_later(x):
+    s = S("ab")
+    return x + 1, s
+
+
+@pytest.mark.parametrize("fn", [subclass_add, frozen_subclass_ops, subclass_methods, subclass_overrides_method])
+def test_set_subclass_made_in_frame_compiles(fn):
+    check_same(fn, x1(), fullgraph=True)
+
+
+def test_set_subclass_made_in_frame_is_rebuilt_as_its_class():
+    out = compile(subclass_escapes_and_is_mutated_later, backend=CompileCounter(), fullgraph=True)(x1())[1]
+    assert type(out) is S and out == {"a", "b"}
+    out.add("c")  # a real, mutable set of the subclass
+    assert out == {"a", "b", "c"}
+
+
+# -- attributes of bound methods of builtin containers --------------------------------------
+
+def bound_method_names(x):
+    p, s, t, d = [1, 2], {1}, (1,), {"a": 1}
+    names = (p.append.__name__, s.union.__name__, t.count.__name__, d.get.__qualname__,
+             S().add.__qualname__, p.append.__self__ is p)
+    return x + len(names[0]), names
+
+
+def test_bound_container_method_attributes():
+    check_same(bound_method_names, x1(), fullgraph=True)
+
+
+def assert_raises_style(x):
+    # unittest's assertRaises(TypeError, p.count) reads callable.__name__, then calls it
+    p = [1, 2]
+    caught = []
+    for fn, args in ((p.count, ()), (p.extend, (1,)), (p.insert, (1,)), (p.pop, (10,)), (p.__delitem__, (1.5,)),
+                     (p.__imul__, (2.2,)), (p.__add__, ((1,),)), (p.index, (9,)), ({1}.issubset, ()),
+                     ({1}.issubset, ([[]],)), ({1}.add, ([1],)), (set().pop, ()), ({1} .__sub__, (1,))):
+        try:
+            fn(*args)
+        except (TypeError, IndexError, ValueError, KeyError) as e:
+            caught.append((fn.__name__, type(e).__name__))
+    return x + len(caught), caught, p
+
+
+def test_container_method_errors_are_raised_as_in_eager():
+    check_same(assert_raises_style, x1(), fullgraph=True)
+
+
+# -- a set argument holding functions, floats, complex, nan -------------------------------------
+
+def sin_in_set(x, s):
+    return x.sin() if torch.sin in s else x.cos()
+
+
+def test_set_argument_with_functions_is_guarded_by_its_items():
+    cnt = CompileCounter()
+    f = compile(sin_in_set, backend=cnt, fullgraph=True)
+    s = {torch.sin, "hello", 3.3, 1j, math.nan}
+    x = x1()
+    assert torch.equal(f(x, s), x.sin()) and cnt.frame_count == 1
+    assert torch.equal(f(x, set(s)), x.sin()) and cnt.frame_count == 1  # an equal set: same code
+    s.remove(torch.sin)  # the caller's own set, mutated: the guard must see it
+    s.add(torch.cos)
+    assert torch.equal(f(x, s), x.cos()) and cnt.frame_count == 2
+
+
+# -- unbound container methods read off the class -------------------------------------------
+
+def unbound_methods(x):
+    p, q = frozenset("abc"), frozenset("bef")
+    s = S("ab")
+    set.add(s, "e")
+    S.discard(s, "a")
+    lst = []
+    list.append(lst, 1)
+    d = {"a": 2}
+    return (x + len(frozenset.__and__(p, q)) + dict.__getitem__(d, "a") + lst[0], s, lst,
+            frozenset.__or__(p, q), set.__lt__({1}, {1, 2}), frozenset.__contains__(p, "a"), tuple.count((1, 1), 1))
+
+
+def test_unbound_container_methods():
+    check_same(unbound_methods, x1(), fullgraph=True)
+
+
+# -- in-place operators mutate the container seen through every alias -------------------------
+
+def inplace_set_and_list_ops(x):
+    s = {1, 2}
+    t = s
+    s |= {3}
+    s -= {1}
+    s &= {2, 3, 4}
+    s ^= {9}
+    lst = ["a"]
+    alias = lst
+    lst *= 3
+    lst += ["b"]
+    return x + len(t) + len(alias), t, alias, s is t, lst is alias
+
+
+def test_inplace_operators_keep_aliases():
+    check_same(inplace_set_and_list_ops, x1(), fullgraph=True)
+
+
+def isdisjoint_stops_early(x):
+    n = [0]
+
+    def gen():
+        n[0] += 1
+        yield 1
+        n[0] += 2
+        yield 2
+        n[0] += 3
+        yield 3
+
+    r = {2, 4, 5}.isdisjoint(gen())
+    return x + n[0], r, {9}.issuperset(gen()), n
+
+
+def test_isdisjoint_and_issuperset_consume_as_python_does():
+    check_same(isdisjoint_stops_early, x1(), fullgraph=True)
+
+
+def list_and_tuple_dunders(x):
+    p, q = ["a", "b"], ("a", "b")
+    it = p.__iter__().__iter__()
+    return (x + 1, next(it), p.__eq__(["a", "b"]), q.__lt__(("b",)), p.__ne__(q), q.__add__(("c",)),
+            p.__iter__ is not None)
+
+
+def test_list_and_tuple_dunder_methods():
+    check_same(list_and_tuple_dunders, x1(), fullgraph=True)
