@@ -102,7 +102,7 @@ class OpcodeMixin:
     def SET_ADD(self, inst):
         value = self.pop()
         target = self.stack[-inst.arg]
-        target.items.setdefault(value.hash_key(), value)
+        target.call_method(self, "add", [value], {})
 
     def MAP_ADD(self, inst):
         value = self.pop()
@@ -116,8 +116,7 @@ class OpcodeMixin:
     def SET_UPDATE(self, inst):
         seq = self.pop()
         target = self.stack[-inst.arg]
-        for v in seq.iter(self).unpack(self):
-            target.items.setdefault(v.hash_key(), v)
+        target.call_method(self, "update", [seq], {})
 
     def DICT_UPDATE(self, inst):
         other = self.pop()

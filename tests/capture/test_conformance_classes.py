@@ -192,3 +192,30 @@ def list_and_tuple_dunders(x):
 
 def test_list_and_tuple_dunder_methods():
     check_same(list_and_tuple_dunders, x1(), fullgraph=True)
+
+
+# -- a set built in the frame iterates (and pops) in eager's order, not insertion order ------------
+
+def set_iteration_order(x):
+    s = set([5, 4, 17, 1, 33, 64])
+    s.add(9)
+    s.discard(4)
+    t = {"b", "a", "c"} | {"z", "y"}
+    first = s.pop()
+    return x + first, list(s), tuple(t), [v for v in s & {1, 5, 33, 64, 100}], sorted(s), first
+
+
+def test_set_iteration_and_pop_follow_eager_order():
+    check_same(set_iteration_order, x1(), fullgraph=True)
+
+
+def copy_of_set_subclass(x):
+    import copy
+    s = S([3, 1])
+    c = copy.copy(s)
+    c.add(2)
+    return x + len(c), c, type(c) is S, s
+
+
+def test_copy_of_set_subclass_keeps_its_class():
+    check_same(copy_of_set_subclass, x1(), fullgraph=True)  # eager copy.copy caches S.__slotnames__ first

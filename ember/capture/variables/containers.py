@@ -416,37 +416,31 @@ def _not_a_set_operand(vt) -> bool:
         int, float, bool, str, bytes, complex, type(None), list))
 
 
-def _combine(op: str, left: dict, right: dict) -> dict:
-    if op == "__or__":
-        out = dict(left)
-        for k, v in right.items():
-            out.setdefault(k, v)
-        return out
-    if op == "__and__":
-        return {k: v for k, v in left.items() if k in right}
-    if op == "__sub__":
-        return {k: v for k, v in left.items() if k not in right}
-    out = {k: v for k, v in left.items() if k not in right}
-    out.update((k, v) for k, v in right.items() if k not in left)
-    return out
-
-
-def _compare(op: str, a: set, b: set) -> bool:
-    return {"__eq__": a == b, "__ne__": a != b, "__lt__": a < b, "__le__": a <= b, "__gt__": a > b,
-            "__ge__": a >= b}[op]
-
-
 class SetVariable(VariableTracker):
     """A set or frozenset (or an instance of a plain subclass of one, made in the frame). ``items``
-    maps each element's key (`set_key`) to its tracker, in insertion order."""
+    maps each element's key (`set_key`) to its tracker. ``shadow`` is a real set of the keys that
+    goes through the same operations as the program's set, so iterating the tracker (and ``pop``)
+    follows the order eager Python has (hash order, not insertion order)."""
 
     def __init__(self, items: list, source=None, frozen: bool = False, set_cls: type | None = None):
         self.items: dict[Any, VariableTracker] = {}
+        self.shadow: set = set()
         for it in items:
-            self.items.setdefault(set_key(it), it)
+            k = set_key(it)
+            self.items.setdefault(k, it)
+            self.shadow.add(k)
+        self._sync()
         self.source = source
         self.set_cls = set_cls or (frozenset if frozen else set)
         self.frozen = issubclass(self.set_cls, frozenset)
+
+    def _sync(self, *others: "SetVariable | dict"):
+        """Reorder ``items`` as the shadow iterates (trackers of new keys come from ``others``)."""
+        pool = [self.items, *[o.items if isinstance(o, SetVariable) else o for o in others]]
+        new = {}
+        for k in self.shadow:
+            new[k] = next(p[k] for p in pool if k in p)
+        self.items = new
 
     @property
     def base_cls(self) -> type:
@@ -484,8 +478,12 @@ class SetVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         return super().getattr(tx, name)
 
-    def _new(self, items: dict) -> "SetVariable":
-        return SetVariable(list(items.values()), set_cls=self.base_cls)
+    def _new(self, shadow: set, *others) -> "SetVariable":
+        out = SetVariable([], set_cls=self.base_cls)
+        out.shadow = shadow
+        out.items = {}
+        out._sync(self, *others)
+        return out
 
     def _arity(self, name, args, kwargs, lo, hi=None):
         n = len(args)
@@ -504,43 +502,47 @@ class SetVariable(VariableTracker):
         items = self.items
         if name == "add":
             self._arity(name, args, kwargs, 1, 1)
-            items.setdefault(set_key(args[0]), args[0])
+            k = set_key(args[0])
+            self.shadow.add(k)
+            self._sync({k: args[0]})
             return ConstantVariable(None)
         if name in ("discard", "remove"):
             self._arity(name, args, kwargs, 1, 1)
             k = set_key(args[0]) if not isinstance(args[0], SetVariable) else set_key(args[0]._frozen_copy())
             if k not in items and name == "remove":
                 raise PythonException(KeyError(args[0].as_constant() if args[0].is_constant() else k))
-            items.pop(k, None)
+            self.shadow.discard(k)
+            self._sync()
             return ConstantVariable(None)
         if name == "clear":
             self._arity(name, args, kwargs, 0, 0)
-            items.clear()
+            self.shadow.clear()
+            self._sync()
             return ConstantVariable(None)
         if name == "pop":
             self._arity(name, args, kwargs, 0, 0)
             if not items:
                 raise PythonException(KeyError("pop from an empty set"))
-            k = next(iter(items))
-            if self.is_constant():  # the element eager pops from a set of these values
-                first = next(iter(set(self.as_constant())))
-                k = next((key for key, v in items.items() if v.as_constant() is first), k)
-            return items.pop(k)
+            k = self.shadow.pop()  # the element eager pops
+            value = items[k]
+            self._sync()
+            return value
         if name == "copy":
             self._arity(name, args, kwargs, 0, 0)
-            return self._new(items)
-        if name in _SET_UPDATES:
-            for a in args:
-                other = {set_key(i): i for i in _set_operand(tx, a)}
-                self.items = _combine(_SET_UPDATES[name], self.items, other)
+            return self._new(self.shadow.copy())
+        if name in _SET_UPDATES or name in _SET_ALGEBRA:
+            if name in _SET_ALGEBRA:
+                one = name == "symmetric_difference"
+                self._arity(name, args, kwargs, 1 if one else 0, 1 if one else None)
+            operands, pool = _operands(tx, args)
+            try:
+                result = getattr(self.shadow, name)(*operands)  # the real operation, on the keys
+            except TypeError as e:
+                raise PythonException(e) from None
+            if name in _SET_ALGEBRA:
+                return self._new(result, pool)
+            self._sync(pool)
             return ConstantVariable(None)
-        if name in _SET_ALGEBRA:
-            self._arity(name, args, kwargs, 1 if name == "symmetric_difference" else 0,
-                        1 if name == "symmetric_difference" else None)
-            result = dict(items)
-            for a in args:
-                result = _combine(_SET_ALGEBRA[name], result, {set_key(i): i for i in _set_operand(tx, a)})
-            return self._new(result)
         if name in ("issuperset", "isdisjoint") and not isinstance(args[0] if args else None, SetVariable):
             # Python pulls the items one at a time and stops at the first decisive one (a
             # generator argument is left part-consumed)
@@ -556,10 +558,8 @@ class SetVariable(VariableTracker):
                     return ConstantVariable(False)
         if name in ("issubset", "issuperset", "isdisjoint"):
             self._arity(name, args, kwargs, 1, 1)
-            other = {set_key(i) for i in _set_operand(tx, args[0])}
-            mine = set(items)
-            return ConstantVariable(mine <= other if name == "issubset" else mine >= other
-                                    if name == "issuperset" else not (mine & other))
+            operands, _ = _operands(tx, args)
+            return ConstantVariable(getattr(self.shadow, name)(*operands))
         if name in _SET_OPERATORS:
             self._arity(name, args, kwargs, 1, 1)
             other = args[0]
@@ -567,12 +567,11 @@ class SetVariable(VariableTracker):
                 if _not_a_set_operand(other):
                     return ConstantVariable(NotImplemented)  # what the slot returns; the operator raises
                 raise unsupported(f"{self.describe()} {_SET_OPERATORS[name]} {other.describe()}")
-            op = name.replace("__i", "__")
-            result = _combine(op, items, other.items)
-            if name != op and not self.frozen:  # in place: the same set, mutated
-                self.items = result
+            if name.startswith("__i") and not self.frozen:  # in place: the same set, mutated
+                getattr(self.shadow, name)(other.shadow)
+                self._sync(other)
                 return self
-            return self._new(result)
+            return self._new(getattr(self.shadow, name.replace("__i", "__"))(other.shadow), other)
         if name in _SET_COMPARE:
             self._arity(name, args, kwargs, 1, 1)
             other = args[0]
@@ -580,7 +579,7 @@ class SetVariable(VariableTracker):
                 if _not_a_set_operand(other):
                     return ConstantVariable(NotImplemented)
                 raise unsupported(f"{self.describe()} {name} {other.describe()}")
-            return ConstantVariable(_compare(name, set(items), set(other.items)))
+            return ConstantVariable(getattr(self.shadow, name)(other.shadow))
         if name == "__contains__":
             needle = args[0]
             if isinstance(needle, SetVariable) and not needle.frozen:  # looked up as a frozenset
@@ -594,8 +593,28 @@ class SetVariable(VariableTracker):
         return SetVariable(list(self.items.values()), frozen=True)
 
 
+def _operands(tx, args) -> tuple[list, dict]:
+    """The arguments of a set method as the real method would get them (another set's shadow, or
+    the keys of an iterable's items, in order), and the trackers of all their keys."""
+    operands, pool = [], {}
+    for a in args:
+        if isinstance(a, SetVariable):
+            operands.append(a.shadow)
+            for k, v in a.items.items():
+                pool.setdefault(k, v)
+        else:
+            keys = []
+            for i in _set_operand(tx, a):
+                k = set_key(i)
+                keys.append(k)
+                pool.setdefault(k, i)
+            operands.append(keys)
+    return operands, pool
+
+
 _HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
-                         "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__"}
+                         "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__",
+                         "__slotnames__"}  # (copyreg caches __slotnames__ on the class)
 
 
 def plain_set_subclass(cls: type) -> bool:

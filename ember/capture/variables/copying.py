@@ -73,7 +73,7 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         for k, v in vt.items.items():
             out.set_item(vt.keys[k], inner(v))
     elif isinstance(vt, SetVariable):
-        out = SetVariable(list(vt.items.values()), frozen=vt.frozen)
+        out = SetVariable(list(vt.items.values()), set_cls=vt.set_cls)
     elif isinstance(vt, UserObjectVariable):
         obj = vt.obj
         cls = type(obj)
