@@ -219,3 +219,19 @@ def copy_of_set_subclass(x):
 
 def test_copy_of_set_subclass_keeps_its_class():
     check_same(copy_of_set_subclass, x1(), fullgraph=True)  # eager copy.copy caches S.__slotnames__ first
+
+
+def equal_keys_of_different_types(x):
+    # Of equal keys 1, 1.0 and True a set keeps the one its operation picks (the smaller set's in
+    # an intersection, the last argument's in a multi-argument intersection_update).
+    s = set([(1, 2), 1.0, None, "k4"])
+    s &= set([None, 20, True])
+    t = {5.0, 3, True} & {3.0, 29, True}
+    u = set([8, True, 2.0])
+    u.add(1.0)
+    u.intersection_update([True, 34], [1.0, None])
+    return x + len(s), tuple(s), tuple(t), tuple(u), [type(v).__name__ for v in (*s, *t, *u)]
+
+
+def test_equal_keys_keep_the_element_python_keeps():
+    check_same(equal_keys_of_different_types, x1(), fullgraph=True)

@@ -436,11 +436,16 @@ class SetVariable(VariableTracker):
 
     def _sync(self, *others: "SetVariable | dict"):
         """Reorder ``items`` as the shadow iterates (trackers of new keys come from ``others``)."""
-        pool = [self.items, *[o.items if isinstance(o, SetVariable) else o for o in others]]
-        new = {}
-        for k in self.shadow:
-            new[k] = next(p[k] for p in pool if k in p)
-        self.items = new
+        pairs = [*self.items.items()]
+        for o in others:
+            pairs += o.items.items() if isinstance(o, SetVariable) else o.items() if isinstance(o, dict) else o
+        # The very key object the real operation kept (of equal keys 1, 1.0 and True, which one a
+        # set keeps depends on the operation), else an equal one.
+        by_id, by_eq = {}, {}
+        for k, v in reversed(pairs):
+            by_id[id(k)] = v
+            by_eq[k] = v
+        self.items = {k: by_id[id(k)] if id(k) in by_id else by_eq[k] for k in self.shadow}
 
     @property
     def base_cls(self) -> type:
@@ -593,21 +598,20 @@ class SetVariable(VariableTracker):
         return SetVariable(list(self.items.values()), frozen=True)
 
 
-def _operands(tx, args) -> tuple[list, dict]:
+def _operands(tx, args) -> tuple[list, list]:
     """The arguments of a set method as the real method would get them (another set's shadow, or
     the keys of an iterable's items, in order), and the trackers of all their keys."""
-    operands, pool = [], {}
+    operands, pool = [], []
     for a in args:
         if isinstance(a, SetVariable):
             operands.append(a.shadow)
-            for k, v in a.items.items():
-                pool.setdefault(k, v)
+            pool += a.items.items()
         else:
             keys = []
             for i in _set_operand(tx, a):
                 k = set_key(i)
                 keys.append(k)
-                pool.setdefault(k, i)
+                pool.append((k, i))
             operands.append(keys)
     return operands, pool
 
