@@ -542,7 +542,8 @@ class _ReturnPlan:
             name = bind(s, t, "tuple_type")
             return f"{name}({inner})" if hasattr(t, "n_fields") else f"{name}(*{inner})"
         if isinstance(vt, ListVariable):
-            return "[" + ", ".join(self.expr(i) for i in vt.items) + "]"
+            inner = "[" + ", ".join(self.expr(i) for i in vt.items) + "]"
+            return inner if vt.list_cls is list else f"{bind(s, vt.list_cls, 'list_type')}({inner})"
         if isinstance(vt, SetVariable):
             inner = "{" + ", ".join(self.expr(i) for i in vt.items.values()) + "}" if vt.items else "()"
             if vt.set_cls is set:

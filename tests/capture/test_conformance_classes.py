@@ -235,3 +235,28 @@ def equal_keys_of_different_types(x):
 
 def test_equal_keys_keep_the_element_python_keeps():
     check_same(equal_keys_of_different_types, x1(), fullgraph=True)
+
+
+# -- list subclasses built in the frame -----------------------------------------------------------
+
+class L(list):
+    def total(self):
+        return sum(self)
+
+
+def list_subclass(x):
+    import copy
+    p = L([3, 1])
+    p.append(2)
+    p += [5]
+    p *= 2
+    q = p + [0]  # concatenation gives a plain list
+    c = copy.copy(p)
+    return (x + p.total(), p, type(p) is L, isinstance(p, list), type(q) is list, type(p[1:]) is list, c,
+            type(c) is L, p.copy(), type(p.copy()) is list, p == [3, 1, 2, 5] * 2)
+
+
+def test_list_subclass_made_in_frame():
+    check_same(list_subclass, x1(), fullgraph=True)
+    out = compile(list_subclass, backend=CompileCounter(), fullgraph=True)(x1())[1]
+    assert type(out) is L

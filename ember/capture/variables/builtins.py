@@ -526,9 +526,15 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
             return vt
-    from ember.capture.variables.containers import plain_set_subclass
-    if plain_set_subclass(cls) and not kwargs and len(args) <= 1:
-        return SetVariable(_iter_items(tx, args[0]) if args else [], set_cls=cls)
+    from ember.capture.variables.containers import plain_subclass
+    base = plain_subclass(cls)
+    if base is not None and not kwargs and len(args) <= 1:
+        items = _iter_items(tx, args[0]) if args else []
+        if base is list:
+            lst = ListVariable(items)
+            lst.list_cls = cls
+            return lst
+        return SetVariable(items, set_cls=cls)
     from ember.capture.variables.new_module import construct_module, module_constructible
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)

@@ -193,6 +193,24 @@ def _check_arity(cls, name, args, kwargs):
 
 class ListVariable(BaseSequence):
     python_cls = list
+    list_cls: type = list  # or a plain subclass of list made in the frame (`plain_subclass`)
+
+    def python_type(self):
+        return self.list_cls
+
+    def as_constant(self):
+        return self.list_cls(i.as_constant() for i in self.items)
+
+    def getattr(self, tx, name):
+        if self.list_cls is not list:
+            method = _subclass_method(self.list_cls, list, name)
+            if method is not None:
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(method), self)
+            if name == "__class__":
+                from ember.capture.variables.objects import ClassVariable
+                return ClassVariable(self.list_cls)
+        return super().getattr(tx, name)
 
     def iter(self, tx):
         return ListIteratorVariable(self)
@@ -471,11 +489,9 @@ class SetVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.variables.functions import BoundMethodVariable, UserFunctionVariable, UserMethodVariable
-        for klass in self.set_cls.__mro__:
-            if klass is self.base_cls:
-                break
-            if name in klass.__dict__ and isinstance(klass.__dict__[name], types.FunctionType):
-                return UserMethodVariable(UserFunctionVariable(klass.__dict__[name]), self)  # a subclass method
+        method = _subclass_method(self.set_cls, self.base_cls, name)
+        if method is not None:
+            return UserMethodVariable(UserFunctionVariable(method), self)  # a subclass method
         if name == "__class__":
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.set_cls)
@@ -621,23 +637,36 @@ _HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "_
                          "__slotnames__"}  # (copyreg caches __slotnames__ on the class)
 
 
-def plain_set_subclass(cls: type) -> bool:
-    """A set/frozenset subclass whose instances behave as the base type does: no slot of its own
-    (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder methods, which are inlined."""
-    if not issubclass(cls, (set, frozenset)) or type(cls) is not type:
-        return False
-    base = frozenset if issubclass(cls, frozenset) else set
+def _subclass_method(cls: type, base: type, name: str):
+    """The plain function ``name`` defined by a class between ``cls`` and ``base``, or None."""
     for klass in cls.__mro__:
         if klass is base:
-            return True
+            return None
+        if isinstance(klass.__dict__.get(name), types.FunctionType):
+            return klass.__dict__[name]
+    return None
+
+
+def plain_subclass(cls: type) -> type | None:
+    """The builtin base (set, frozenset, list) of a subclass whose instances behave as the base type
+    does: no slot of its own (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder
+    methods, which are inlined. None for any other class."""
+    if type(cls) is not type or cls in (set, frozenset, list):
+        return None
+    base = next((b for b in (frozenset, set, list) if issubclass(cls, b)), None)
+    if base is None:
+        return None
+    for klass in cls.__mro__:
+        if klass is base:
+            return base
         if klass.__module__ == "builtins":
-            return False
+            return None
         for name, value in klass.__dict__.items():
             if name in _HARMLESS_CLASS_NAMES:
                 continue
             if name.startswith("__") or not isinstance(value, types.FunctionType):
-                return False
-    return False
+                return None
+    return None
 
 
 # Builtin container methods read off their class (``set.add``, ``frozenset.__and__``), called with

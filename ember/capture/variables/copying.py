@@ -63,6 +63,8 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         out = TupleVariable([inner(i) for i in vt.items], tuple_type=vt.tuple_type)
     elif isinstance(vt, ListVariable):
         out = ListVariable([])
+        if vt.list_cls is not list:
+            out.list_cls = vt.list_cls  # a plain list subclass made in the frame
         memo[key] = out
         out.items = [inner(i) for i in vt.items]
     elif isinstance(vt, DictVariable):
