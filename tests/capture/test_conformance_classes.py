@@ -260,3 +260,24 @@ def test_list_subclass_made_in_frame():
     check_same(list_subclass, x1(), fullgraph=True)
     out = compile(list_subclass, backend=CompileCounter(), fullgraph=True)(x1())[1]
     assert type(out) is L
+
+
+# -- container methods called wrongly raise what eager raises (the program may catch it) ---------
+
+def container_method_misuse(x):
+    out = []
+    lst, d = [3, "a", 1, 2], {"a": 1, 2: "b"}
+    calls = (lambda: lst.sort(), lambda: lst.index((2,), slice(0, 4, 0)), lambda: d.__delitem__("zz"),
+             lambda: d.get(), lambda: d.__getitem__(), lambda: d.__contains__(slice(1, 2)), lambda: d.update([(1, 2, 3)]),
+             lambda: d.popitem(), lambda: lst.__setitem__(), lambda: lst.__imul__(), lambda: d.pop("q"),
+             lambda: {}.popitem(), lambda: d.setdefault())
+    for call in calls:
+        try:
+            out.append(call())
+        except (TypeError, ValueError, KeyError, IndexError) as e:
+            out.append(type(e).__name__)
+    return x + len(out), out, lst, d
+
+
+def test_container_method_misuse_raises_as_eager():
+    check_same(container_method_misuse, x1(), fullgraph=True)

@@ -74,7 +74,7 @@ class BaseSequence(VariableTracker):
         except (IndexError, ValueError) as e:  # what the real list raises: pop(10), index("x") ...
             raise PythonException(e) from None
         except TypeError as e:
-            if name in ("__delitem__", "__setitem__", "insert", "pop"):  # `del lst[1.5]`
+            if name in ("__delitem__", "__setitem__", "insert", "pop", "index", "count"):  # `del lst[1.5]`
                 raise PythonException(e) from None
             raise
 
@@ -244,10 +244,16 @@ class ListVariable(BaseSequence):
                     del items[i]
                     return ConstantVariable(None)
             raise PythonException(ValueError("list.remove(x): x not in list"))
-        if name == "sort" and _all_constant(items):
+        if name == "sort" and _all_constant(items) and _all_constant(kwargs.values()):
             self._mutable(name, tx)
             kw = {k: v.as_constant() for k, v in kwargs.items()}
-            items[:] = [ConstantVariable(v) for v in sorted(self.as_constant(), **kw)]
+            values = list(self.as_constant())
+            try:
+                values.sort(**kw)
+            except Exception as e:  # (the list is left as the failed sort left it, as in eager)
+                items[:] = [ConstantVariable(v) for v in values]
+                raise PythonException(e) from None
+            items[:] = [ConstantVariable(v) for v in values]
             return ConstantVariable(None)
         if name == "__setitem__":
             self._mutable(name, tx)
@@ -264,6 +270,11 @@ class ListVariable(BaseSequence):
         if name == "__iadd__":
             self._mutable(name, tx); items.extend(args[0].unpack(tx)); return self
         return super()._call_method(tx, name, args, kwargs)
+
+
+_DICT_ARITY = {"get": (1, 2), "pop": (1, 2), "setdefault": (1, 2), "update": (0, 1), "keys": (0, 0), "values": (0, 0),
+               "items": (0, 0), "copy": (0, 0), "clear": (0, 0), "__getitem__": (1, 1), "__setitem__": (2, 2),
+               "__delitem__": (1, 1), "__contains__": (1, 1), "__len__": (0, 0), "popitem": (0, 0)}
 
 
 class DictVariable(VariableTracker):
@@ -322,6 +333,14 @@ class DictVariable(VariableTracker):
         self.keys.setdefault(k, key_vt)
 
     def call_method(self, tx, name, args, kwargs):
+        if name in _DICT_ARITY:
+            lo, hi = _DICT_ARITY[name]
+            if not lo <= len(args) <= hi or (kwargs and name != "update"):
+                raise PythonException(TypeError(f"{self.dict_cls.__name__}.{name}() got {len(args)} positional arguments"
+                                                f"{' and keyword arguments' if kwargs else ''}"))
+        return self._call_method(tx, name, args, kwargs)
+
+    def _call_method(self, tx, name, args, kwargs):
         items = self.items
         if name == "__getitem__":
             k = set_key(args[0])
@@ -353,8 +372,17 @@ class DictVariable(VariableTracker):
         if name == "__setitem__":
             self._mutable(name, tx); self.set_item(args[0], args[1]); return ConstantVariable(None)
         if name == "__delitem__":
-            self._mutable(name, tx); k = set_key(args[0]); del items[k]; del self.keys[k]
+            k = set_key(args[0])
+            if k not in items:
+                raise PythonException(KeyError(args[0].as_constant() if args[0].is_constant() else k))
+            self._mutable(name, tx); del items[k]; del self.keys[k]
             return ConstantVariable(None)
+        if name == "popitem":
+            if not items:
+                raise PythonException(KeyError("popitem(): dictionary is empty"))
+            self._mutable(name, tx)
+            k = next(reversed(items))
+            return TupleVariable([self.keys.pop(k), items.pop(k)])
         if name == "pop":
             self._mutable(name, tx)
             k = set_key(args[0])
@@ -379,14 +407,19 @@ class DictVariable(VariableTracker):
                     for k, v in other.items.items():
                         self.set_item(other.keys[k], v)
                 else:
-                    for pair in other.unpack(tx):
+                    for i, pair in enumerate(other.unpack(tx)):
                         kv = pair.unpack(tx)
+                        if len(kv) != 2:
+                            raise PythonException(ValueError(
+                                f"dictionary update sequence element #{i} has length {len(kv)}; 2 is required"))
                         self.set_item(kv[0], kv[1])
             for k, v in kwargs.items():
                 self.set_item(ConstantVariable(k), v)
             return ConstantVariable(None)
         if name == "clear":
             self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
+        if hasattr(dict, name):  # a real method the tracker does not model (its bound method calls back here)
+            raise unsupported(f"dict.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -401,7 +434,13 @@ def set_key(vt: VariableTracker):
     fn = getattr(vt, "fn", None)
     if fn is not None and type(vt).__name__ in ("UserFunctionVariable", "TorchFunctionVariable"):
         return fn
-    return vt.hash_key()
+    key = vt.hash_key()
+    if isinstance(vt, ConstantVariable):
+        try:
+            hash(key)
+        except TypeError as e:  # a slice, a list inside a tuple ...
+            raise PythonException(e) from None
+    return key
 
 
 def _set_operand(tx, vt) -> list:
@@ -608,6 +647,10 @@ class SetVariable(VariableTracker):
             return ConstantVariable(set_key(needle) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
+        if name == "__iter__":
+            return self.iter(tx)
+        if hasattr(self.base_cls, name):  # a real method the tracker does not model
+            raise unsupported(f"{self.base_cls.__name__}.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
     def _frozen_copy(self) -> "SetVariable":
