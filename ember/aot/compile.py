@@ -29,6 +29,8 @@ from ember.aot.autocast import parse_backward_pass_autocast
 from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
+from ember.aot.saved import plan_saved
+from ember.aot.schemas import OutputKind
 from ember.aot.runtime import CompiledGraph, LazyBackward, boxed, make_autograd_function
 from ember.exc import internal_error
 from ember.aot.grad_mode import graph_enables_grad
@@ -88,8 +90,12 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
         with metrics.timed("backend_compile"):
             fw = boxed(options["fw_compiler"](parts.fw, _placeholder_vals(parts.fw)))
         bw = LazyBackward(parts.bw, options["bw_compiler"], _placeholder_vals(parts.bw), fake_mode)
+        num_unversioned = getattr(parts, "num_unversioned", 0)
+        plan = plan_saved(parts.fw, parts.bw, num_fw_returns=meta.num_forward_returns,
+                          num_saved_tensors=parts.num_saved_tensors, num_saved_symints=parts.num_saved_symints,
+                          num_unversioned=num_unversioned, unsafe_view_returns=_unsafe_view_returns(meta))
         fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints,
-                                        num_unversioned=getattr(parts, "num_unversioned", 0))
+                                        num_unversioned=num_unversioned, plan=plan)
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw, autograd_function=fn_cls)
         # A graph that turns grad mode on inside (see grad_mode.py) must be applied with grad mode on,
         # or autograd.Function would not connect its outputs even though the graph computes grads.
@@ -103,6 +109,12 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
         compiled.graphs = {"inference": fw_gm}
     return compiled
+
+
+def _unsafe_view_returns(meta) -> list[int]:
+    """Forward-return positions the wrapper turns into ``_unsafe_view``s (see runtime.py)."""
+    return [meta.num_mutated_inputs + j for j, o in enumerate(meta.output_info)
+            if o.kind is OutputKind.UNSAFE_VIEW_ALIAS]
 
 
 class _Variant:

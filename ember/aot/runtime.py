@@ -32,6 +32,7 @@ import torch.utils._pytree as pytree
 
 from ember import metrics
 from ember.locking import compile_lock
+from ember.aot.saved import SavedPlan, pruned_backward
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
 from ember.config import config as _config
 from ember.exc import internal_error, maybe_inject
@@ -125,7 +126,11 @@ class LazyBackward:
 
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,
-                           num_saved_tensors: int, num_saved_symints: int, num_unversioned: int = 0):
+                           num_saved_tensors: int, num_saved_symints: int, num_unversioned: int = 0,
+                           plan: SavedPlan | None = None):
+    """The autograd.Function running the compiled forward and backward. ``plan`` (see
+    ``ember.aot.saved``): saved tensors the program can reach whose version is checked only when
+    the backward for the gradients that arrived uses them."""
     n_ret = meta.num_forward_returns
     n_mut = meta.num_mutated_inputs
     mask = meta.tangent_mask
@@ -143,6 +148,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
 
+    deferred = plan.deferred if plan is not None else ()
+    kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
+    rebase = plan.rebase if plan is not None else ()
+
     def finish_forward(ctx, outs):
         # Saved views are detached: the epilogue may change the metadata of the
         # input they view, which autograd forbids for views made under no_grad.
@@ -150,7 +159,6 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
         saved = [t.detach() if t is not None and t._is_view() else t
                  for t in outs[n_ret:n_ret + num_saved_tensors]]
-        ctx.save_for_backward(*saved)
         n_saved = n_ret + num_saved_tensors
         ctx.symints = outs[n_saved:len(outs) - num_unversioned]
         # inputs the backward graph mutates: no version check (the epilogue mutates them too)
@@ -166,9 +174,85 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 r = returns[i] = torch.ops.aten._unsafe_view(r, r.shape)
             if is_nondiff and isinstance(r, torch.Tensor):
                 non_differentiable.append(r)
+        for k, i in rebase:
+            # the returned _unsafe_view has a version counter of its own: a saved tensor in its
+            # storage must see the program's in-place changes to it (see ember.aot.saved)
+            s, r = saved[k], returns[i]
+            if s is not None and s.untyped_storage().data_ptr() == r.untyped_storage().data_ptr():
+                saved[k] = r.detach().as_strided(s.size(), s.stride(), s.storage_offset())
+        # (under saved-tensor hooks, e.g. activation checkpointing or offloading, every tensor goes
+        # through save_for_backward: the hooks must see them all)
+        ctx.deferred_mode = bool(deferred) and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+        if ctx.deferred_mode:
+            ctx.save_for_backward(*[saved[k] for k in kept])
+            ctx.set_materialize_grads(False)
+            ctx.deferred = [saved[k] if saved[k] is None else saved[k].detach() for k in deferred]
+            ctx.deferred_versions = [t._version if t is not None else 0 for t in ctx.deferred]
+            if plan_dynamic:
+                ctx.tangent_meta = [(r.shape, r.dtype, r.device) if isinstance(r, torch.Tensor) else None
+                                    for r in (_unwrap(returns[i]) for i in tangent_positions)]
+        else:
+            ctx.save_for_backward(*saved)
         if non_differentiable:
             ctx.mark_non_differentiable(*non_differentiable)
         return tuple(returns)
+
+    plan_dynamic = plan is not None and any(m is None for m in plan.tangent_meta)
+    pruned_bw: dict = {}
+
+    def backward_for(present: int):
+        """(backward, arg positions) for the tangents that arrived, or None: run the full one."""
+        if present not in pruned_bw:
+            with compile_lock:
+                built = pruned_backward(plan, present)
+                pruned_bw[present] = None if built is None else (
+                    LazyBackward(built[0], bw.compiler, [p.meta.get("val") for p in built[0].graph.nodes
+                                                         if p.op == "placeholder"], bw.fake_mode), built[1])
+        return pruned_bw[present]
+
+    def deferred_backward(ctx, tangents):
+        present = 0
+        for j, g in enumerate(tangents):
+            if g is not None:
+                present |= 1 << j
+        runner = None if present == plan.all_tangents else backward_for(present)
+        if runner is None:
+            for j, g in enumerate(tangents):
+                if g is None:  # a full backward: zeros for the gradients that did not arrive
+                    shape, dtype, device = plan.tangent_meta[j] or ctx.tangent_meta[j]
+                    tangents[j] = torch.zeros(shape, dtype=dtype, device=device)
+            needed = plan.needed_deferred(plan.all_tangents)
+        else:
+            needed = plan.needed_deferred(present)
+        values = ctx.deferred
+        if values is None and needed:
+            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
+                               "tensors after they have already been freed). Saved intermediate values of the "
+                               "graph are freed when you call .backward() or autograd.grad(). Specify "
+                               "retain_graph=True if you need to backward through the graph a second time or if "
+                               "you need to access saved tensors after calling backward.")
+        for k in needed:
+            t, v = values[k], ctx.deferred_versions[k]
+            if t is not None and t._version != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.type()} {list(t.shape)}], which is saved by CompiledFunctionBackward, "
+                    f"is at version {t._version}; expected version {v} instead. Hint: enable anomaly detection "
+                    "to find the operation that failed to compute its gradient, with "
+                    "torch.autograd.set_detect_anomaly(True).")
+        saved = [None] * num_saved_tensors
+        for k, t in zip(kept, ctx.saved_tensors):
+            saved[k] = t
+        if values is not None:
+            for k, t in zip(deferred, values):
+                saved[k] = t
+        args = [*saved, *ctx.symints, *ctx.unversioned, *tangents]
+        if not torch._C._autograd._get_current_graph_task_keep_graph():
+            ctx.deferred = None
+        if runner is None:
+            return tuple(bw(args))
+        fn, positions = runner
+        return tuple(fn([args[i] for i in positions]))
 
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
@@ -186,6 +270,8 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             for i in tangent_positions:
                 g = grads[i]
                 tangents.append(g.contiguous() if g is not None else g)
+            if deferred and ctx.deferred_mode:
+                return deferred_backward(ctx, tangents)
             args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
             return tuple(bw(args))
 

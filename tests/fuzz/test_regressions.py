@@ -60,8 +60,6 @@ def _saved_output_mutated(x):
     return t
 
 
-@pytest.mark.xfail(strict=False, reason="open: aot_eager backward checks the version of a saved "
-                                         "graph output that the program later mutates in place")
 def test_aot_backward_saved_output_mutated_after_break():
     # eager and torch.compile(backend="aot_eager"): grads [2, 2, 2];
     # ember: RuntimeError: one of the variables needed for gradient computation has been
