@@ -63,14 +63,14 @@ class BreakPoint:
 # Instructions that pop some values and push one result (like a call) and where a break can
 # happen without a call: a boolean-mask index (data-dependent shape), f"{tensor}", ...
 _VALUE_OPS = ("BINARY_SUBSCR", "FORMAT_VALUE", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP",
-              "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE")
+              "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE", "LOAD_ATTR")
 
 
 def value_op_consumed(inst) -> int:
     """How many stack items a `_VALUE_OPS` instruction pops."""
     if inst.opname == "FORMAT_VALUE":
         return 2 if inst.arg & 0x04 else 1
-    if inst.opname.startswith("UNARY_"):
+    if inst.opname.startswith("UNARY_") or inst.opname == "LOAD_ATTR":
         return 1
     return 2
 
@@ -82,6 +82,8 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
         return "graph break inside a generator"
     if opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS:
         return f"graph break at {opname} is not supported"
+    if opname == "LOAD_ATTR" and sys.version_info >= (3, 12):
+        return "graph break at LOAD_ATTR is not supported"  # (it may also push a method there)
     return None
 
 
@@ -311,6 +313,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         if bp.opname == "CALL":
             nargs = n_consumed - 2
             breaking = versions.call(nargs, bp.kw_names)
+        elif bp.opname == "LOAD_ATTR":  # the name, in the residual's own table
+            breaking = [create_instruction(bp.opname, argval=bp.inst.argval)]
         elif bp.opname in _VALUE_OPS:
             breaking = [create_instruction(bp.opname, arg=bp.inst.arg)]
         else:

@@ -281,3 +281,17 @@ def container_method_misuse(x):
 
 def test_container_method_misuse_raises_as_eager():
     check_same(container_method_misuse, x1(), fullgraph=True)
+
+
+# -- an attribute ember cannot read breaks the graph at that instruction (not the whole frame) -----
+
+def unsupported_attribute_between_graphs(x):
+    x = x * 2
+    p = [1, 2]
+    reducer = p.append.__reduce_ex__  # not modelled: read natively at the break
+    y = x + 1
+    return y * 3, reducer(2)[0] is getattr
+
+
+def test_unsupported_attribute_breaks_at_the_instruction():
+    check_same(unsupported_attribute_between_graphs, x1(), fullgraph=False, graphs=2)
