@@ -22,8 +22,6 @@ N_SEEDS = int(os.environ.get("EMBER_FUZZ_N", "24"))
 # seed -> class of the open bug it hits (see tests/fuzz/test_regressions.py)
 _GEN = "open: generator run further than eager (side effects per item repeated), issue 9 B.2"
 KNOWN_FAILING: dict[int, str] = {
-    9: "open: dict-key guard recorded from the frame-mutated dict; the self-check AssertionError "
-       "escapes the safety net non-strict (test_regressions.py::test_fuzz_seed9_nonstrict_falls_back)",
     14: _GEN,
     17: _GEN,
     20: _GEN,
