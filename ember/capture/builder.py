@@ -183,7 +183,9 @@ def _wrap(tx, value, source) -> VariableTracker:
             # By its items: equal values, and functions/classes by identity (the guard's copy holds
             # the very objects, so a nan item matches itself).
             guards.type_match(source, value)
-            guards.equals(source, t(value))
+            # the items with their types (1, 1.0 and True are equal) and the order they iterate in
+            from ember.capture.sources import CallSource as _Call
+            guards.equals(_Call(_typed_set_items, source, ()), _typed_set_items(value))
         return SetVariable([ConstantVariable(v) if type(v) in (str, int, float, bool, type(None), complex, bytes)
                             else wrap(tx, v, None) for v in value], source, frozen=t is frozenset)
 
@@ -302,6 +304,10 @@ def _wrap(tx, value, source) -> VariableTracker:
 
 
 _ITERATOR_TYPES = (type(iter(())), type(iter([])), type(iter(range(0))))
+
+
+def _typed_set_items(s) -> tuple:
+    return tuple((type(v), v) for v in s)
 
 
 def _set_item_by_value(v) -> bool:

@@ -120,7 +120,7 @@ def test_set_argument_with_functions_is_guarded_by_its_items():
     s = {torch.sin, "hello", 3.3, 1j, math.nan}
     x = x1()
     assert torch.equal(f(x, s), x.sin()) and cnt.frame_count == 1
-    assert torch.equal(f(x, set(s)), x.sin()) and cnt.frame_count == 1  # an equal set: same code
+    assert torch.equal(f(x, s), x.sin()) and cnt.frame_count == 1  # the same set: same code
     s.remove(torch.sin)  # the caller's own set, mutated: the guard must see it
     s.add(torch.cos)
     assert torch.equal(f(x, s), x.cos()) and cnt.frame_count == 2
@@ -295,3 +295,21 @@ def unsupported_attribute_between_graphs(x):
 
 def test_unsupported_attribute_breaks_at_the_instruction():
     check_same(unsupported_attribute_between_graphs, x1(), fullgraph=False, graphs=2)
+
+
+def set_argument_items(x, s):
+    return x + len(s), list(s), [type(v).__name__ for v in s]
+
+
+def test_set_argument_guard_sees_item_types_and_order():
+    cnt = CompileCounter()
+    f = compile(set_argument_items, backend=cnt, fullgraph=True)
+    late = set(range(20))
+    for v in range(20):
+        if v not in (3, 17):
+            late.discard(v)  # iterates 3, 17 (its table stays large); a fresh {3, 17} iterates 17, 3
+    assert list(late) != list({3, 17})
+    for s in ({1, 2}, {True, 2}, {1.0, 2}, late, {3, 17}, {1, 2}):
+        out, items, types = f(x1(), s)
+        assert items == list(s) and types == [type(v).__name__ for v in s]
+    assert cnt.frame_count == 5  # the last {1, 2} reuses the first graph
