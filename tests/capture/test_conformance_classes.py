@@ -313,3 +313,18 @@ def test_set_argument_guard_sees_item_types_and_order():
         out, items, types = f(x1(), s)
         assert items == list(s) and types == [type(v).__name__ for v in s]
     assert cnt.frame_count == 5  # the last {1, 2} reuses the first graph
+
+
+class D(dict):
+    def __getitem__(self, k):
+        return dict.__getitem__(self, k) * 10  # the base slot, called unbound
+
+
+def dict_subclass_unbound_base_method(x):
+    d = D(a=1)
+    dict.__setitem__(d, "b", 2)
+    return x + d["a"] + dict.__getitem__(d, "b"), d["b"], dict.get(d, "zz", 7)
+
+
+def test_unbound_dict_methods_on_a_dict_subclass():
+    check_same(dict_subclass_unbound_base_method, x1(), fullgraph=True)
