@@ -287,7 +287,7 @@ def _wrap(tx, value, source) -> VariableTracker:
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
             getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset):
         # `set.add`, `frozenset.__and__`: called with the container first
-        from ember.capture.variables.containers import UnboundContainerMethodVariable
+        from ember.capture.variables.container_methods import UnboundContainerMethodVariable
         if source is not None:
             guards.id_match(source, value)  # read off a (user) class, which may be patched later
         return UnboundContainerMethodVariable(value.__objclass__, value.__name__, source)

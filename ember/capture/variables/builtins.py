@@ -526,7 +526,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
             return vt
-    from ember.capture.variables.containers import plain_subclass
+    from ember.capture.variables.container_methods import plain_subclass
     base = plain_subclass(cls)
     if base is not None and not kwargs and len(args) <= 1:
         items = _iter_items(tx, args[0]) if args else []

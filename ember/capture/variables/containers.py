@@ -193,7 +193,7 @@ def _check_arity(cls, name, args, kwargs):
 
 class ListVariable(BaseSequence):
     python_cls = list
-    list_cls: type = list  # or a plain subclass of list made in the frame (`plain_subclass`)
+    list_cls: type = list  # or a plain subclass of list made in the frame (`container_methods.plain_subclass`)
 
     def python_type(self):
         return self.list_cls
@@ -677,11 +677,6 @@ def _operands(tx, args) -> tuple[list, list]:
     return operands, pool
 
 
-_HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__annotations__",
-                         "__firstlineno__", "__static_attributes__", "__orig_bases__", "__parameters__",
-                         "__slotnames__"}  # (copyreg caches __slotnames__ on the class)
-
-
 def _subclass_method(cls: type, base: type, name: str):
     """The plain function ``name`` defined by a class between ``cls`` and ``base``, or None."""
     for klass in cls.__mro__:
@@ -690,78 +685,6 @@ def _subclass_method(cls: type, base: type, name: str):
         if isinstance(klass.__dict__.get(name), types.FunctionType):
             return klass.__dict__[name]
     return None
-
-
-def plain_subclass(cls: type) -> type | None:
-    """The builtin base (set, frozenset, list) of a subclass whose instances behave as the base type
-    does: no slot of its own (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder
-    methods, which are inlined. None for any other class."""
-    if type(cls) is not type or cls in (set, frozenset, list):
-        return None
-    base = next((b for b in (frozenset, set, list) if issubclass(cls, b)), None)
-    if base is None:
-        return None
-    for klass in cls.__mro__:
-        if klass is base:
-            return base
-        if klass.__module__ == "builtins":
-            return None
-        for name, value in klass.__dict__.items():
-            if name in _HARMLESS_CLASS_NAMES:
-                continue
-            if name.startswith("__") or not isinstance(value, types.FunctionType):
-                return None
-    return None
-
-
-# Builtin container methods read off their class (``set.add``, ``frozenset.__and__``), called with
-# the container first: the tracker's own method of that name.
-_UNBOUND_OWNERS = {list: ListVariable, tuple: TupleVariable, dict: DictVariable, set: SetVariable,
-                   frozenset: SetVariable}
-
-
-class UnboundContainerMethodVariable(VariableTracker):
-    def __init__(self, owner: type, name: str, source=None):
-        self.owner = owner
-        self.name = name
-        self.source = source
-
-    def describe(self):
-        return f"{self.owner.__name__}.{self.name}"
-
-    def python_type(self):
-        return type(getattr(self.owner, self.name))
-
-    def truth(self, tx):
-        return True
-
-    def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
-            return ConstantVariable(getattr(getattr(self.owner, self.name), name))
-        if name == "__objclass__":
-            from ember.capture.variables.objects import ClassVariable
-            return ClassVariable(self.owner)
-        return super().getattr(tx, name)
-
-    def call(self, tx, args, kwargs):
-        if not args:
-            raise PythonException(TypeError(f"unbound method {self.owner.__name__}.{self.name}() needs an argument"))
-        obj = args[0]
-        if self.owner is dict and getattr(obj, "dict_base", None) is not None and obj.items is not None:
-            return obj.items.call_method(tx, self.name, list(args[1:]), kwargs)  # a dict subclass made in the frame
-        if isinstance(obj, ConstantVariable) and isinstance(obj.value, self.owner):  # `tuple.count((1, 1), 1)`
-            from ember.capture.variables.builtins import ConstantMethodVariable
-            return ConstantMethodVariable(obj.value, self.name).call(tx, list(args[1:]), kwargs)
-        try:
-            t = obj.python_type()
-        except Exception:
-            t = None
-        if not (isinstance(obj, _UNBOUND_OWNERS[self.owner]) and t is not None and issubclass(t, self.owner)):
-            if t is not None and not issubclass(t, self.owner) and isinstance(obj, ConstantVariable):
-                raise PythonException(TypeError(f"descriptor '{self.name}' for '{self.owner.__name__}' objects "
-                                                f"doesn't apply to a '{t.__name__}' object"))
-            raise unsupported(f"calling {self.describe()} on {obj.describe()}")
-        return obj.call_method(tx, self.name, list(args[1:]), kwargs)  # the base type's own method
 
 
 class IteratorVariable(IteratorBase):
