@@ -328,3 +328,21 @@ def dict_subclass_unbound_base_method(x):
 
 def test_unbound_dict_methods_on_a_dict_subclass():
     check_same(dict_subclass_unbound_base_method, x1(), fullgraph=True)
+
+
+def test_set_subclass_patched_after_compiling_recompiles():
+    class P(set):
+        def extra(self):
+            return 1
+
+    def f(x):
+        s = P([1])
+        return x + (1 in s) + s.extra()
+
+    cnt = CompileCounter()
+    c = compile(f, backend=cnt)
+    assert torch.equal(c(x1()), f(x1())) and cnt.frame_count == 1
+    P.extra = lambda self: 5  # a method the trace inlined, replaced
+    assert torch.equal(c(x1()), f(x1())) and cnt.frame_count == 2
+    P.__contains__ = lambda self, k: False  # now a slot of its own: no longer a plain subclass
+    assert torch.equal(c(x1()), f(x1()))

@@ -526,9 +526,10 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
             return vt
-    from ember.capture.variables.container_methods import plain_subclass
+    from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
     base = plain_subclass(cls)
     if base is not None and not kwargs and len(args) <= 1:
+        guard_class_layout(tx, cls)  # no slot of its own, and the methods the trace inlines
         items = _iter_items(tx, args[0]) if args else []
         if base is list:
             lst = ListVariable(items)

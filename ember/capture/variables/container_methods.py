@@ -84,3 +84,21 @@ class UnboundContainerMethodVariable(VariableTracker):
                                                 f"doesn't apply to a '{t.__name__}' object"))
             raise unsupported(f"calling {self.describe()} on {obj.describe()}")
         return obj.call_method(tx, self.name, list(args[1:]), kwargs)  # the base type's own method
+
+
+def class_layout(cls: type) -> tuple:
+    """What a trace of a `plain_subclass` instance bakes in about ``cls``: the contents of the class
+    dicts up to the builtin base (a method added or replaced later must recompile)."""
+    base = plain_subclass(cls)
+    out = []
+    for klass in cls.__mro__:
+        if klass is base or klass.__module__ == "builtins":
+            break
+        out.append(tuple((k, v) for k, v in klass.__dict__.items() if k not in ("__dict__", "__weakref__")))
+    return tuple(out)
+
+
+def guard_class_layout(tx, cls: type) -> None:
+    from ember.capture.sources import CallSource
+    from ember.capture.variables.objects import class_source
+    tx.guards.equals(CallSource(class_layout, class_source(cls), ()), class_layout(cls))
