@@ -171,7 +171,8 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.type_match(source, original)
             guards.dict_keys(source, list(value.keys()), ordered=False)
         for k in value:
-            if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple)) or _identity_key(k)):
+            if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
+                                   torch.device)) or _identity_key(k)):
                 raise unsupported(f"dict with a key of type {type(k).__name__}")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return DictVariable(items, source=source, dict_cls=t)
@@ -291,6 +292,15 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.id_match(source, value)  # read off a (user) class, which may be patched later
         return UnboundContainerMethodVariable(value.__objclass__, value.__name__, source)
+
+    from ember.capture.variables.weakrefs import WeakRefVariable, is_plain_weakref
+    if is_plain_weakref(value):
+        if source is not None:
+            guards.type_match(source, value)
+        vt = WeakRefVariable(value, source)
+        if source is not None:
+            vt.identity_guard = functools.partial(guards.id_match, source, value)
+        return vt
 
     if callable(value) and t.__module__ in ("builtins",) and not hasattr(value, "__dict__"):
         return OpaqueCallableVariable(value, source, f"calling {t.__name__} {getattr(value, '__qualname__', '')}")

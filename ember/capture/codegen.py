@@ -9,7 +9,6 @@ their sources, and rebuilds the return value around the graph's outputs.
 from __future__ import annotations
 
 import inspect
-import math
 import types
 from typing import Any
 
@@ -87,8 +86,7 @@ def make_binder(fn: types.FunctionType):
 
 def literal(value, scope: dict[str, Any], bind) -> str:
     """Source text for a constant in generated code (bound into scope if not a plain literal)."""
-    if value is None or isinstance(value, (bool, str, bytes)) or type(value) is int:
-        return repr(value)
-    if type(value) is float and math.isfinite(value):
+    from ember.capture.sources import is_plain_literal
+    if is_plain_literal(value):  # (not an enum member that subclasses str or int: its repr is no source)
         return repr(value)
     return bind(scope, value, "value")

@@ -399,6 +399,11 @@ def _compile_disabled(fn) -> bool:
     """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
     them would compile what the user asked to run eagerly."""
     module = getattr(fn, "__module__", None) or ""
+    from ember.capture.variables.copying import COPY_FUNCTIONS
+    if fn in COPY_FUNCTIONS:
+        # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
+        # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
+        return True
     return bool(getattr(fn, "_torchdynamo_disable", False)) or module.startswith("torch.autograd")
 
 

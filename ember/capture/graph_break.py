@@ -158,9 +158,11 @@ class ResumeCache:
             hit = self._callees[fn] = self.make_compiled(fn)
         return hit
 
-    def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = ()):
-        """The compiled resume function at ``offset`` and its ``ResumeCode`` (parameter order)."""
-        key = (offset, stack_depth, tuple(live), nulls)
+    def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = (), eager: bool = False):
+        """The compiled resume function at ``offset`` and its ``ResumeCode`` (parameter order).
+
+        ``eager``: the plain resume function, not compiled (see ``eager_rest``)."""
+        key = (offset, stack_depth, tuple(live), nulls, eager)
         hit = self._resume.get(key)
         if hit is None:
             idx = find_offset(self.instructions, offset)
@@ -169,7 +171,8 @@ class ResumeCache:
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
-            hit = self._resume[key] = (self.make_compiled(fn, self._offset_map(fn.__code__)), rc)
+            run = fn if eager else self.make_compiled(fn, self._offset_map(fn.__code__))
+            hit = self._resume[key] = (run, rc)
         return hit
 
     def offset_in(self, resume_code, offset: int) -> int | None:
@@ -270,6 +273,10 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     base = remaining if lower_nulls else 0
     live_here = [n for n in resumes.live_at(bp.offset) if n in bound]
     is_call = bp.opname in _CALLS or bp.opname in _VALUE_OPS  # pushes one result, goes on at the next
+    # A callee marked `eager_rest` (`__build_class__`: a class statement makes a new class on every
+    # call, and any trace of what follows would guard on its identity and recompile every call):
+    # the rest of the frame runs eagerly after it, as its own uncompiled resume function.
+    eager_rest = bp.opname == "CALL" and getattr(stack[depth - n_consumed + 1], "eager_rest", False)
     depth_after = remaining + (1 if is_call else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
@@ -301,7 +308,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
 
     def continue_at(offset: int) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
-        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls))
+        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls), eager_rest)
         out = [create_instruction("STORE_FAST", argval=t) for t in reversed(temps)]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
         out += _load_arguments(rc, passed_through + temps)

@@ -383,6 +383,17 @@ class OpcodeMixin:
     def LOAD_ASSERTION_ERROR(self, inst):
         self.push(ConstantVariable(AssertionError))
 
+    # -- class statements -------------------------------------------------------------------------
+    def LOAD_BUILD_CLASS(self, inst):
+        # `class C: ...` in the frame makes a new class on every call, which the trace cannot bake
+        # in: the call of __build_class__ that follows is a graph break (it and the rest of the
+        # frame run eagerly: `eager_rest`, see graph_break.build_residual).
+        import builtins
+        from ember.capture.builder import OpaqueCallableVariable
+        build = OpaqueCallableVariable(builtins.__build_class__, None, "defining a class in the compiled frame")
+        build.eager_rest = True
+        self.push(build)
+
 
     # -- structural pattern matching (match/case) ------------------------------------------------
     def MATCH_SEQUENCE(self, inst):

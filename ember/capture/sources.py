@@ -11,6 +11,7 @@ scope under a private name via ``scope``.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 
@@ -37,6 +38,17 @@ def hoist(scope: dict[str, Any], code: str) -> str:
         name = table[code] = f"___s{len(table)}"
         scope.setdefault("___hoists", []).append((name, code))
     return name
+
+
+def is_plain_literal(value: Any) -> bool:
+    """``repr(value)`` is Python source that evaluates to an equal value of the same type.
+
+    Not so for subclasses (an ``IntEnum`` or ``str`` enum member reprs as ``<Color.RED: 1>``), nor
+    for ``nan``/``inf`` (``repr`` gives a bare name): those are bound into the scope instead."""
+    t = type(value)
+    if t in (str, int, bool, bytes) or value is None:
+        return True
+    return t is float and math.isfinite(value)
 
 
 def bind(scope: dict[str, Any], obj: Any, hint: str) -> str:
@@ -123,7 +135,7 @@ class ItemSource(Source):
 
     def expr(self, scope):
         index = self.index
-        text = repr(index) if isinstance(index, (str, int, float, bool, type(None))) else bind(scope, index, "key")
+        text = repr(index) if is_plain_literal(index) else bind(scope, index, "key")
         return hoist(scope, f"{self.base.expr(scope)}[{text}]")
 
 

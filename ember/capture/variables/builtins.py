@@ -266,18 +266,19 @@ def _minmax(pick):
         items = args if len(args) > 1 else _iter_items(tx, args[0])
         key = kwargs.pop("key", None)
         if key is not None and not (key.is_constant() and key.as_constant() is None):
-            keys = [key.call(tx, [i], {}) for i in items]
-            if not _constants(keys):
-                raise unsupported(f"{pick.__name__}(key=...) with non-constant keys")
+            keys = _key_values(tx, items, key, f"{pick.__name__}(key=...)")
             if not items:
                 if "default" in kwargs:
                     return kwargs["default"]
                 raise PythonException(ValueError(f"{pick.__name__}() arg is an empty sequence"))
-            best = pick(range(len(items)), key=lambda i: keys[i].as_constant())
+            try:
+                best = pick(range(len(items)), key=keys.__getitem__)
+            except Exception as e:  # keys that do not compare: eager raises this very TypeError
+                raise PythonException(e) from None
             return items[best]
         if _constants(items) and _constants(kwargs.values()):
-            return wrap_constant(pick([i.as_constant() for i in items],
-                                      **{k: v.as_constant() for k, v in kwargs.items()}))
+            return wrap_constant(_fold(pick, [i.as_constant() for i in items],
+                                       **{k: v.as_constant() for k, v in kwargs.items()}))
         raise unsupported(f"{pick.__name__}() on tensors compares data")
     return handler
 
@@ -370,19 +371,43 @@ def _super(tx, *args):
     return tx.make_super(args)
 
 
+def _fold(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` on constants; what it raises is what eager raises."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        raise PythonException(e) from None
+
+
+def _key_values(tx, items, key, what: str) -> list:
+    """``key(item)`` for each item, in order (as Python calls it), as Python constants."""
+    keys = [key.call(tx, [i], {}) for i in items]
+    if not _constants(keys):
+        raise unsupported(f"{what} with non-constant keys (ordering them would compare data)")
+    return [k.as_constant() for k in keys]
+
+
+def order_by_keys(tx, items, key, reverse, what: str) -> list[int]:
+    """The stable order ``sorted(items, key=key, reverse=reverse)`` puts the items in, as indices."""
+    keys = _key_values(tx, items, key, what)
+    rev = reverse.as_constant() if reverse is not None else False
+    try:
+        return sorted(range(len(items)), key=keys.__getitem__, reverse=rev)
+    except Exception as e:  # keys that do not compare: eager raises this very TypeError
+        raise PythonException(e) from None
+
+
 def _sorted(tx, iterable, **kwargs):
     items = _iter_items(tx, iterable)
     key = kwargs.pop("key", None)
     if key is not None and not (key.is_constant() and key.as_constant() is None):
-        keys = [key.call(tx, [i], {}) for i in items]
-        if not _constants(keys):
-            raise unsupported("sorted(key=...) with non-constant keys")
-        reverse = kwargs.pop("reverse", ConstantVariable(False)).as_constant()
-        order = sorted(range(len(items)), key=lambda i: keys[i].as_constant(), reverse=reverse)
+        if set(kwargs) - {"reverse"}:
+            raise PythonException(TypeError(f"sort() got an unexpected keyword argument {next(iter(kwargs))!r}"))
+        order = order_by_keys(tx, items, key, kwargs.get("reverse"), "sorted(key=...)")
         return ListVariable([items[i] for i in order])
     if _constants(items) and _constants(kwargs.values()):
-        return wrap_constant(sorted([i.as_constant() for i in items],
-                                    **{k: v.as_constant() for k, v in kwargs.items()}))
+        return wrap_constant(_fold(sorted, [i.as_constant() for i in items],
+                                   **{k: v.as_constant() for k, v in kwargs.items()}))
     raise unsupported("sorted() on non-constant values")
 
 

@@ -17,6 +17,8 @@ import copy
 import copyreg
 import types
 
+import torch
+
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
 
@@ -58,7 +60,11 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
             return ConstantVariable(copy.deepcopy(value) if deep else value)
         raise unsupported(f"copying {vt.describe()}")
     if isinstance(vt, TensorVariable):
-        raise unsupported("copy/deepcopy of a tensor inside the compiled region")
+        if not deep:
+            raise unsupported("copy.copy of a tensor (an alias sharing its storage)")
+        out = deepcopy_tensor(tx, vt, memo)
+        memo[key] = out
+        return out
     if isinstance(vt, TupleVariable):
         out = TupleVariable([inner(i) for i in vt.items], tuple_type=vt.tuple_type)
     elif isinstance(vt, ListVariable):
@@ -97,6 +103,46 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         raise unsupported(f"copying {vt.describe()}")
     memo[key] = out
     return out
+
+
+_NOT_A_LEAF = ("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the "
+               "moment.  If you were attempting to deepcopy a module, this may be because of a "
+               "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+
+
+def deepcopy_tensor(tx, vt, memo: dict) -> VariableTracker:
+    """``copy.deepcopy(t)`` of a traced tensor, where it is a plain ``clone()``.
+
+    ``Tensor.__deepcopy__`` refuses non-leaves (so does this, with eager's error); otherwise it
+    copies the whole storage (memoized, so tensors sharing a storage in one deepcopy share the new
+    one) and re-creates the view on it, then makes the copy a leaf with the original's
+    ``requires_grad`` and a copy of its ``.grad`` and ``__dict__``. That is ``clone()`` exactly for a
+    plain tensor that does not require grad and is its storage's only, whole, dense view; anything
+    else (a view, a new leaf that requires grad, a subclass or Parameter, a ``.grad``) breaks.
+    """
+    from ember.exc import PythonException
+    fake, real = vt.fake, vt.real
+    is_leaf = real.is_leaf if real is not None else (not fake.requires_grad or fake.grad_fn is None)
+    if not is_leaf:
+        raise PythonException(RuntimeError(_NOT_A_LEAF))
+    if vt.cls is not torch.Tensor:
+        raise unsupported(f"copy.deepcopy of a {vt.cls.__name__} (its own copy protocol)")
+    if fake.requires_grad:
+        raise unsupported("copy.deepcopy of a tensor that requires grad (it makes a new leaf)")
+    if real is not None and (real.grad is not None or getattr(real, "__dict__", None)):
+        raise unsupported("copy.deepcopy of a tensor with a .grad or attributes")
+    if fake.layout != torch.strided or fake.is_quantized or fake.is_conj() or fake.is_neg() or \
+            fake.device.type not in ("cpu", "cuda"):
+        raise unsupported(f"copy.deepcopy of a {fake.layout} {fake.device.type} tensor")
+    storage = fake.untyped_storage()
+    if fake.storage_offset() != 0 or not fake.is_contiguous() or \
+            storage.nbytes() != fake.numel() * fake.element_size():
+        raise unsupported("copy.deepcopy of a view (it copies the whole storage)")
+    skey = ("storage", storage._cdata)
+    if skey in memo:
+        raise unsupported("copy.deepcopy of tensors sharing a storage")
+    memo[skey] = True
+    return tx.output.call_method("clone", [vt], {})
 
 
 def _plain_attr(obj, name) -> bool:

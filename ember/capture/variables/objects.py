@@ -34,6 +34,11 @@ def _static_lookup(obj, name):
     return None
 
 
+def _on_class(obj, name) -> bool:
+    """``name`` is defined somewhere on ``type(obj)``'s MRO (possibly as None: `cfg = None`)."""
+    return any(name in klass.__dict__ for klass in type(obj).__mro__)
+
+
 def class_source(cls: type) -> ConstSource:
     """Where guards re-read ``cls``'s attributes: the class object itself (its identity is already
     pinned wherever the trace learned it, by a type or identity guard on the instance)."""
@@ -261,7 +266,7 @@ class NNModuleVariable(VariableTracker):
             tx.guards.id_match(AttrSource(class_source(type(m)), name), getattr(torch.nn.Module, name))
             _guard_not_on_instance(tx, self, m, name)
             return BoundMethodVariable(self, name)
-        if _static_lookup(m, name) is not None:
+        if _on_class(m, name):
             return _class_attribute(tx, self, m, name)
         _guard_absent(tx, self.source, m, name)
         hook = _static_lookup(m, "__getattr__")
@@ -467,7 +472,7 @@ class UserObjectVariable(VariableTracker):
             return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
         if d is not None and name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
-        if cls_attr is not None:
+        if cls_attr is not None or _on_class(obj, name):
             return _class_attribute(tx, self, obj, name)
         if hasattr(obj, "__slots__") and hasattr(obj, name):
             return wrap(tx, getattr(obj, name), AttrSource(self.source, name) if self.source else None)

@@ -31,6 +31,9 @@ _BREAKING_METHODS = {
     "storage": "tensor storage access",
     "__setstate__": "Tensor.__setstate__",
     "set_": "Tensor.set_()",
+    "__reduce_ex__": "pickling a tensor", "__reduce__": "pickling a tensor", "__getstate__": "pickling a tensor",
+    "_typed_storage": "tensor storage access", "__array__": "Tensor.__array__() leaves torch",
+    "__dlpack__": "Tensor.__dlpack__() leaves torch",
 }
 
 # Attributes that are tensors (computed by a property): recorded as getattr nodes.
@@ -105,6 +108,9 @@ class TensorVariable(VariableTracker):
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
             return ConstantVariable(len(self.fake))
+        if name == "__deepcopy__":  # (the copy module traced as a frame of its own)
+            from ember.capture.variables.copying import deepcopy_tensor
+            return deepcopy_tensor(tx, self, {})
         if name in ("requires_grad_", "detach_"):
             return self._autograd_flag_change(tx, name, args, kwargs)
         return tx.output.call_method(name, [self, *args], kwargs)
