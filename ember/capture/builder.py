@@ -45,6 +45,16 @@ def is_torch_callable(value) -> bool:
     return False
 
 
+# Standard-library modules whose Python functions are called, never traced: their bodies (the regex
+# parser and compiler, caches keyed by arguments, C helpers) would only graph-break many times over.
+_OPAQUE_MODULES = ("re", "re._parser", "re._compiler", "re._casefix", "sre_parse", "sre_compile")
+
+
+def is_opaque_library_function(fn) -> bool:
+    """A Python function of an ``_OPAQUE_MODULES`` module: one graph break at its call, run as is."""
+    return getattr(fn, "__module__", None) in _OPAQUE_MODULES
+
+
 def wrap(tx, value, source) -> VariableTracker:
     """The tracker for ``value`` read from ``source`` (the same tracker every time in one trace,
     so mutations through one read are seen by the next)."""
@@ -237,6 +247,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)
+
+    if isinstance(value, types.FunctionType) and is_opaque_library_function(value):
+        if source is not None:
+            guards.id_match(source, value)
+        return OpaqueCallableVariable(value, source, f"calling {value.__module__}.{value.__qualname__} "
+                                                     f"(a library ember does not trace into)")
 
     if isinstance(value, types.FunctionType):
         if source is not None:

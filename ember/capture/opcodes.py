@@ -4,6 +4,7 @@ Mixed into `ember.capture.interpreter.Translator`; one method per opcode.
 """
 from __future__ import annotations
 
+import collections
 import dis
 import operator
 
@@ -38,6 +39,20 @@ _BINARY_SYMBOLS = {operator.or_: "|", operator.and_: "&", operator.sub: "-", ope
 _COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
                 "==": operator.eq, "!=": operator.ne}
 _NB_OPS = [sym for _name, sym in dis._nb_ops]
+
+
+_UNION_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+def _dict_union_class(a: type, b: type) -> type | None:
+    """The class of ``a | b`` for dicts whose ``|`` is the plain union (the right operand's values
+    win), or None. A subclass on the right that defines ``__ror__`` answers (OrderedDict,
+    defaultdict do); otherwise the left operand's class."""
+    if a not in _UNION_DICTS or b not in _UNION_DICTS:
+        return None
+    if b is not a and issubclass(b, a) and b.__ror__ is not a.__ror__:
+        return b
+    return a
 
 
 class OpcodeMixin:
@@ -205,9 +220,16 @@ class OpcodeMixin:
         if isinstance(b, BaseSequence) and plain is operator.mul and a.is_constant():
             return b.call_method(self, "__mul__", [a], {})
         if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
+            union_cls = _dict_union_class(a.dict_cls, b.dict_cls)
+            if union_cls is None:  # e.g. Counter's `|` keeps the larger count, not the right operand's
+                raise unsupported(f"operator | on {a.dict_cls.__name__} and {b.dict_cls.__name__}")
             a._observe_order(self)
             b._observe_order(self)
-            d = DictVariable(a.items, a.keys) if fn is operator.or_ else a
+            if fn is operator.or_:
+                d = DictVariable(a.items, a.keys, dict_cls=union_cls)
+                d.default_factory = (a if union_cls is a.dict_cls else b).default_factory
+            else:
+                d = a
             for k, v in b.items.items():
                 d.set_item(b.keys[k], v)
             return d

@@ -126,7 +126,12 @@ class SideEffects:
                     items = [TupleVariable([c.keys[k], v]) for k, v in c.items.items()]
                 else:
                     items = list(c.items.values())
-                writes += [f"{target}.clear()", f"{target}.update({value_of(ListVariable(items))})"]
+                pairs = value_of(ListVariable(items))
+                if isinstance(c, DictVariable) and _counts_on_update(c.dict_cls):
+                    # Counter.update adds counts: put the items back as a plain dict would
+                    writes += [f"{target}.clear()", f"{bind(scope, dict.update, 'dict_update')}({target}, {pairs})"]
+                else:
+                    writes += [f"{target}.clear()", f"{target}.update({pairs})"]
             elif isinstance(c, IteratorVariable):
                 writes.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:
@@ -144,6 +149,12 @@ class SideEffects:
             scope["___setattr"] = setattr
             scope["___object_setattr"] = object.__setattr__
         return lines
+
+
+def _counts_on_update(cls: type) -> bool:
+    """``cls.update`` is not a plain item-by-item update (``collections.Counter`` adds counts)."""
+    import collections.abc
+    return cls.update not in (dict.update, collections.abc.MutableMapping.update)
 
 
 def _snapshot(vt: VariableTracker) -> VariableTracker:

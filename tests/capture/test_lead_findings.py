@@ -3,11 +3,13 @@ sorting with key functions, class statements in the frame, copy.deepcopy of tens
 whose own ``__call__`` calls ``super().__call__``, class attributes that are None, and dict keys
 whose ``repr`` is not Python source (nan, inf, IntEnum/str-enum members). Each is compared with
 eager, with the graph / break / fallback counts from ``ember.stats()``."""
+import collections
 import copy
 import dataclasses
 import enum
 import gc
 import math
+import re
 import warnings
 import weakref
 
@@ -16,7 +18,7 @@ import torch
 import torch.nn as nn
 
 from ember_test_helpers import (REFERENCE, CompileCounter, assert_same, check_module_same, check_raises_same,
-                                check_same, compile, stats)
+                                check_same, clone_inputs, compile, stats)
 
 pytestmark = pytest.mark.skipif(REFERENCE, reason="ember's own counters (ember.stats())")
 
@@ -456,3 +458,59 @@ def test_dict_keys_that_repr_badly(table):
 
     check_same(f, torch.ones(2), table)
     assert stats()["fallbacks"] == 0
+
+
+# -- collections dict subclasses: constants, `|`, replayed mutations -------------------------------
+
+def counter_membership(x):
+    c = collections.Counter(a=1)
+    o = collections.OrderedDict(b=1, a=2)
+    return x + ("a" in c), len(c), list(c.keys()), "b" in o, c == collections.Counter(a=1)
+
+
+def defaultdict_lambda_membership(x):
+    d = collections.defaultdict(int)
+    d2 = collections.defaultdict(lambda: x)
+    return d2["q"] * 2, "zz" in d, "q" in d2
+
+
+def dict_unions(x):
+    c = collections.Counter(a=3) | collections.Counter(a=1, b=2)  # Counter's |: the larger count
+    o = collections.OrderedDict(b=1) | {"a": 2}
+    p = {"z": 0} | collections.OrderedDict(b=1)  # OrderedDict.__ror__ answers
+    d = collections.defaultdict(list, a=[1]) | {"b": [2]}
+    e = {"q": 1} | collections.defaultdict(int, r=2)
+    o2 = collections.OrderedDict(a=1)
+    o2 |= {"c": 3}
+    d["zz"].append(1)
+    e["new"] += 1
+    return x, c, o, p, d, e, o2
+
+
+def counter_mutated_after_break(x):
+    c = collections.Counter(a=1)  # (constructing it breaks: the rest gets the real Counter)
+    return x, c.setdefault("b", 7), c.pop("a"), c.get("zz"), c
+
+
+def _same_repr(fn, *args):
+    expected = fn(*clone_inputs(args))
+    actual = compile(fn)(*clone_inputs(args))
+    assert repr(actual) == repr(expected)  # (types and order of the containers too)
+    assert stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("fn", [counter_membership, defaultdict_lambda_membership, dict_unions,
+                                counter_mutated_after_break])
+def test_collections_dicts_agree(fn):
+    _same_repr(fn, torch.ones(1))
+
+
+def regex_in_frame(x):
+    m = re.match(r"layer\.(\d+)\.weight", "layer.12.weight")
+    return x + (int(m.group(1)) if m else -1)
+
+
+def test_regex_functions_are_called_not_traced():
+    check_same(regex_in_frame, torch.ones(2), graphs=None, fullgraph=False)
+    s = stats()
+    assert s["graph_breaks"] == 2 and s["fallbacks"] == 0  # at re.match and at Match.group

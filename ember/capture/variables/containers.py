@@ -8,6 +8,7 @@ with a reason, and the frame runs eagerly.
 """
 from __future__ import annotations
 
+import collections
 import types
 from typing import Any
 
@@ -311,10 +312,22 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def is_constant(self):
-        return _all_constant(self.items.values())
+        return _all_constant(self.items.values()) and (self.default_factory is None
+                                                       or self.default_factory.is_constant())
 
     def as_constant(self):
-        return self.dict_cls((k, v.as_constant()) for k, v in self.items.items())
+        pairs = [(k, v.as_constant()) for k, v in self.items.items()]
+        cls = self.dict_cls
+        if cls is dict:
+            return dict(pairs)
+        # Not `cls(pairs)`: Counter(pairs) would count the pairs, defaultdict(pairs) takes a factory.
+        if issubclass(cls, collections.defaultdict):
+            out = cls(self.default_factory.as_constant() if self.default_factory is not None else None)
+        else:
+            out = cls()
+        for k, v in pairs:
+            out[k] = v
+        return out
 
     def _observe_order(self, tx):
         """The program sees the key order (iterating, or copying it into another dict): guard the
