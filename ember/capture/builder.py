@@ -243,6 +243,17 @@ def _wrap(tx, value, source) -> VariableTracker:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()
 
+    if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
+            isinstance(getattr(value, "__self__", None), torch.Tensor):
+        # `x.to` handed over at a graph break: the method of the tensor (an input of the graph),
+        # never a callable that holds this call's tensor inside the graph.
+        from ember.capture.variables.tensor import TensorMethodVariable
+        if source is None:
+            raise unsupported(f"a bound method {value.__name__} of a tensor ember cannot name")
+        guards.type_match(source, value)
+        guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+        return TensorMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
+
     if is_torch_callable(value):
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh

@@ -514,3 +514,88 @@ def test_regex_functions_are_called_not_traced():
     check_same(regex_in_frame, torch.ones(2), graphs=None, fullgraph=False)
     s = stats()
     assert s["graph_breaks"] == 2 and s["fallbacks"] == 0  # at re.match and at Match.group
+
+
+# -- module .device property (next(self.parameters())); tensor methods across a break --------------
+
+class _DeviceModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    @property
+    def device(self):
+        return next(self.parameters()).device
+
+    def forward(self, x):
+        return self.fc(x.to(self.device))
+
+
+def test_module_device_property_from_parameters():
+    check_module_same(_DeviceModel, torch.randn(2, 4))
+    assert _counts() == (1, 0, 0)
+
+
+def parameters_is_a_generator(x, m):
+    ps = m.parameters()
+    first = next(ps)
+    rest = list(ps)
+    return x @ first.t(), len(rest), [n for n, _ in m.named_parameters()], sum(1 for _ in m.modules())
+
+
+def test_module_parameters_is_an_iterator():
+    check_same(parameters_is_a_generator, torch.ones(1, 2), nn.Sequential(nn.Linear(2, 2), nn.ReLU()))
+
+
+def tensor_methods_across_a_break(x, y):
+    to, add_, mul = x.to, y.add_, x.__mul__
+    print("graph break")
+    return to(torch.float64), add_(1), mul(3)
+
+
+def test_tensor_bound_methods_across_a_break(capsys):
+    # The bound method of this call's tensor must not be baked into the resume function's graph.
+    counter = CompileCounter()
+    compiled = compile(tensor_methods_across_a_break, backend=counter)
+    for _ in range(3):
+        x, y = torch.randn(3), torch.randn(3)
+        x2, y2 = x.clone(), y.clone()
+        assert_same(compiled(x2, y2), tensor_methods_across_a_break(x, y))
+        assert_same(y2, y)
+    assert stats()["fallbacks"] == 0 and stats()["recompiles"] == 0
+
+
+# -- objects with their own __eq__/__hash__ as dict keys -------------------------------------------
+
+class _Key:
+    def __init__(self, n):
+        self.n = n
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and other.n == self.n
+
+    def __hash__(self):
+        return hash(self.n)
+
+
+def value_keyed_objects(x, outside):
+    d = {_Key(1): x, _Key(2): x * 2}
+    try:
+        v = d[_Key(2)]  # an equal, distinct key finds the entry
+    except KeyError:
+        v = x * 100
+    return v, _Key(1) in d, len({_Key(1), _Key(1)}), {outside: 1}.get(_Key(5), 0)
+
+
+@dataclasses.dataclass
+class _Unhashable:
+    n: int
+
+
+def unhashable_dataclass_key(x):
+    return {_Unhashable(1): x}
+
+
+def test_objects_with_value_equality_as_keys():
+    check_same(value_keyed_objects, torch.ones(1), _Key(5), graphs=None, fullgraph=False)
+    check_raises_same(unhashable_dataclass_key, torch.ones(1))

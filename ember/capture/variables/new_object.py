@@ -17,6 +17,12 @@ from ember.capture.variables.containers import DictVariable
 _DICT_BASES = (dict, collections.OrderedDict)
 
 
+def hashed_by_identity(cls: type) -> bool:
+    """Instances of ``cls`` hash and compare by identity (what keying a tracker by its id models);
+    a class with its own ``__eq__``/``__hash__`` (a dataclass: unhashable) does not."""
+    return getattr(cls, "__hash__", None) is object.__hash__ and getattr(cls, "__eq__", None) is object.__eq__
+
+
 def constructible(cls: type) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
@@ -57,6 +63,8 @@ class NewObjectVariable(VariableTracker):
         return f"new {self.cls.__qualname__} object"
 
     def hash_key(self):
+        if not hashed_by_identity(self.cls):
+            raise unsupported(f"a {self.cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
         return ("__new_object__", id(self))
 
     def truth(self, tx):

@@ -387,7 +387,11 @@ class NNModuleVariable(VariableTracker):
                 out.append(ConstantVariable(item))
             else:
                 out.append(wrap(tx, item, self._find(item)))
-        return TupleVariable(out)
+        if name in ("keys", "values", "items"):
+            return TupleVariable(out)
+        # parameters(), named_modules(), ... are generators: `next(m.parameters())` works, once each
+        from ember.capture.variables.containers import IteratorVariable
+        return IteratorVariable(out)
 
     def _dotted(self, key):
         if self.source is None or not isinstance(key, str):
@@ -442,6 +446,10 @@ class UserObjectVariable(VariableTracker):
     identity_guard = None  # set by builder.wrap: installs the identity guard (type is guarded)
 
     def hash_key(self):
+        from ember.capture.variables.new_object import hashed_by_identity
+        if not hashed_by_identity(type(self.obj)):
+            raise unsupported(f"a {type(self.obj).__name__} object (its own __eq__/__hash__) as a dict key "
+                              f"or set element")
         if self.identity_guard is not None:
             self.identity_guard()  # a dict key / set element: identity observed
         return ("__object__", id(self.obj))
