@@ -243,6 +243,10 @@ class OpcodeMixin:
                     f"{'=' if fn is not plain else ''}: '{a.python_type().__name__}' and "
                     f"'{b.python_type().__name__}'"))
             return result
+        from ember.capture.variables.user_operators import user_binary_op
+        result = user_binary_op(self, fn, a, b)  # `__add__`/`__radd__`/`__iadd__` of user classes
+        if result is not None:
+            return result
         raise unsupported(f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
 
     def BINARY_OP(self, inst):
@@ -333,7 +337,11 @@ class OpcodeMixin:
         elif v.is_constant():
             self.push(ConstantVariable(fn(v.as_constant())))
         else:
-            raise unsupported(f"{fn.__name__} of {v.describe()}")
+            from ember.capture.variables.user_operators import user_unary_op
+            result = user_unary_op(self, fn, v)  # `__neg__` of a user class
+            if result is None:
+                raise unsupported(f"{fn.__name__} of {v.describe()}")
+            self.push(result)
 
     def UNARY_NOT(self, inst):
         self.push(ConstantVariable(not self.pop().truth(self)))

@@ -599,3 +599,73 @@ def unhashable_dataclass_key(x):
 def test_objects_with_value_equality_as_keys():
     check_same(value_keyed_objects, torch.ones(1), _Key(5), graphs=None, fullgraph=False)
     check_raises_same(unhashable_dataclass_key, torch.ones(1))
+
+
+# -- operators and str/repr on user objects ---------------------------------------------------------
+
+class _Vec:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, other):
+        if not isinstance(other, _Vec):
+            return NotImplemented
+        return _Vec(self.t + other.t)
+
+    def __mul__(self, k):
+        return _Vec(self.t * k)
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return _Vec(-self.t)
+
+    def __abs__(self):
+        return _Vec(self.t.abs())
+
+    def __iadd__(self, other):
+        self.t = self.t + other.t * 10
+        return self
+
+    def __repr__(self):
+        return f"_Vec({self.t.shape[0]})"
+
+
+class _SubVec(_Vec):
+    def __rmul__(self, k):  # a subclass's reflected method goes first
+        return _SubVec(self.t * k * 100)
+
+    def __str__(self):
+        return "sub!"
+
+
+class _Plain:
+    pass
+
+
+_OUTSIDE_VEC = _Vec(torch.ones(2))
+
+
+def user_operators(x):
+    v = _Vec(x) + _Vec(x) * 2
+    w = 3 * -v
+    a = abs(w)
+    z = _Vec(x)
+    alias = z
+    z += _Vec(x)
+    s = _SubVec(x)
+    r = _Vec(x) * 2 + _OUTSIDE_VEC
+    try:
+        _Vec(x) + 1
+    except TypeError as e:
+        msg = str(e)
+    try:
+        _Plain() * 2
+    except TypeError as e:
+        msg2 = str(e)
+    return w.t, a.t, alias.t, repr(w), str(w), str(s), repr(s), (2 * s).t, r.t, msg, msg2
+
+
+def test_user_operators_and_str():
+    check_same(user_operators, torch.randn(2, requires_grad=True))
+    assert _counts() == (1, 0, 0)

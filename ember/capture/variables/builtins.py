@@ -286,7 +286,9 @@ def _minmax(pick):
 def _abs(tx, x):
     if isinstance(x, TensorVariable):
         return tx.output.call_function(operator.abs, [x], {})
-    return NotImplemented
+    from ember.capture.variables.user_operators import user_unary_op
+    result = user_unary_op(tx, operator.abs, x)  # a user class's __abs__
+    return NotImplemented if result is None else result
 
 
 def _iter(tx, obj, *sentinel):
@@ -428,7 +430,17 @@ _HANDLERS = {
     all: _any_all(all), callable: _callable, print: _print, id: _id, super: _super, sorted: _sorted,
     int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
         _iter_items(tx, it) if it is not None else [], frozen=True),
+    str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
 }
+
+
+def _user_text(tx, kind, args, kwargs):
+    """``str(obj)`` / ``repr(obj)`` of a user object with its own ``__str__``/``__repr__``."""
+    if len(args) != 1 or kwargs:
+        return NotImplemented
+    from ember.capture.variables.user_operators import user_str
+    result = user_str(tx, kind, args[0])
+    return NotImplemented if result is None else result
 
 
 # -- constants' attributes and construction of builtin types ---------------------

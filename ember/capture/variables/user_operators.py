@@ -1,0 +1,131 @@
+"""Operators and ``str``/``repr`` on user objects: their Python dunder methods, inlined.
+
+``v + w`` on objects whose class defines ``__add__`` in Python runs what Python
+runs: ``type(v).__add__(v, w)``; if that returns ``NotImplemented`` (or is
+missing), ``type(w).__radd__(w, v)``; ``v += w`` tries ``__iadd__`` first. A
+right operand that is a proper subclass of the left one's class and overrides
+the reflected method goes first, as in Python. The other operand may be another
+user object or a number (whose own method returns ``NotImplemented`` for an
+object it does not know); a tensor or a container on the other side is left to
+the caller (its own method would answer first).
+"""
+from __future__ import annotations
+
+import operator
+import types
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker
+from ember.exc import PythonException
+
+_BINARY = {
+    operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
+    operator.floordiv: "floordiv", operator.mod: "mod", operator.pow: "pow", operator.matmul: "matmul",
+    operator.and_: "and", operator.or_: "or", operator.xor: "xor", operator.lshift: "lshift",
+    operator.rshift: "rshift",
+}
+_SYMBOLS = {
+    "add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%", "pow": "** or pow()",
+    "matmul": "@", "and": "&", "or": "|", "xor": "^", "lshift": "<<", "rshift": ">>",
+}
+_UNARY = {operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__", operator.abs: "__abs__"}
+_NUMBERS = (int, float, bool, complex)
+
+
+def _user_class(vt: VariableTracker) -> type | None:
+    from ember.capture.variables.new_object import NewObjectVariable
+    from ember.capture.variables.objects import UserObjectVariable
+    if isinstance(vt, NewObjectVariable):
+        return vt.cls
+    if type(vt) is UserObjectVariable:
+        return type(vt.obj)
+    return None
+
+
+def _python_method(cls: type | None, name: str):
+    """``name`` looked up on ``cls``'s MRO if it is a Python function (else None)."""
+    if cls is None:
+        return None
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            attr = klass.__dict__[name]
+            return attr if isinstance(attr, types.FunctionType) else None
+    return None
+
+
+def _number(vt: VariableTracker) -> bool:
+    return vt.is_constant() and type(vt.as_constant()) in _NUMBERS
+
+
+def _try(tx, vt, name, other):
+    result = vt.call_method(tx, name, [other], {})
+    if result.is_constant() and result.as_constant() is NotImplemented:
+        return None
+    return result
+
+
+def user_binary_op(tx, fn, a: VariableTracker, b: VariableTracker):
+    """``fn(a, b)`` through user dunders, or None when neither operand is a user object with them."""
+    from ember.capture.opcodes import _INPLACE_TO_PLAIN
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    op = _BINARY.get(plain)
+    if op is None:
+        return None
+    ca, cb = _user_class(a), _user_class(b)
+    if ca is None and cb is None:
+        return None
+    if (ca is None and not _number(a)) or (cb is None and not _number(b)):
+        return None  # a tensor, a container, a string: not modelled here
+    fwd, rev, inp = f"__{op}__", f"__r{op}__", f"__i{op}__"
+    if fn is not plain and _python_method(ca, inp) is not None:
+        result = _try(tx, a, inp, b)
+        if result is not None:
+            return result
+    b_first = cb is not None and ca is not None and cb is not ca and issubclass(cb, ca) and \
+        _python_method(cb, rev) is not None and _python_method(cb, rev) is not _python_method(ca, rev)
+    if b_first:
+        result = _try(tx, b, rev, a)
+        if result is not None:
+            return result
+    if _python_method(ca, fwd) is not None:
+        result = _try(tx, a, fwd, b)
+        if result is not None:
+            return result
+    if not b_first and cb is not ca and _python_method(cb, rev) is not None:
+        result = _try(tx, b, rev, a)
+        if result is not None:
+            return result
+    if (ca is not None and _defines_builtin(ca, fwd)) or (cb is not None and _defines_builtin(cb, rev)):
+        return None  # a C-level slot (a subclass of a builtin type): not modelled here
+    sym = _SYMBOLS[op] + ("=" if fn is not plain else "")
+    raise PythonException(TypeError(f"unsupported operand type(s) for {sym}: '{a.python_type().__name__}' "
+                                    f"and '{b.python_type().__name__}'"))
+
+
+def _defines_builtin(cls: type, name: str) -> bool:
+    """``cls`` has ``name`` from a builtin base (e.g. an int subclass's ``__add__``)."""
+    return hasattr(cls, name) and _python_method(cls, name) is None
+
+
+def user_unary_op(tx, fn, v: VariableTracker):
+    """``-v``, ``+v``, ``~v``, ``abs(v)`` through the user dunder, or None."""
+    name = _UNARY.get(fn)
+    cls = _user_class(v)
+    if name is None or _python_method(cls, name) is None:
+        return None
+    return v.call_method(tx, name, [], {})
+
+
+def user_str(tx, kind: str, v: VariableTracker):
+    """``str(v)`` / ``repr(v)`` of a user object with a Python ``__str__``/``__repr__``, or None."""
+    cls = _user_class(v)
+    if cls is None:
+        return None
+    name = "__repr__" if kind == "repr" else ("__str__" if _python_method(cls, "__str__") is not None
+                                             or hasattr(cls, "__str__") and cls.__str__ is not object.__str__
+                                             else "__repr__")
+    if _python_method(cls, name) is None:
+        return None
+    result = v.call_method(tx, name, [], {})
+    if not (result.is_constant() and isinstance(result.as_constant(), str)):
+        raise PythonException(TypeError(f"{name} returned non-string (type {result.python_type().__name__})"))
+    return ConstantVariable(result.as_constant())
