@@ -669,3 +669,32 @@ def user_operators(x):
 def test_user_operators_and_str():
     check_same(user_operators, torch.randn(2, requires_grad=True))
     assert _counts() == (1, 0, 0)
+
+
+# -- Enum classes: lookup by value and name, iteration, membership ----------------------------------
+
+class _Act(enum.Enum):
+    RELU = "relu"
+    TANH = "tanh"
+
+
+class _Perm(enum.Flag):
+    R = 1
+    W = 2
+
+
+def enum_lookups(x):
+    act = _Act("tanh")
+    y = torch.tanh(x) if act is _Act.TANH else torch.relu(x)
+    return (y * _Color(2), act.value, _Act["RELU"], [m.name for m in _Act], len(_Act), _Act.RELU in _Act,
+            list(_Color), _Perm(3), _Perm.W in _Perm(3))
+
+
+def enum_bad_value(x):
+    return _Act("nope")
+
+
+def test_enum_classes():
+    check_same(enum_lookups, torch.randn(3, requires_grad=True))
+    assert _counts() == (1, 0, 0)
+    check_raises_same(enum_bad_value, torch.ones(1))

@@ -690,7 +690,35 @@ class ClassVariable(ConstantVariable):
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.builtins import construct
+        if _plain_enum(self.value) and len(args) == 1 and not kwargs and args[0].is_constant():
+            # `Color("red")`: the member with that value (members are fixed singletons)
+            try:
+                return ConstantVariable(self.value(args[0].as_constant()))
+            except Exception as e:
+                raise PythonException(e) from None
         return construct(tx, self.value, args, kwargs)
+
+    def unpack(self, tx):
+        if _plain_enum(self.value):
+            return [ConstantVariable(member) for member in self.value]  # `for m in Color`
+        return super().unpack(tx)
+
+    def call_method(self, tx, name, args, kwargs):
+        if _plain_enum(self.value) and name in ("__getitem__", "__contains__", "__len__") and \
+                not kwargs and all(a.is_constant() for a in args):
+            try:  # `Color["RED"]`, `Color.RED in Color`, len(Color)
+                return ConstantVariable(getattr(self.value, name)(*[a.as_constant() for a in args]))
+            except Exception as e:
+                raise PythonException(e) from None
+        return super().call_method(tx, name, args, kwargs)
+
+
+def _plain_enum(cls) -> bool:
+    """An Enum class whose lookups (by value, by name, iteration) are enum's own: pure, and their
+    answers are the class's fixed members."""
+    import enum
+    return isinstance(cls, type) and issubclass(cls, enum.Enum) and type(cls) is enum.EnumMeta and \
+        getattr(getattr(cls, "_missing_", None), "__module__", None) == "enum"
 
 
 class GradModeVariable(VariableTracker):
