@@ -100,6 +100,7 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
         # A graph that turns grad mode on inside (see grad_mode.py) must be applied with grad mode on,
         # or autograd.Function would not connect its outputs even though the graph computes grads.
         compiled.enables_grad = graph_enables_grad(fn)
+        compiled.no_grad_inputs = _no_grad_inputs(parts.bw)
         compiled.graphs = {"joint": joint, "forward": parts.fw, "backward": parts.bw}
         compiled.partition = parts
     else:
@@ -109,6 +110,12 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
         compiled.graphs = {"inference": fw_gm}
     return compiled
+
+
+def _no_grad_inputs(bw: torch.fx.GraphModule) -> tuple:
+    """Primal positions for which the backward graph returns None."""
+    out = next(n for n in reversed(bw.graph.nodes) if n.op == "output")
+    return tuple(i for i, g in enumerate(out.args[0]) if g is None)
 
 
 def _unsafe_view_returns(meta) -> list[int]:

@@ -329,6 +329,8 @@ class CompiledGraph:
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
         self._simple_spec = out_spec is None
         self.enables_grad = False  # set by the compiler for graphs with set_grad_enabled(True) inside
+        #: inputs whose gradient the backward graph never computes (set by the compiler)
+        self.no_grad_inputs: tuple = ()
 
     def __call__(self, *user_args):
         args = self.lifted + list(user_args) if self.lifted else list(user_args)
@@ -337,12 +339,22 @@ class CompiledGraph:
     def run_flat(self, args: list) -> list:
         """Run on the flat inputs (lifted params/buffers first); the flat user outputs."""
         if self.autograd_function is not None:
+            fn_args = args
+            if self.no_grad_inputs:
+                # Inputs the backward never gives a gradient (unused, or used without a derivative)
+                # get no autograd edge, as in eager: else their producers' backward would run (and
+                # unpack its saved tensors) whenever this graph's backward does.
+                fn_args = list(args)
+                for i in self.no_grad_inputs:
+                    a = fn_args[i]
+                    if isinstance(a, torch.Tensor) and a.requires_grad:
+                        fn_args[i] = a.detach()
             try:
                 if self.enables_grad and not torch.is_grad_enabled():
                     with torch.enable_grad():
-                        returns = self.autograd_function.apply(*args)
+                        returns = self.autograd_function.apply(*fn_args)
                 else:
-                    returns = self.autograd_function.apply(*args)
+                    returns = self.autograd_function.apply(*fn_args)
             except _WrapperError as e:
                 raise self._internal_error(e.cause, "wrapper (saving tensors for the backward)", False) from None
         else:
