@@ -698,3 +698,66 @@ def test_enum_classes():
     check_same(enum_lookups, torch.randn(3, requires_grad=True))
     assert _counts() == (1, 0, 0)
     check_raises_same(enum_bad_value, torch.ones(1))
+
+
+# -- dict views are live; changing a dict's/set's size while iterating raises ----------------------
+
+def live_dict_views(x):
+    d = {"a": x, "b": 2}
+    ks, vs, its = d.keys(), d.values(), d.items()
+    d["c"] = 3
+    d["a"] = x * 2
+    return (list(ks), len(vs), "c" in ks, ("b", 2) in its, [v for v in vs][0], list(its)[-1],
+            sorted(ks), dict(its)["a"], type(ks).__name__)
+
+
+def dict_grows_while_iterating(x):
+    d = {"a": 1, "b": 2}
+    try:
+        for k, v in d.items():
+            d[k + "x"] = v
+    except RuntimeError as e:
+        return x + 1, str(e), d
+    return x, d
+
+
+def dict_value_change_while_iterating_is_fine(x):
+    d = {"a": 1, "b": 2}
+    for k in d:
+        d[k] = d[k] * 10
+    return x * d["a"], d
+
+
+def set_grows_while_iterating(x):
+    s = {1, 2}
+    try:
+        for v in s:
+            s.add(v + 10)
+    except RuntimeError as e:
+        return x, str(e)
+    return x + 1, s
+
+
+@pytest.mark.parametrize("fn", [live_dict_views, dict_grows_while_iterating,
+                                dict_value_change_while_iterating_is_fine, set_grows_while_iterating])
+def test_dict_views_and_iteration_while_mutating(fn):
+    check_same(fn, torch.randn(2, requires_grad=True), graphs=None)
+    assert stats()["fallbacks"] == 0 and stats()["graph_breaks"] == 0
+
+
+def dict_views_escape_and_cross_a_break(x, d):
+    ks = d.keys()
+    it = iter(d.items())
+    first = next(it)
+    print("graph break")
+    rest = list(it)
+    d["new"] = 1
+    return x * len(ks), first, rest, ks
+
+
+
+def test_dict_views_escape_and_cross_a_break():
+    check_same(dict_views_escape_and_cross_a_break, torch.ones(1), {"a": 1, "b": 2}, graphs=None,
+               fullgraph=False)
+    assert stats()["fallbacks"] == 0
+

@@ -339,6 +339,11 @@ class DictVariable(VariableTracker):
         self._observe_order(tx)
         return list(self.keys.values())
 
+    def iter(self, tx):
+        from ember.capture.variables.dict_views import SizeCheckedIterator
+        self._observe_order(tx)
+        return SizeCheckedIterator(self, "keys")  # changing the size while iterating raises
+
     def _mutable(self, what, tx=None):
         if self.source is not None:
             tx.side_effects.mutated_container(self)
@@ -379,15 +384,9 @@ class DictVariable(VariableTracker):
             return ConstantVariable(set_key(args[0]) in items)
         if name == "__len__":
             return ConstantVariable(len(items))
-        if name == "keys":
-            self._observe_order(tx)
-            return TupleVariable(list(self.keys.values()))  # a snapshot view
-        if name == "values":
-            self._observe_order(tx)
-            return TupleVariable(list(items.values()))
-        if name == "items":
-            self._observe_order(tx)
-            return TupleVariable([TupleVariable([self.keys[k], v]) for k, v in items.items()])
+        if name in ("keys", "values", "items"):
+            from ember.capture.variables.dict_views import DictViewVariable
+            return DictViewVariable(self, name)  # live: reads the dict when used
         if name == "copy":
             self._observe_order(tx)
             return DictVariable(items, self.keys, dict_cls=self.dict_cls)
@@ -549,6 +548,12 @@ class SetVariable(VariableTracker):
 
     def unpack(self, tx):
         return list(self.items.values())
+
+    def iter(self, tx):
+        if _subclass_method(self.set_cls, self.base_cls, "__iter__") is not None:
+            return super().iter(tx)
+        from ember.capture.variables.dict_views import SizeCheckedIterator
+        return SizeCheckedIterator(self, "set")  # changing the size while iterating raises
 
     def getattr(self, tx, name):
         from ember.capture.variables.functions import BoundMethodVariable, UserFunctionVariable, UserMethodVariable

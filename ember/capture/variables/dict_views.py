@@ -1,0 +1,152 @@
+"""Live dict views (``d.keys()``, ``d.values()``, ``d.items()``) and size-checked iterators.
+
+A view shows the dict as it is when used, not when it was made::
+
+    ks = d.keys(); d["c"] = 3; list(ks)   # includes "c"
+
+and iterating a dict (or a set, or a view) while its size changes raises
+``RuntimeError: dictionary changed size during iteration`` at the next step, as
+CPython's iterators do. A dict whose keys change while the size stays the same
+(one deleted, one added) is iterated in ways that depend on CPython's table
+layout: refused (unsupported) rather than guessed.
+"""
+from __future__ import annotations
+
+import collections
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import IteratorVariable, TupleVariable
+from ember.exc import PythonException
+
+_VIEW_TYPES = {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}
+
+
+def _entries(container, kind: str, keys: list) -> list:
+    """The trackers a view of ``kind`` yields for ``keys`` (values read now)."""
+    if kind == "set":
+        return [container.items[k] for k in keys]
+    if kind == "keys":
+        return [container.keys[k] for k in keys]
+    if kind == "values":
+        return [container.items[k] for k in keys]
+    return [TupleVariable([container.keys[k], container.items[k]]) for k in keys]
+
+
+class SizeCheckedIterator(IteratorVariable):
+    """``iter(d)``, ``iter(d.items())``, ``iter(s)`` for a dict or set made or tracked in the frame."""
+
+    def __init__(self, container, kind: str):
+        self.container = container
+        self.kind = kind  # "keys", "values", "items" (a dict) or "set"
+        self.snapshot = list(container.items)
+        self.size = len(self.snapshot)
+        self.pos = 0
+        self.source = None
+        self.broken = False
+
+    @property
+    def items(self):
+        return _entries(self.container, self.kind, self.snapshot) if self._unchanged() else []
+
+    def describe(self):
+        return f"{self.kind}_iterator({self.size - self.pos} left)"
+
+    def _unchanged(self) -> bool:
+        current = self.container.items
+        return len(current) == self.size and all(k in current for k in self.snapshot)
+
+    def next(self, tx):
+        current = self.container.items
+        if self.broken or len(current) != self.size:
+            if self.kind != "set" and issubclass(self.container.dict_cls, collections.OrderedDict):
+                raise unsupported("an OrderedDict changed during iteration")
+            self.broken = True  # (CPython's iterator keeps raising once it has)
+            what = "Set" if self.kind == "set" else "dictionary"
+            raise PythonException(RuntimeError(f"{what} changed size during iteration"))
+        if not self._unchanged():
+            raise unsupported("dict/set keys replaced during iteration (CPython's order depends on its table)")
+        if self.pos >= self.size:
+            return None
+        key = self.snapshot[self.pos]
+        self.pos += 1
+        return _entries(self.container, self.kind, [key])[0]
+
+    def unpack(self, tx):
+        out = []
+        while True:
+            item = self.next(tx)
+            if item is None:
+                return out
+            out.append(item)
+
+    def remaining(self):
+        return None
+
+    def reconstruct(self, plan) -> str:
+        """A tuple iterator over what is left, in the traced order. (It no longer checks the dict's
+        size: a dict that grows after a graph break, under an iterator made before it, is iterated
+        without eager's RuntimeError. A real dict iterator would need ember to trace the
+        `dict_keyiterator` handed to the resume function.)"""
+        from ember.capture.sources import bind
+        if not self._unchanged():
+            raise unsupported("an iterator over a dict/set that changed size, live across a graph break")
+        rest = _entries(self.container, self.kind, self.snapshot[self.pos:])
+        inner = "".join(f"{plan.expr(v)}, " for v in rest)
+        return f"{bind(plan.scope, iter, 'iter')}(({inner}))"
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()`` of a dict tracker: reads the dict when used."""
+
+    def __init__(self, dict_vt, kind: str):
+        self.dict_vt = dict_vt
+        self.kind = kind
+
+    def python_type(self):
+        return _VIEW_TYPES[self.kind]
+
+    def describe(self):
+        return f"dict_{self.kind}({self.dict_vt.describe()})"
+
+    def truth(self, tx):
+        return bool(self.dict_vt.items)
+
+    def iter(self, tx):
+        self.dict_vt._observe_order(tx)
+        return SizeCheckedIterator(self.dict_vt, self.kind)
+
+    def unpack(self, tx):
+        self.dict_vt._observe_order(tx)
+        return _entries(self.dict_vt, self.kind, list(self.dict_vt.items))
+
+    def call_method(self, tx, name, args, kwargs):
+        d = self.dict_vt
+        if name == "__len__" and not args and not kwargs:
+            return ConstantVariable(len(d.items))
+        if name == "__iter__" and not args and not kwargs:
+            return self.iter(tx)
+        if name == "__contains__" and len(args) == 1 and not kwargs:
+            if self.kind == "keys":
+                return d.call_method(tx, "__contains__", args, kwargs)
+            pair = args[0].as_constant() if args[0].is_constant() else None
+            if self.kind == "items" and isinstance(pair, tuple) and len(pair) == 2:
+                from ember.capture.variables.containers import set_key
+                k = set_key(ConstantVariable(pair[0]))
+                if k not in d.items:
+                    return ConstantVariable(False)
+                mine = d.items[k]
+                if mine.is_constant():
+                    return ConstantVariable(mine.as_constant() == pair[1])
+        if name == "mapping" and self.kind in _VIEW_TYPES:
+            raise unsupported("dict view .mapping")
+        raise unsupported(f"dict_{self.kind}.{name}")
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.functions import BoundMethodVariable
+        if hasattr(_VIEW_TYPES[self.kind], name):
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+    def reconstruct(self, plan) -> str:
+        """The view of the rebuilt (or caller's) dict."""
+        return f"{plan.expr(self.dict_vt)}.{self.kind}()"
