@@ -10,6 +10,7 @@ import enum
 import gc
 import math
 import re
+import typing
 import warnings
 import weakref
 
@@ -761,3 +762,30 @@ def test_dict_views_escape_and_cross_a_break():
                fullgraph=False)
     assert stats()["fallbacks"] == 0
 
+
+
+# -- NamedTuple methods/properties and class attributes; alternate constructors of builtins ---------
+
+class _Stats(typing.NamedTuple):
+    mean: torch.Tensor
+    std: torch.Tensor
+    n: int = 0
+
+    def scaled(self, k):
+        return _Stats(self.mean * k, self.std * k, self.n)
+
+    @property
+    def var(self):
+        return self.std ** 2
+
+
+def namedtuple_methods(x, s_in):
+    s = _Stats(x.mean(), x.std(), n=x.numel())
+    return (s.scaled(2).mean, s.var, s._fields, s._field_defaults, s_in.var, s_in.scaled(3).std,
+            int.from_bytes(b"\x01\x02", "big"), "ab".translate(str.maketrans("a", "z")), float.fromhex("0x1p-2"))
+
+
+def test_namedtuple_methods_and_builtin_constructors():
+    check_same(namedtuple_methods, torch.randn(4, requires_grad=True),
+               _Stats(torch.ones(1), torch.ones(1) * 2, 1))
+    assert _counts() == (1, 0, 0)

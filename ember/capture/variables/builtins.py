@@ -28,7 +28,9 @@ _PURE_BUILTINS = {
     zip, enumerate, type, callable, bin, hex, oct, complex, bytes,
 }
 _PURE_MODULES = ("math", "operator", "_operator", "cmath")
-_PURE_SYS = {sys.getrecursionlimit, sys.getdefaultencoding}
+_PURE_SYS = {sys.getrecursionlimit, sys.getdefaultencoding,
+             # alternate constructors of builtin value types (bound to the class): pure on constants
+             int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
 
 # operator functions that map onto tensors as graph ops
 _TENSOR_OPERATORS = {

@@ -157,6 +157,24 @@ class TupleVariable(BaseSequence):
         if fields and name in ("_replace", "_asdict"):
             from ember.capture.variables.functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
+        if fields and name in ("_fields", "_field_defaults"):
+            return ConstantVariable(getattr(self.tuple_type, name))
+        if fields and self.tuple_type not in (tuple, None) and not hasattr(tuple, name):
+            # a method or property defined on the NamedTuple class
+            import inspect
+            try:
+                raw = inspect.getattr_static(self.tuple_type, name)
+            except AttributeError:
+                raw = None
+            if isinstance(raw, (types.FunctionType, property)):
+                from ember.capture.variables.functions import UserMethodVariable
+                from ember.capture.variables.objects import ClassVariable, class_source
+                fn = ClassVariable(self.tuple_type, class_source(self.tuple_type)).getattr(
+                    tx, name) if isinstance(raw, types.FunctionType) else None
+                if fn is not None:
+                    return UserMethodVariable(fn, self)
+                from ember.capture.variables.functions import UserFunctionVariable
+                return UserFunctionVariable(raw.fget).call(tx, [self], {})
         return super().getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
