@@ -8,7 +8,9 @@ import copy
 import dataclasses
 import enum
 import gc
+import itertools
 import math
+import operator
 import re
 import typing
 import warnings
@@ -788,4 +790,25 @@ def namedtuple_methods(x, s_in):
 def test_namedtuple_methods_and_builtin_constructors():
     check_same(namedtuple_methods, torch.randn(4, requires_grad=True),
                _Stats(torch.ones(1), torch.ones(1) * 2, 1))
+    assert _counts() == (1, 0, 0)
+
+
+# -- itertools combinatorics over traced values -------------------------------------------------------
+
+def itertools_combinatorics(x):
+    ts = [x, x * 2, x * 3]
+    pairs = [a * b for a, b in itertools.combinations(ts, 2)]
+    perms = [a - b for a, b in itertools.permutations(ts[:2])]
+    prod = [a + b for a, b in itertools.product(ts[:2], [1, 2])]
+    cwr = list(itertools.combinations_with_replacement("ab", 2))
+    rep = list(itertools.product([0, 1], repeat=2))
+    nb = [b - a for a, b in itertools.pairwise(ts)]
+    sel = list(itertools.compress(ts, [1, 0, 1]))
+    acc = list(itertools.accumulate(ts))
+    acc2 = list(itertools.accumulate([1, 2, 3], operator.mul, initial=2))
+    return sum(pairs), sum(perms), sum(prod), cwr, rep, sum(nb), sel, acc[-1], acc2
+
+
+def test_itertools_combinatorics():
+    check_same(itertools_combinatorics, torch.randn(2, requires_grad=True))
     assert _counts() == (1, 0, 0)

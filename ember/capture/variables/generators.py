@@ -638,7 +638,8 @@ def construct_itertool(tx, cls, args, kwargs):
     if cls is itertools.repeat and len(args) + len(kwargs) in (1, 2):
         times = args[1] if len(args) > 1 else kwargs.get("times")
         return RepeatIterator(args[0], None if times is None else times.as_constant())
-    return None
+    from ember.capture.variables.combinatorics import construct_combinatoric
+    return construct_combinatoric(tx, cls, args, kwargs)  # product, combinations, permutations, ...
 
 
 class ChainFromIterable(VariableTracker):
