@@ -6,6 +6,7 @@ guard on that source.
 """
 from __future__ import annotations
 
+import collections
 import enum
 import functools
 import inspect
@@ -185,7 +186,14 @@ def _wrap(tx, value, source) -> VariableTracker:
                                    torch.device)) or _identity_key(k)):
                 raise unsupported(f"dict with a key of type {type(k).__name__}")
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return DictVariable(items, source=source, dict_cls=t)
+        vt = DictVariable(items, source=source, dict_cls=t)
+        if isinstance(value, collections.defaultdict):  # `d[missing]` calls it, as in eager
+            factory_src = AttrSource(source, "default_factory") if source is not None else None
+            if value.default_factory is not None:
+                vt.default_factory = wrap(tx, value.default_factory, factory_src)
+            elif factory_src is not None:
+                guards.constant_match(factory_src, None)
+        return vt
 
     if t in (set, frozenset):
         if not all(_set_item_by_value(v) for v in value):

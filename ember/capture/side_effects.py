@@ -152,9 +152,10 @@ class SideEffects:
 
 
 def _counts_on_update(cls: type) -> bool:
-    """``cls.update`` is not a plain item-by-item update (``collections.Counter`` adds counts)."""
-    import collections.abc
-    return cls.update not in (dict.update, collections.abc.MutableMapping.update)
+    """``cls.update`` adds counts rather than setting items (``collections.Counter``). (Not for
+    OrderedDict: its C ``update`` keeps its own order links, which ``dict.update`` would bypass.)"""
+    import collections
+    return issubclass(cls, collections.Counter)
 
 
 def _snapshot(vt: VariableTracker) -> VariableTracker:

@@ -812,3 +812,54 @@ def itertools_combinatorics(x):
 def test_itertools_combinatorics():
     check_same(itertools_combinatorics, torch.randn(2, requires_grad=True))
     assert _counts() == (1, 0, 0)
+
+
+# -- methods a collections dict class overrides are its own, not dict's ---------------------------
+
+def counter_update_from_outside(x, c):
+    c.update({"a": 5})  # Counter.update adds counts
+    c.subtract({"b": 1})
+    return x + c["a"] + c["zz"], c.most_common(1), c.total()
+
+
+def ordered_dict_from_outside(x, od):
+    od["c"] = 3
+    k = od.popitem()
+    first = od.popitem(last=False)  # (not dict.popitem: refused, a graph break)
+    return x, k, first
+
+
+def defaultdict_copy_keeps_factory(x, d):
+    e = d.copy()
+    e["new"].append(1)
+    return x, e, type(e), e.default_factory
+
+
+@pytest.mark.parametrize("fn,make", [
+    (counter_update_from_outside, lambda: collections.Counter(a=1, b=2)),
+    (ordered_dict_from_outside, lambda: collections.OrderedDict(a=1, b=2)),
+    (defaultdict_copy_keeps_factory, lambda: collections.defaultdict(list, a=[0])),
+])
+def test_collections_dicts_from_outside(fn, make):
+    d_eager, d_comp = make(), make()
+    expected = fn(torch.ones(1), d_eager)
+    actual = compile(fn)(torch.ones(1), d_comp)
+    assert repr(actual) == repr(expected) and repr(d_comp) == repr(d_eager)
+    assert stats()["fallbacks"] == 0
+
+
+def defaultdict_missing_key_from_outside(x, d):
+    try:
+        v = d["missing"]
+    except KeyError:
+        v = "keyerror"
+    return x, v
+
+
+def test_defaultdict_from_outside_calls_its_factory():
+    compiled = compile(defaultdict_missing_key_from_outside)
+    d = collections.defaultdict(None)
+    assert compiled(torch.ones(1), d)[1] == "keyerror"
+    d.default_factory = int  # guarded: recompiles
+    assert compiled(torch.ones(1), d)[1] == 0 and dict(d) == {"missing": 0}
+    assert stats()["fallbacks"] == 0

@@ -300,6 +300,22 @@ class ListVariable(BaseSequence):
         return super()._call_method(tx, name, args, kwargs)
 
 
+# Methods a dict subclass from collections overrides (in C) with dict's own behaviour, as far as the
+# DictVariable model goes.
+_SAME_AS_DICT = {"__setitem__", "__delitem__", "__iter__", "__getitem__", "__contains__", "__len__", "update",
+                 "pop", "setdefault", "clear", "keys", "values", "items", "get", "copy", "__missing__"}
+
+
+def _dict_override(cls: type, name: str):
+    """``name`` as ``cls`` defines it above ``dict`` in its MRO (None if it is dict's own)."""
+    for klass in cls.__mro__:
+        if klass is dict:
+            return None
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
 _DICT_ARITY = {"get": (1, 2), "pop": (1, 2), "setdefault": (1, 2), "update": (0, 1), "keys": (0, 0), "values": (0, 0),
                "items": (0, 0), "copy": (0, 0), "clear": (0, 0), "__getitem__": (1, 1), "__setitem__": (2, 2),
                "__delitem__": (1, 1), "__contains__": (1, 1), "__len__": (0, 0), "popitem": (0, 0)}
@@ -370,6 +386,8 @@ class DictVariable(VariableTracker):
         from ember.capture.variables.functions import BoundMethodVariable
         if hasattr(dict, name):
             return BoundMethodVariable(self, name)
+        if self.dict_cls is not dict and name != "default_factory" and callable(getattr(self.dict_cls, name, None)):
+            return BoundMethodVariable(self, name)  # Counter.most_common, OrderedDict.move_to_end, ...
         return super().getattr(tx, name)
 
     def set_item(self, key_vt, value):
@@ -378,6 +396,14 @@ class DictVariable(VariableTracker):
         self.keys.setdefault(k, key_vt)
 
     def call_method(self, tx, name, args, kwargs):
+        if self.dict_cls is not dict:
+            own = _dict_override(self.dict_cls, name)
+            if isinstance(own, types.FunctionType):  # Counter.update, .most_common, ...: run its code
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(own), self).call(tx, args, kwargs)
+            if own is not None and not (name in _SAME_AS_DICT or name == "popitem" and not args and not kwargs):
+                # e.g. OrderedDict.popitem(last=False), move_to_end: not what the dict model does
+                raise unsupported(f"{self.dict_cls.__name__}.{name}")
         if name in _DICT_ARITY:
             lo, hi = _DICT_ARITY[name]
             if not lo <= len(args) <= hi or (kwargs and name != "update"):
@@ -392,6 +418,10 @@ class DictVariable(VariableTracker):
             if k not in items and self.default_factory is not None:
                 self._mutable(name, tx)
                 self.set_item(args[0], self.default_factory.call(tx, [], {}))
+            missing = _dict_override(self.dict_cls, "__missing__") if self.dict_cls is not dict else None
+            if k not in items and isinstance(missing, types.FunctionType):  # Counter: 0
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(missing), self).call(tx, [args[0]], {})
             if k not in items:
                 raise PythonException(KeyError(k))
             return items[k]
@@ -407,7 +437,9 @@ class DictVariable(VariableTracker):
             return DictViewVariable(self, name)  # live: reads the dict when used
         if name == "copy":
             self._observe_order(tx)
-            return DictVariable(items, self.keys, dict_cls=self.dict_cls)
+            out = DictVariable(items, self.keys, dict_cls=self.dict_cls)
+            out.default_factory = self.default_factory  # (a defaultdict's copy keeps its factory)
+            return out
         if name == "__setitem__":
             self._mutable(name, tx); self.set_item(args[0], args[1]); return ConstantVariable(None)
         if name == "__delitem__":
