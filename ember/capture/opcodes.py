@@ -41,6 +41,11 @@ _COMPARE_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": ope
 _NB_OPS = [sym for _name, sym in dis._nb_ops]
 
 
+def _user_compare(tx, fn, a, b):
+    from ember.capture.variables.user_operators import user_compare
+    return user_compare(tx, fn, a, b)
+
+
 _UNION_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
 
 
@@ -294,6 +299,8 @@ class OpcodeMixin:
                 raise PythonException(e) from None  # eager raises this very exception
         elif isinstance(a, SetVariable) and isinstance(b, SetVariable):
             self.push(a.call_method(self, f"__{fn.__name__}__", [b], {}))
+        elif (user := _user_compare(self, fn, a, b)) is not None:  # a class's Python __eq__/__lt__/...
+            self.push(user)
         elif fn in (operator.eq, operator.ne):
             same = self.compare_identity(a, b, False).as_constant()
             if not same and _comparable_by_identity(a) and _comparable_by_identity(b):

@@ -863,3 +863,40 @@ def test_defaultdict_from_outside_calls_its_factory():
     d.default_factory = int  # guarded: recompiles
     assert compiled(torch.ones(1), d)[1] == 0 and dict(d) == {"missing": 0}
     assert stats()["fallbacks"] == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenCfg:
+    k: int = 2
+    name: str = "a"
+
+
+def frozen_dataclass_hash(x):
+    f = _FrozenCfg(3)
+    return x.repeat(f.k), hash(f) == hash(_FrozenCfg(3)), hash(f) == hash((3, "a")), f == _FrozenCfg(3)
+
+
+def test_hash_of_frozen_dataclass():
+    check_same(frozen_dataclass_hash, torch.randn(2, requires_grad=True))
+    assert _counts() == (1, 0, 0)
+
+
+@dataclasses.dataclass(order=True)
+class _Version:
+    major: int
+    minor: int = 0
+
+
+def user_comparisons(x):
+    a, b = _Version(1, 2), _Version(1, 3)
+    try:
+        _Plain() < _Plain()
+    except TypeError as e:
+        msg = str(e)
+    return (x * (a < b), a == _Version(1, 2), a != b, a >= b, a <= _Version(1, 2),
+            msg)
+
+
+def test_user_comparisons():
+    check_same(user_comparisons, torch.randn(2, requires_grad=True))
+    assert _counts() == (1, 0, 0)

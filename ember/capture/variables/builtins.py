@@ -433,7 +433,17 @@ _HANDLERS = {
     int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
+    hash: lambda tx, *a, **k: _user_hash(tx, a, k),
 }
+
+
+def _user_hash(tx, args, kwargs):
+    """``hash(obj)`` of a user object with a Python ``__hash__`` (e.g. a frozen dataclass)."""
+    if len(args) != 1 or kwargs:
+        return NotImplemented
+    from ember.capture.variables.user_operators import user_hash
+    result = user_hash(tx, args[0])
+    return NotImplemented if result is None else result
 
 
 def _user_text(tx, kind, args, kwargs):

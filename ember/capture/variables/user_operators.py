@@ -12,6 +12,7 @@ the caller (its own method would answer first).
 from __future__ import annotations
 
 import operator
+import sys
 import types
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker
@@ -129,3 +130,71 @@ def user_str(tx, kind: str, v: VariableTracker):
     if not (result.is_constant() and isinstance(result.as_constant(), str)):
         raise PythonException(TypeError(f"{name} returned non-string (type {result.python_type().__name__})"))
     return ConstantVariable(result.as_constant())
+
+
+def user_hash(tx, v: VariableTracker):
+    """``hash(v)`` of a user object whose class defines ``__hash__`` in Python (a frozen dataclass),
+    or None. As CPython: the result must be an int; kept if it fits a Py_ssize_t (-1 becomes -2), else
+    reduced like ``hash(int)``."""
+    cls = _user_class(v)
+    if cls is None or _python_method(cls, "__hash__") is None:
+        return None
+    result = v.call_method(tx, "__hash__", [], {})
+    value = result.as_constant() if result.is_constant() else None
+    if not isinstance(value, int):
+        raise PythonException(TypeError("__hash__ method should return an integer"))
+    if -sys.maxsize - 1 <= value <= sys.maxsize:  # kept as is when it fits a Py_ssize_t
+        return ConstantVariable(-2 if value == -1 else value)
+    return ConstantVariable(hash(value))
+
+
+_COMPARE = {operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__"), operator.lt: ("__lt__", "__gt__"),
+            operator.le: ("__le__", "__ge__"), operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__")}
+
+
+def user_compare(tx, fn, a: VariableTracker, b: VariableTracker):
+    """``a < b``, ``a == b``, ... through a user class's Python comparison methods, or None (the
+    caller's identity rules apply) when neither side's class defines the one Python would call."""
+    names = _COMPARE.get(fn)
+    ca, cb = _user_class(a), _user_class(b)
+    if names is None or (ca is None and cb is None):
+        return None
+    if (ca is None and not (a.is_constant() and type(a.as_constant()) in (*_NUMBERS, str, type(None)))) or \
+            (cb is None and not (b.is_constant() and type(b.as_constant()) in (*_NUMBERS, str, type(None)))):
+        return None
+    fwd, rev = names
+    if fn is operator.ne and _python_method(ca, "__ne__") is None and _python_method(cb, "__ne__") is None:
+        # object.__ne__ inverts __eq__ (unless that is NotImplemented)
+        eq = user_compare(tx, operator.eq, a, b)
+        if eq is None or not eq.is_constant():
+            return None
+        return ConstantVariable(not eq.as_constant())
+    if _python_method(ca, fwd) is None and _python_method(cb, rev) is None:
+        builtin = (ca is not None and _defines_builtin_compare(ca, fwd)) or \
+            (cb is not None and _defines_builtin_compare(cb, rev))
+        if fn in (operator.eq, operator.ne) or builtin or ca is None or cb is None:
+            return None  # identity (the caller's rule), or a C-level comparison: not modelled here
+        raise PythonException(TypeError(f"'{_SYMBOL_CMP[fn]}' not supported between instances of "
+                                        f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"))
+    b_first = cb is not None and ca is not None and cb is not ca and issubclass(cb, ca) and \
+        _python_method(cb, rev) is not None
+    order = [(b, rev, a), (a, fwd, b)] if b_first else [(a, fwd, b), (b, rev, a)]
+    for obj, name, other in order:
+        cls = _user_class(obj)
+        if _python_method(cls, name) is not None:
+            result = _try(tx, obj, name, other)
+            if result is not None:
+                return result
+        elif cls is not None and _defines_builtin_compare(cls, name):
+            return None  # a C-level comparison (a builtin base): not modelled here
+    if fn in (operator.eq, operator.ne):
+        return None  # both NotImplemented: identity (the caller's rule)
+    raise PythonException(TypeError(f"'{_SYMBOL_CMP[fn]}' not supported between instances of "
+                                    f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"))
+
+
+_SYMBOL_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">="}
+
+
+def _defines_builtin_compare(cls: type, name: str) -> bool:
+    return getattr(cls, name, None) is not getattr(object, name, None) and _python_method(cls, name) is None
