@@ -744,6 +744,11 @@ def _operands(tx, args) -> tuple[list, list]:
         if isinstance(a, SetVariable):
             operands.append(a.shadow)
             pool += a.items.items()
+        elif isinstance(a, ConstantVariable) and type(a.value) in (set, frozenset):
+            # The constant itself (its keys are its elements): a set built from a set copies its
+            # table layout, which the same keys added one by one need not reproduce.
+            operands.append(a.value)
+            pool += [(k, ConstantVariable(k)) for k in a.value]
         else:
             keys = []
             for i in _set_operand(tx, a):
