@@ -574,7 +574,7 @@ class _ReturnPlan:
             return self._nested_function(vt)
         if type(vt).__name__ == "_WithExit":
             from ember.capture.graph_break import GradModeExit
-            from ember.capture.variables.objects import GradModeVariable
+            from ember.capture.variables.grad_modes import GradModeVariable
             if isinstance(vt.ctx, GradModeVariable):
                 return bind(s, GradModeExit(vt.ctx.prior), "grad_exit")
             raise unsupported(f"graph break inside `with {vt.ctx.describe()}`")

@@ -539,7 +539,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         from ember.capture.variables.torch_fn import TorchFunctionVariable
         return TorchFunctionVariable(cls).call(tx, args, kwargs)
     if issubclass(cls, torch.amp.autocast_mode.autocast):
-        from ember.capture.variables.objects import AutocastVariable
+        from ember.capture.variables.grad_modes import AutocastVariable
         return AutocastVariable.create(args, kwargs)
     if cls is functools.partial:
         from ember.capture.variables.functions import PartialVariable

@@ -148,7 +148,8 @@ class ContextWrappedFunction(VariableTracker):
 
 def enter_with(tx, ctx):
     """BEFORE_WITH: (the ``__exit__`` to leave on the stack, the ``__enter__`` to call)."""
-    from ember.capture.variables.objects import AutocastVariable, GradModeVariable, MissingAttribute
+    from ember.capture.variables.grad_modes import AutocastVariable, GradModeVariable
+    from ember.capture.variables.objects import MissingAttribute
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
                         CatchWarningsVariable)):
         return _WithExit(ctx), _Enter(ctx)
@@ -190,7 +191,7 @@ class _WithExit(VariableTracker):
     def reconstruct(self, plan) -> str:
         """The exit handed to a resume function at a graph break inside the block."""
         from ember.capture.sources import bind
-        from ember.capture.variables.objects import GradModeVariable
+        from ember.capture.variables.grad_modes import GradModeVariable
         if isinstance(self.ctx, GradModeVariable):
             from ember.capture.graph_break import GradModeExit
             return bind(plan.scope, GradModeExit(self.ctx.prior), "grad_exit")

@@ -79,7 +79,7 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
         if fn in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
-            from ember.capture.variables.objects import GradModeVariable
+            from ember.capture.variables.grad_modes import GradModeVariable
             return GradModeVariable.create(tx, fn, [a.as_constant() for a in args])
         if fn is torch.get_default_dtype:
             tx.guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
