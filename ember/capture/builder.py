@@ -209,17 +209,11 @@ def _wrap(tx, value, source) -> VariableTracker:
                             else wrap(tx, v, None) for v in value], source, frozen=t is frozenset)
 
     if isinstance(value, torch.nn.Module):
-        if source is not None:
-            # By type, not identity: the modules of one class (the layers of a model) share compiled
-            # code. Everything the trace reads from the module is guarded through its source
-            # (parameters and buffers are graph inputs, attributes and submodules are re-read,
-            # methods through the class); its structure where the trace iterates or measures it;
-            # its identity only if the program observes it (`is`, `id()`, a dict key).
-            guards.type_match(source, value)
-        vt = NNModuleVariable(value, source)
-        if source is not None:
-            vt.identity_guard = functools.partial(guards.id_match, source, value)
-        return vt
+        # By type, not identity: the modules of one class (the layers of a model) share compiled
+        # code. Everything the trace reads from the module is guarded through its source
+        # (parameters and buffers are graph inputs, attributes and submodules are re-read,
+        # methods through the class); its structure where the trace iterates or measures it.
+        return _by_type(guards, NNModuleVariable(value, source), source, value)
 
     if isinstance(value, types.ModuleType):
         trusted = value.__name__.split(".")[0] in _TRUSTED_MODULES
@@ -330,20 +324,19 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     from ember.capture.variables.weakrefs import WeakRefVariable, is_plain_weakref
     if is_plain_weakref(value):
-        if source is not None:
-            guards.type_match(source, value)
-        vt = WeakRefVariable(value, source)
-        if source is not None:
-            vt.identity_guard = functools.partial(guards.id_match, source, value)
-        return vt
+        return _by_type(guards, WeakRefVariable(value, source), source, value)
 
     if callable(value) and t.__module__ in ("builtins",) and not hasattr(value, "__dict__"):
         return OpaqueCallableVariable(value, source, f"calling {t.__name__} {getattr(value, '__qualname__', '')}")
 
+    return _by_type(guards, UserObjectVariable(value, source), source, value)
+
+
+def _by_type(guards, vt, source, value):
+    """Guard ``value`` by its type, and by identity only if the program observes it (``is``,
+    ``id()``, a dict key: through ``vt.identity_guard``)."""
     if source is not None:
         guards.type_match(source, value)
-    vt = UserObjectVariable(value, source)
-    if source is not None:
         vt.identity_guard = functools.partial(guards.id_match, source, value)
     return vt
 
