@@ -185,19 +185,23 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         ctx.deferred_mode = bool(deferred) and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
         if ctx.deferred_mode:
             ctx.save_for_backward(*[saved[k] for k in kept])
-            ctx.set_materialize_grads(False)
             ctx.deferred = [saved[k] if saved[k] is None else saved[k].detach() for k in deferred]
             ctx.deferred_versions = [t._version if t is not None else 0 for t in ctx.deferred]
+        else:
+            ctx.save_for_backward(*saved)
+        if none_aware:  # gradients that do not arrive stay None (see ember.aot.saved)
+            ctx.set_materialize_grads(False)
             if plan_dynamic:
                 ctx.tangent_meta = [(r.shape, r.dtype, r.device) if isinstance(r, torch.Tensor) else None
                                     for r in (_unwrap(returns[i]) for i in tangent_positions)]
-        else:
-            ctx.save_for_backward(*saved)
         if non_differentiable:
             ctx.mark_non_differentiable(*non_differentiable)
         return tuple(returns)
 
-    plan_dynamic = plan is not None and any(m is None for m in plan.tangent_meta)
+    prunable = plan is not None and bool(plan.dep)
+    plan_dynamic = prunable and any(m is None for m in plan.tangent_meta)
+    # with one tangent, it either arrives or none does: no zeros to make either way
+    none_aware = prunable or len(tangent_positions) == 1
     pruned_bw: dict = {}
 
     def backward_for(present: int):
@@ -210,20 +214,30 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                                                          if p.op == "placeholder"], bw.fake_mode), built[1])
         return pruned_bw[present]
 
-    def deferred_backward(ctx, tangents):
+    def planned_backward(ctx, tangents):
         present = 0
         for j, g in enumerate(tangents):
             if g is not None:
                 present |= 1 << j
+        if not present:
+            return _fill_absent(ctx, (None,) * ctx.num_args)
         runner = None if present == plan.all_tangents else backward_for(present)
         if runner is None:
             for j, g in enumerate(tangents):
                 if g is None:  # a full backward: zeros for the gradients that did not arrive
                     shape, dtype, device = plan.tangent_meta[j] or ctx.tangent_meta[j]
                     tangents[j] = torch.zeros(shape, dtype=dtype, device=device)
-            needed = plan.needed_deferred(plan.all_tangents)
+        if not ctx.deferred_mode:
+            args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
         else:
-            needed = plan.needed_deferred(present)
+            args = deferred_args(ctx, tangents, plan.all_tangents if runner is None else present)
+        if runner is None:
+            return tuple(bw(args))
+        fn, positions = runner
+        return _fill_absent(ctx, fn([args[i] for i in positions]))
+
+    def deferred_args(ctx, tangents, present: int) -> list:
+        needed = plan.needed_deferred(present)
         values = ctx.deferred
         if values is None and needed:
             raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
@@ -246,18 +260,18 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         if values is not None:
             for k, t in zip(deferred, values):
                 saved[k] = t
-        args = [*saved, *ctx.symints, *ctx.unversioned, *tangents]
         if not torch._C._autograd._get_current_graph_task_keep_graph():
             ctx.deferred = None
-        if runner is None:
-            return tuple(bw(args))
-        fn, positions = runner
-        return tuple(fn([args[i] for i in positions]))
+        return [*saved, *ctx.symints, *ctx.unversioned, *tangents]
 
     class CompiledFunction(torch.autograd.Function):
+        _ember_compiled = True
         @staticmethod
         def forward(ctx, *args):
             outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
+            ctx.num_args = len(args)
+            if none_aware:
+                ctx.zero_if_absent = _zero_if_absent(args)
             try:
                 return finish_forward(ctx, outs)
             except Exception as e:
@@ -270,12 +284,41 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             for i in tangent_positions:
                 g = grads[i]
                 tangents.append(g.contiguous() if g is not None else g)
-            if deferred and ctx.deferred_mode:
-                return deferred_backward(ctx, tangents)
+            if prunable:
+                return planned_backward(ctx, tangents)
+            if none_aware and tangents[0] is None:
+                return _fill_absent(ctx, (None,) * ctx.num_args)
             args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
             return tuple(bw(args))
 
     return CompiledFunction
+
+
+def _none_grad_is_safe(t: torch.Tensor) -> bool:
+    """Whether input ``t`` may get a ``None`` gradient. Autograd still runs the node that made
+    ``t`` with an undefined gradient and calls the tensor hooks on the way with ``None`` (eager
+    would not run them at all): a hook on ``t`` itself, or on a leaf ``t``, would see None, so
+    such an input gets zeros. Hooks on tensors further upstream cannot be seen from the
+    autograd graph (a known gap: such a hook is called with None where eager does not call
+    it). Everything else gets None, as in eager: a leaf's ``.grad`` stays None, an upstream
+    compiled graph does not run its backward for it (nor check its saved tensors)."""
+    if t._backward_hooks is not None:
+        return False
+    return t.grad_fn is not None or t._post_accumulate_grad_hooks is None
+
+
+def _zero_if_absent(args) -> tuple:
+    """(position, shape, dtype, device) of the inputs that get zeros rather than None."""
+    return tuple((i, a.shape, a.dtype, a.device) for i, a in enumerate(args)
+                 if isinstance(a, torch.Tensor) and a.requires_grad and not _none_grad_is_safe(a))
+
+
+def _fill_absent(ctx, grads) -> tuple:
+    grads = list(grads)
+    for i, shape, dtype, device in ctx.zero_if_absent:
+        if grads[i] is None:
+            grads[i] = torch.zeros(shape, dtype=dtype, device=device)
+    return tuple(grads)
 
 
 class _WrapperError(Exception):

@@ -30,6 +30,13 @@ needed is not passed to the backward at all: ``pruned_backward`` drops every
 backward node that depends only on absent tangents (their contribution is
 zero, as the undefined gradient is in eager).
 
+Pruning also applies with nothing deferred: whenever the backward has two or more
+tangents, gradients that did not arrive stay ``None`` rather than zeros, and an
+input's gradient that only they reach is ``None`` too. As in eager, no gradient
+then flows into the node that made that input (a leaf's ``.grad`` stays ``None``,
+an upstream graph's backward does not run for it and does not check its saved
+tensors' versions, tensor hooks do not fire).
+
 A returned ``_unsafe_view`` (an output that views an intermediate nothing else
 aliases, see ``OutputKind.UNSAFE_VIEW_ALIAS``) gets a version counter of its own;
 a saved tensor sharing its storage is re-made as a view of it (``rebase``) so that
@@ -137,9 +144,8 @@ def _static_meta(val):
 
 def plan_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, *, num_fw_returns: int, num_saved_tensors: int,
                num_saved_symints: int, num_unversioned: int, unsafe_view_returns: list[int]) -> SavedPlan | None:
-    """The plan for one partitioned graph, or None when every saved tensor is saved as usual."""
-    if not num_saved_tensors:
-        return None
+    """The plan for one partitioned graph, or None when every saved tensor is saved as usual and
+    the backward always runs whole (a single tangent, or a backward with side effects)."""
     fw_out = next(n for n in reversed(fw.graph.nodes) if n.op == "output").args[0]
     returns = list(fw_out[:num_fw_returns])
     saved = list(fw_out[num_fw_returns:num_fw_returns + num_saved_tensors])
@@ -158,14 +164,15 @@ def plan_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, *, num_fw_ret
     needed: list = []
     dep: dict = {}
     # Pruning needs a backward without side effects (a copy_ into an input must happen).
-    if tangents and not num_unversioned and not any(_mutates(n) for n in bw.graph.nodes):
+    prunable = len(tangents) > 1 and not num_unversioned and not any(_mutates(n) for n in bw.graph.nodes)
+    if prunable:
         dep = _tangent_deps(bw, tangents)
         use = _needed_by(bw, dep, all_tangents)
         needed = [use.get(bw_phs[k], 0) for k in range(num_saved_tensors)]
         deferred = tuple(k for k, s in enumerate(saved)
                          if isinstance(s, torch.fx.Node) and cls[s] in public_classes
                          and needed[k] != all_tangents)
-    if not deferred and not rebase:
+    if not prunable and not rebase:
         return None
     return SavedPlan(bw, tangents, deferred, needed, all_tangents, rebase,
                      [_static_meta(t.meta.get("val")) for t in tangents], dep)

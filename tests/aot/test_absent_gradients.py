@@ -1,0 +1,145 @@
+"""Gradients that never arrive stay absent, as in eager.
+
+When only some outputs of a compiled graph get a gradient, eager autograd runs
+only the backward of the ops that produced those outputs: a leaf that only the
+other outputs depend on keeps ``.grad is None``, hooks upstream of them do not
+fire, and tensors saved by the ops upstream are not version-checked. A compiled
+graph is one autograd node; it must not turn the missing gradients into zeros
+and push those upstream (torch.compile does: ``b.grad`` becomes zeros).
+"""
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+import ember
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def _run(fn, make, backward, backend):
+    args, leaves = make()
+    if backend is not None:
+        ember.reset()
+        fn = ember.compile(fn, backend=backend)
+    try:
+        out = fn(*args)
+        backward(out, args)
+    except RuntimeError as e:
+        return ("raised", str(e).split(":")[0]), None
+    return None, [None if leaf.grad is None else leaf.grad.clone() for leaf in leaves]
+
+
+def _check(fn, make, backward, backend):
+    ref_exc, ref = _run(fn, make, backward, None)
+    exc, got = _run(fn, make, backward, backend)
+    assert exc == ref_exc
+    if ref is None:
+        return
+    for r, g in zip(ref, got):
+        assert (r is None) == (g is None), (r, g)
+        if r is not None:
+            torch.testing.assert_close(g, r)
+
+
+def _leaves(*shapes):
+    torch.manual_seed(0)
+    leaves = [torch.rand(*s, dtype=torch.float64, requires_grad=True) for s in shapes]
+    return leaves
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_leaf_only_other_outputs_reach_keeps_grad_none(backend):
+    def f(a, b):
+        return a * 2, b * 3
+
+    def make():
+        a, b = _leaves((3,), (3,))
+        return (a, b), [a, b]
+
+    _check(f, make, lambda out, args: out[0].sum().backward(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partially_shared_input_gets_only_arrived_part(backend):
+    def f(a, b):
+        return a * b, (a + b).sin(), b.exp()
+
+    def make():
+        a, b = _leaves((2, 3), (2, 3))
+        return (a, b), [a, b]
+
+    _check(f, make, lambda out, args: out[1].sum().backward(), backend)
+    _check(f, make, lambda out, args: (out[0].sum() + out[2].sum()).backward(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_upstream_saved_tensor_mutated_is_not_checked(backend):
+    # graph 1 saves x for t4's backward; graph 2 mutates t4 and x; only t1 and x reach the loss
+    def f(x, y):
+        t1 = y + y
+        t4 = x * (x * 2).cos()
+        print("break", file=sys.stderr)
+        t4[2] = 3
+        x *= 2
+        return t1
+
+    def make():
+        xl, yl = _leaves((3, 4), (4,))
+        return (xl * 1, yl), [xl, yl]
+
+    _check(f, make, lambda out, args: (out.sum() + args[0].sum()).backward(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_upstream_saved_tensor_needed_still_raises(backend):
+    # the same, but t4 reaches the loss: eager's version error
+    def f(x, y):
+        t1 = y + y
+        t4 = x * (x * 2).cos()
+        print("break", file=sys.stderr)
+        x *= 2
+        return t1, t4
+
+    def make():
+        xl, yl = _leaves((3, 4), (4,))
+        return (xl * 1, yl), [xl, yl]
+
+    _check(f, make, lambda out, args: (out[0].sum() + out[1].sum()).backward(), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("leaf", [True, False])
+def test_hook_upstream_of_unreached_output_never_sees_none(backend, leaf):
+    # Autograd calls a hook upstream of a None gradient with None (eager would not call it):
+    # user hooks like ``g * 2`` would crash, so such inputs get zeros. Documented divergence:
+    # the hook runs (with zeros) where eager does not run it.
+    fired = []
+
+    def f(a, b):
+        return a.sin(), b.cos()
+
+    def make():
+        fired.clear()
+        a0, b0 = _leaves((3,), (3,))
+        b = b0 if leaf else b0 * 1
+        b.register_hook(lambda g: fired.append(g * 2))
+        return (a0, b), [a0]
+
+    _check(f, make, lambda out, args: out[0].sum().backward(), backend)
+    assert all(isinstance(g, torch.Tensor) and not g.any() for g in fired)
+
+
+def test_pruned_backward_with_inductor():
+    pytest.importorskip("torch._inductor")
+
+    def f(a, b):
+        return (a * b).sum(0), b.exp()
+
+    def make():
+        a, b = _leaves((4, 3), (4, 3))
+        return (a, b), [a, b]
+
+    _check(f, make, lambda out, args: out[1].sum().backward(), "inductor")
