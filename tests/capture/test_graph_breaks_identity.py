@@ -204,6 +204,10 @@ def test_disabled_callee_at_a_break_is_not_compiled():
            if n.op in ("call_function", "call_method")]
     assert "sin" not in ops and len(ops) == 2, ops
     assert cnt.frame_count == 2
+    if not REFERENCE:  # the break names the disabled callee (not torch's wrapper internals)
+        import ember
+        reasons = [r.reason for r in ember.explain(fn, x).break_reasons]
+        assert any("eager_only" in r and "torch.compiler.disable" in r for r in reasons), reasons
 
 
 def test_aliased_mutable_arguments_are_one_object():

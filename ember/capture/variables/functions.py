@@ -126,6 +126,9 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
         if self.fn in COPY_FUNCTIONS:
             return call_copy_function(tx, self.fn, args, kwargs)
+        if getattr(self.fn, "_torchdynamo_disable", False):
+            name = getattr(self.fn, "__qualname__", self.fn.__name__)
+            raise unsupported(f"call to {name}(), marked torch.compiler.disable: it runs eagerly")
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
