@@ -15,6 +15,9 @@ a callable with ``_boxed_call = True`` takes one list of inputs (which it may cl
 """
 from __future__ import annotations
 
+import dataclasses
+import operator
+
 import itertools
 from typing import Callable
 
@@ -91,6 +94,7 @@ def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *,
             fw = boxed(options["fw_compiler"](parts.fw, _placeholder_vals(parts.fw)))
         bw = LazyBackward(parts.bw, options["bw_compiler"], _placeholder_vals(parts.bw), fake_mode)
         num_unversioned = getattr(parts, "num_unversioned", 0)
+        _unview_traced_views(meta, parts.fw)
         plan = plan_saved(parts.fw, parts.bw, num_fw_returns=meta.num_forward_returns,
                           num_saved_tensors=parts.num_saved_tensors, num_saved_symints=parts.num_saved_symints,
                           num_unversioned=num_unversioned, unsafe_view_returns=_unsafe_view_returns(meta))
@@ -116,6 +120,33 @@ def _no_grad_inputs(bw: torch.fx.GraphModule) -> tuple:
     """Primal positions for which the backward graph returns None."""
     out = next(n for n in reversed(bw.graph.nodes) if n.op == "output")
     return tuple(i for i, g in enumerate(out.args[0]) if g is None)
+
+
+def _unview_traced_views(meta, fw: torch.fx.GraphModule) -> None:
+    """Outputs that are fresh for the program but that the traced forward makes as a view of an
+    intermediate it does not return (``y = y + y; y.view(-1).sub_(1); return y``:
+    functionalization regenerates ``y`` as a view of the updated flat tensor). Returned from
+    the autograd.Function as a view, autograd would forbid mutating it in place ("a view
+    created inside a custom Function"): they are returned as ``_unsafe_view``s instead,
+    with the saved-tensor rebasing that comes with that kind (see ember.aot.saved)."""
+    from ember.aot.saved import _alias_classes, _is_alias_op
+    out = next(n for n in reversed(fw.graph.nodes) if n.op == "output").args[0]
+    returns = out[:meta.num_forward_returns]
+    cls = None
+    for j, info in enumerate(meta.output_info):
+        node = returns[meta.num_mutated_inputs + j]
+        if info.kind is not OutputKind.NON_ALIAS or not info.is_tensor or not isinstance(node, torch.fx.Node) \
+                or not _is_alias_op(node) or node.target is operator.getitem:
+            continue
+        cls = cls or _alias_classes(fw)
+        root = cls[node]
+        # (outputs the wrapper regenerates as views of this one do not count)
+        views_of_it = {meta.num_mutated_inputs + k for k, o in enumerate(meta.output_info)
+                       if o.kind is OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT and o.base_idx == j}
+        others = {cls[r] for k, r in enumerate(returns)
+                  if isinstance(r, torch.fx.Node) and k != meta.num_mutated_inputs + j and k not in views_of_it}
+        if root.op != "placeholder" and root is not node and root not in others:
+            meta.output_info[j] = dataclasses.replace(info, kind=OutputKind.UNSAFE_VIEW_ALIAS)
 
 
 def _unsafe_view_returns(meta) -> list[int]:
