@@ -49,6 +49,13 @@ if hasattr(torch.compiler, "is_exporting"):
     _CONSTANT_ANSWERS[torch.compiler.is_exporting] = False
 
 
+def _is_compiler_api(module: str) -> bool:
+    """A function of torch's compiler API that user code calls (``torch.compiler.*`` and the
+    ``_dynamo`` package's ``graph_break``, ``mark_dynamic``, ``disable``, ...)."""
+    parts = module.split(".")
+    return parts[0] == "torch" and len(parts) > 1 and parts[1] in ("compiler", "_dynamo")
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -86,6 +93,16 @@ class TorchFunctionVariable(VariableTracker):
                                    "torch.get_default_dtype()")
             return ConstantVariable(torch.get_default_dtype())
         name = getattr(fn, "__name__", "")
+        module = getattr(fn, "__module__", None) or ""
+        if _is_compiler_api(module):
+            # the compiler's own API (graph_break, mark_dynamic, disable, ...): never a graph op
+            if name == "is_compiling":
+                return ConstantVariable(True)
+            if name == "graph_break":
+                msg = args[0].as_constant() if args and args[0].is_constant() else kwargs.get("msg")
+                msg = msg.as_constant() if isinstance(msg, VariableTracker) and msg.is_constant() else msg
+                raise unsupported("graph_break() called (a break the program asked for)" + (f": {msg}" if msg else ""))
+            raise unsupported(f"{module}.{name}() inside the compiled region runs eagerly")
         if name.startswith("set_") or name.startswith("_set_"):
             raise unsupported(f"torch.{name} changes global state")
         if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):

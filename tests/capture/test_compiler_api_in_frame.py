@@ -1,0 +1,70 @@
+"""torch's compiler API called inside a compiled frame is never a graph op.
+
+``torch._dynamo.graph_break()`` is a break the program asked for (the call itself is a
+no-op that runs eagerly); ``torch.compiler.is_compiling()`` is True while tracing;
+``mark_dynamic`` and friends run eagerly at a break. Before, these were recorded as
+``call_function`` nodes (a graph of 100 iterations with 100 ``graph_break`` nodes).
+"""
+import pytest
+import torch
+import torch._dynamo
+
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile
+
+
+def _ops(cnt):
+    return [getattr(n.target, "__name__", str(n.target)) for gm in cnt.graphs for n in gm.graph.nodes
+            if n.op in ("call_function", "call_method")]
+
+
+def test_graph_break_breaks_the_graph():
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.cos()
+
+    cnt = CompileCounter()
+    x = torch.randn(4)
+    assert_same(compile(fn, backend=cnt)(x), fn(x))
+    assert cnt.frame_count == 2
+    assert "graph_break" not in _ops(cnt)
+
+
+def test_graph_break_in_a_callee_with_message():
+    def inner(x):
+        torch._dynamo.graph_break("here")
+        return x + 1
+
+    def fn(x):
+        return inner(x * 2) * 3
+
+    cnt = CompileCounter()
+    x = torch.randn(4)
+    assert_same(compile(fn, backend=cnt)(x), fn(x))
+    assert "graph_break" not in _ops(cnt)
+    if not REFERENCE:
+        import ember
+        reasons = [r.reason for r in ember.explain(fn, x).break_reasons]
+        assert any("graph_break() called" in r and "here" in r for r in reasons), reasons
+
+
+def test_is_compiling_is_true_inside():
+    def fn(x):
+        if torch.compiler.is_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.zeros(2)
+    assert_same(compile(fn)(x), x + 1)
+
+
+def test_mark_dynamic_inside_runs_eagerly():
+    if REFERENCE:
+        pytest.skip("torch.compile refuses mark_dynamic inside a compiled region; ember runs it at a break")
+    def fn(x):
+        y = x * 2
+        torch._dynamo.maybe_mark_dynamic(y, 0)
+        return y + 1
+
+    x = torch.randn(3)
+    assert_same(compile(fn)(x), fn(x))
