@@ -111,3 +111,19 @@ def where_raised(exc: BaseException) -> str:
     while tb.tb_next is not None:
         tb = tb.tb_next
     return f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno} in {tb.tb_frame.f_code.co_name}"
+
+
+def without_tracebacks(exc: BaseException) -> BaseException:
+    """``exc`` with its traceback, and those of its ``__cause__``/``__context__`` chain, dropped,
+    for an exception ember keeps (a break or fallback reason). A traceback holds its frames,
+    and each frame its caller: kept, it would keep the program's frames alive with their locals
+    (the user's tensors, objects with weakref callbacks) for as long as the cache lives."""
+    todo, seen = [exc], set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        e.__traceback__ = None
+        todo += [e.__cause__, e.__context__]
+    return exc

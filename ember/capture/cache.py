@@ -24,7 +24,7 @@ from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.graph_break import ResumeCache
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import RunEagerly, Unsupported, maybe_inject, where_raised
+from ember.exc import RunEagerly, Unsupported, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -177,9 +177,10 @@ class FrameCache:
                 # The program raised (or a torch op rejected these inputs) while tracing: this call
                 # runs eagerly and raises as in eager; other inputs still compile.
                 log_breaks.info("%s runs eagerly for these inputs: %s", self.label, e)
-                return eager_entry(self.fn, guards, e)
+                return eager_entry(self.fn, guards, without_tracebacks(e))
             if self.fullgraph:
                 raise
+            without_tracebacks(e)
             self.run_eagerly_reason = f"unsupported: {e.reason}"
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None

@@ -30,7 +30,7 @@ from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, 
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import BackendCompilerFailed, Unsupported, maybe_inject, where_raised
+from ember.exc import BackendCompilerFailed, Unsupported, maybe_inject, where_raised, without_tracebacks
 from ember.fake.convert import FakeContext
 
 log = logging.getLogger("ember.graph")
@@ -94,7 +94,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.args = (e._message(),)
             raise e from None
         metrics.bump("graph_breaks")
-        entry.break_reason = e
+        entry.break_reason = without_tracebacks(e)
         return entry
 
 

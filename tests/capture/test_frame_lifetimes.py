@@ -1,0 +1,52 @@
+"""Values of the program die when eager lets them die.
+
+ember keeps the reasons of breaks and fallbacks; an exception kept with its traceback
+keeps every frame from the raise up to the program's own frames alive, with their
+locals. A tensor made in the frame must be freed when the frame returns (weakref
+callbacks fire then, memory is returned), exactly as in eager.
+"""
+import gc
+import weakref
+
+import pytest
+import torch
+import torch._dynamo
+
+from ember_test_helpers import compile
+
+
+def _fn_break(x, fired):
+    y = x + 1
+    ref = weakref.ref(y, lambda r: fired.append("y"))
+    torch._dynamo.graph_break()
+    return ref
+
+
+def _fn_unsupported_everywhere(x, fired):
+    y = x + 1
+    ref = weakref.ref(y, lambda r: fired.append("y"))
+    print("side effect")
+    return ref
+
+
+@pytest.mark.parametrize("fn", [_fn_break, _fn_unsupported_everywhere], ids=lambda f: f.__name__)
+def test_local_tensor_freed_when_frame_returns(fn, capsys):
+    fired = []
+    ref = compile(fn)(torch.ones(3), fired)
+    assert fired == ["y"] and ref() is None  # freed at return, without a gc pass
+
+
+def test_input_not_kept_alive_by_the_cache():
+    def fn(x, lst):
+        y = x.sin()
+        print("break")
+        return y * len(lst)
+
+    x = torch.randn(2, 3, requires_grad=True)
+    item = torch.randn(2)
+    f = compile(fn)
+    f(x, [item]).sum().backward()
+    rx, ri = weakref.ref(x), weakref.ref(item)
+    del x, item
+    gc.collect()
+    assert rx() is None and ri() is None
