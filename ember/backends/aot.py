@@ -75,6 +75,14 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, **_options):
                     partition_fn=partitioner(config.aot_eager_partitioner))
 
 
+@register_backend("aot_eager_decomp_partition")
+def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list, **_options):
+    """``aot_eager`` with Inductor's decompositions and the min-cut partitioner: the graphs
+    Inductor would get, run as fx code (for telling an Inductor bug from a tracing bug)."""
+    return _compile(gm, example_inputs, fw_compiler=nop, keep_inference_input_mutations=False,
+                    partition_fn=min_cut_partition, decompositions=_inductor_decompositions())
+
+
 # ---------------------------------------------------------------------------
 # inductor
 
