@@ -212,6 +212,9 @@ class OpcodeMixin:
             except Exception as e:
                 raise PythonException(e) from None  # eager raises this very exception
         plain = _INPLACE_TO_PLAIN.get(fn, fn)
+        if isinstance(a, BaseSequence) or isinstance(b, BaseSequence):
+            # `t = (); t += (x.sin(),)`: a constant tuple meets a tracked one
+            a, b = _constant_tuple_as_sequence(a), _constant_tuple_as_sequence(b)
         if fn is operator.iadd and isinstance(a, ListVariable):
             return a.call_method(self, "__iadd__", [b], {})
         if isinstance(a, BaseSequence) and plain is operator.add and isinstance(b, BaseSequence):
@@ -522,3 +525,11 @@ def _lazy_arithmetic(fn, a, b):
         if raw not in (int, float):
             return None
     return derived_lazy(_INPLACE_TO_PLAIN.get(fn, fn), [a, b])
+
+
+def _constant_tuple_as_sequence(v: VariableTracker) -> VariableTracker:
+    """A constant plain tuple as a ``TupleVariable`` of its items (for concatenation with tracked
+    sequences); anything else unchanged."""
+    if isinstance(v, ConstantVariable) and type(v.value) is tuple:
+        return TupleVariable([wrap_constant(x) for x in v.value])
+    return v

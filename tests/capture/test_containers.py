@@ -193,3 +193,15 @@ def test_list_input_mutation_visible_to_caller():
     n = compile(list_input_mutated, backend=CompileCounter(), fullgraph=True)(xs)
     assert n == 2 and len(xs) == 2
     torch.testing.assert_close(xs[1], xs[0] + 1)
+
+
+def test_constant_tuple_concatenated_with_tracked_tuples():
+    # `all_hidden = (); all_hidden += (h,)` (HF style), both orders and with +=
+    def fn(x):
+        t = ()
+        t += (x.sin(),)
+        t = t + (x.cos(),)
+        u = () + t
+        v = (1, 2) + (x * 2,)
+        return t, u, v, len(t + ())
+    check_same(fn, torch.randn(3))
