@@ -320,16 +320,16 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     if offset_map is not None:  # a resume function: speak in the root function's offsets
         bp.offset = offset_map[bp.offset]
     inst = bp.inst
-    from ember.capture.graph_break import _VALUE_OPS, value_op_consumed
+    from ember.capture.graph_break import _STORE_OPS, _VALUE_OPS, value_op_consumed
     if bp.opname == "CALL":
         consumed = inst.arg + 2
     elif bp.opname == "CALL_FUNCTION_EX":
         consumed = 3 + (inst.arg & 1)
-    elif bp.opname in _VALUE_OPS:
+    elif bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
         consumed = value_op_consumed(inst)
     else:
         consumed = 1
-    if bp.opname in ("CALL", "CALL_FUNCTION_EX") or bp.opname in _VALUE_OPS:
+    if bp.opname in ("CALL", "CALL_FUNCTION_EX") or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
         after = [tx.instructions[tx.ip + 0].offset]
     else:
         after = [tx.instructions[tx.ip + 0].offset, inst.argval]

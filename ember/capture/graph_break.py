@@ -66,8 +66,15 @@ _VALUE_OPS = ("BINARY_SUBSCR", "FORMAT_VALUE", "BINARY_OP", "COMPARE_OP", "CONTA
               "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE", "LOAD_ATTR")
 
 
+# Statements that only consume stack items (``obj.attr = v``, ``obj[k] = v``, ``del ...``): the
+# residual runs them eagerly and the frame goes on at the next instruction, pushing nothing.
+_STORE_OPS = {"STORE_ATTR": 2, "STORE_SUBSCR": 3, "DELETE_ATTR": 1, "DELETE_SUBSCR": 2}
+
+
 def value_op_consumed(inst) -> int:
-    """How many stack items a `_VALUE_OPS` instruction pops."""
+    """How many stack items a `_VALUE_OPS` or `_STORE_OPS` instruction pops."""
+    if inst.opname in _STORE_OPS:
+        return _STORE_OPS[inst.opname]
     if inst.opname == "FORMAT_VALUE":
         return 2 if inst.arg & 0x04 else 1
     if inst.opname.startswith("UNARY_") or inst.opname == "LOAD_ATTR":
@@ -80,7 +87,7 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     import inspect
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph break inside a generator"
-    if opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS:
+    if opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS and opname not in _STORE_OPS:
         return f"graph break at {opname} is not supported"
     if opname == "LOAD_ATTR" and sys.version_info >= (3, 12):
         return "graph break at LOAD_ATTR is not supported"  # (it may also push a method there)
@@ -272,12 +279,13 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # re-creates the NULLs.
     base = remaining if lower_nulls else 0
     live_here = [n for n in resumes.live_at(bp.offset) if n in bound]
-    is_call = bp.opname in _CALLS or bp.opname in _VALUE_OPS  # pushes one result, goes on at the next
+    # a call or value op pushes one result, a store pushes none; both go on at the next instruction
+    is_call = bp.opname in _CALLS or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS
     # A callee marked `eager_rest` (`__build_class__`: a class statement makes a new class on every
     # call, and any trace of what follows would guard on its identity and recompile every call):
     # the rest of the frame runs eagerly after it, as its own uncompiled resume function.
     eager_rest = bp.opname == "CALL" and getattr(stack[depth - n_consumed + 1], "eager_rest", False)
-    depth_after = remaining + (1 if is_call else 0)
+    depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
@@ -320,8 +328,10 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         if bp.opname == "CALL":
             nargs = n_consumed - 2
             breaking = versions.call(nargs, bp.kw_names)
-        elif bp.opname == "LOAD_ATTR":  # the name, in the residual's own table
+        elif bp.opname in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR"):  # the name, in the residual's own table
             breaking = [create_instruction(bp.opname, argval=bp.inst.argval)]
+        elif bp.opname in _STORE_OPS:
+            breaking = [create_instruction(bp.opname)]
         elif bp.opname in _VALUE_OPS:
             breaking = [create_instruction(bp.opname, arg=bp.inst.arg)]
         else:
