@@ -382,6 +382,11 @@ def _compiled_callee(vt, resumes, tx):
                 return _Rebuilt(resumes.compiled_function(own))
             tx.guards.not_in_instance_dict(vt.source, "forward")
             return _Rebuilt(resumes.compiled_function(forward), bound_to=vt)
+        if isinstance(forward, types.FunctionType) and own is None \
+                and type(m).__call__ is torch.nn.Module.__call__:
+            # Hooks (maybe the reason for the break) run as Module.__call__ runs them; the forward
+            # between them goes through ember.
+            return _Rebuilt(_CallWithCompiledForward(resumes.compiled_function(forward)), bound_to=vt)
         return vt
     if isinstance(vt, UserFunctionVariable):
         if _compile_disabled(vt.fn):
@@ -393,6 +398,26 @@ def _compiled_callee(vt, resumes, tx):
         # (an object made in the frame is rebuilt once, shared with the rest of the frame)
         return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt
+
+
+class _CallWithCompiledForward:
+    """``module(*args, **kwargs)``, hooks and all, with the compiled forward in place of the
+    class's for the duration of the call (an instance attribute, which ``Module.__call__``
+    looks up first). A forward already set on the instance is left alone: a plain call."""
+
+    def __init__(self, compiled_forward):
+        self.compiled_forward = compiled_forward
+
+    def __call__(self, module, *args, **kwargs):
+        d = module.__dict__
+        if "forward" in d:
+            return module(*args, **kwargs)
+        d["forward"] = types.MethodType(self.compiled_forward, module)
+        try:
+            return module(*args, **kwargs)
+        finally:
+            if d.get("forward") is not None and getattr(d["forward"], "__func__", None) is self.compiled_forward:
+                del d["forward"]
 
 
 def _compile_disabled(fn) -> bool:
