@@ -83,6 +83,11 @@ class OutputGraph:
         return self._call("call_method", name, args, kwargs)
 
     def _call(self, kind, target, args, kwargs):
+        rg = kwargs.get("requires_grad")
+        if rg is not None and rg.is_constant() and rg.as_constant():
+            # A new leaf that requires grad: AOT graphs return fresh tensors without autograd
+            # history or leaf-ness of their own, so it is made eagerly at a break (as eager makes it).
+            raise unsupported(f"{_describe(kind, target)} makes a tensor that requires grad")
         if _writes_to_self_overlapping(kind, target, args):
             # e.g. x.expand(2, 4).zero_(): eager allows it, but a functional graph cannot express
             # the write (as_strided_scatter rejects it), so it runs eagerly, outside any graph.
