@@ -91,7 +91,7 @@ class CompiledFunction:
         self._cache = FrameCache(target, settings.resolve_backend(), settings.fullgraph)
         self._call = functools.partial(self._cache, *lead) if lead else self._cache
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if self._disable:
             return self._orig_fn(*args, **kwargs)
         return self._call(*args, **kwargs)
@@ -176,7 +176,7 @@ class CompiledModule(torch.nn.Module):
             return None
         return "_orig_mod"
 
-    def forward(self, *args, **kwargs):
+    def forward(self, /, *args, **kwargs):
         mod = self._modules["_orig_mod"]
         # The cache compiles type(mod).forward called directly; whatever Module.__call__ would add
         # (hooks, global ones included) or an instance-level forward means running the module as is.
@@ -196,7 +196,7 @@ class CompiledModule(torch.nn.Module):
             return self._ember_call_cache(mod, *args, **kwargs)
         return cache(mod, *args, **kwargs)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
                 or self._backward_pre_hooks):
             # Hooks registered on the compiled wrapper itself: Module.__call__ runs them around

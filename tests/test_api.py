@@ -331,3 +331,16 @@ def test_pickling_keeps_the_backend_object():
     assert cf.__reduce__()[1][1]["backend"] is backend
     cm = ember.compile(nn.Linear(2, 2), backend=backend)
     assert cm.__reduce__()[1][1]["backend"] is backend
+
+
+def test_keyword_argument_named_self():
+    # torch._foreach_pow(self=..., exponent=...): the compiled wrapper takes `self` only positionally
+    def foreach_pow(**kwargs):
+        return torch._foreach_pow(**kwargs)
+
+    def g(x, self=1):
+        return x + self
+
+    xs = [torch.ones(2, 2)]
+    assert_same(ember.compile(foreach_pow)(self=xs, exponent=2.7), foreach_pow(self=xs, exponent=2.7))
+    assert_same(ember.compile(g)(torch.ones(1), self=3), g(torch.ones(1), self=3))

@@ -78,7 +78,7 @@ class FrameCache:
         self._reason_warned = False
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, /, *args, **kwargs):
         try:
             for entry in self.entries:
                 result = entry.run(*args, **kwargs)
