@@ -314,9 +314,10 @@ def _wrap(tx, value, source) -> VariableTracker:
                   for k, v in value.keywords.items()}
         return PartialVariable(func, args, kwargs, source)
 
+    from ember.capture.variables.container_methods import SCALAR_OWNERS
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
-            getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset):
-        # `set.add`, `frozenset.__and__`: called with the container first
+            getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset, *SCALAR_OWNERS):
+        # `set.add`, `frozenset.__and__`, `str.upper`: called with the object first
         from ember.capture.variables.container_methods import UnboundContainerMethodVariable
         if source is not None:
             guards.id_match(source, value)  # read off a (user) class, which may be patched later

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ember_test_helpers import REFERENCE, check_same
+from ember_test_helpers import REFERENCE, check_raises_same, check_same
 
 
 def t(*shape, grad=False, seed=0):
@@ -174,3 +174,17 @@ def test_unary_builtin_on_tensor(fn):
                    reason="Dynamo 2.13 cannot trace max()/min() with key=; ember should")
 def test_min_max_with_key():
     check_same(min_max_with_key, t(4))
+
+
+def test_unbound_methods_of_scalar_types_fold():
+    # `str.isalnum(c)`, `str.upper(c)`, `int.bit_length(n)`: the method descriptor called with the value
+    def fn(x, c, n):
+        return x.sin(), str.isalnum(c), str.upper(c), int.bit_length(n), str.join(",", ["a", c]), \
+            float.is_integer(2.0), bytes.hex(b"ab")
+    check_same(fn, torch.randn(2), "foo1", 5)
+
+
+def test_unbound_scalar_method_on_wrong_type_raises_as_eager():
+    def fn(x, c):
+        return x + len(str.upper(c))
+    check_raises_same(fn, torch.randn(2), 3)

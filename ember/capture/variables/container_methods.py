@@ -40,6 +40,8 @@ def plain_subclass(cls: type) -> type | None:
 # the container first: the tracker's own method of that name.
 _UNBOUND_OWNERS = {list: ListVariable, tuple: TupleVariable, dict: DictVariable, set: SetVariable,
                    frozenset: SetVariable}
+#: immutable scalar types whose unbound methods (`str.upper`, `int.bit_length`) fold on constants
+SCALAR_OWNERS = (str, bytes, int, float, complex, bool)
 
 
 class UnboundContainerMethodVariable(VariableTracker):
@@ -74,11 +76,14 @@ class UnboundContainerMethodVariable(VariableTracker):
         if isinstance(obj, ConstantVariable) and isinstance(obj.value, self.owner):  # `tuple.count((1, 1), 1)`
             from ember.capture.variables.builtins import ConstantMethodVariable
             return ConstantMethodVariable(obj.value, self.name).call(tx, list(args[1:]), kwargs)
+        if self.owner in SCALAR_OWNERS and obj.is_constant() and isinstance(obj.as_constant(), self.owner):
+            from ember.capture.variables.builtins import ConstantMethodVariable  # `str.isalnum(c)`
+            return ConstantMethodVariable(obj.as_constant(), self.name).call(tx, list(args[1:]), kwargs)
         try:
             t = obj.python_type()
         except Exception:
             t = None
-        if not (isinstance(obj, _UNBOUND_OWNERS[self.owner]) and t is not None and issubclass(t, self.owner)):
+        if not (isinstance(obj, _UNBOUND_OWNERS.get(self.owner, ())) and t is not None and issubclass(t, self.owner)):
             if t is not None and not issubclass(t, self.owner) and isinstance(obj, ConstantVariable):
                 raise PythonException(TypeError(f"descriptor '{self.name}' for '{self.owner.__name__}' objects "
                                                 f"doesn't apply to a '{t.__name__}' object"))
