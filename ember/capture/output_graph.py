@@ -92,6 +92,11 @@ class OutputGraph:
             # e.g. x.expand(2, 4).zero_(): eager allows it, but a functional graph cannot express
             # the write (as_strided_scatter rejects it), so it runs eagerly, outside any graph.
             raise unsupported(f"{_describe(kind, target)} writes into a self-overlapping (expanded) tensor")
+        if _reads_what_it_overwrites(self, kind, target, args):
+            # `t[1] = t[:, 0]`: eager copies element by element, so what it reads depends on what it
+            # already wrote; a functional graph reads the old values. Runs eagerly instead.
+            raise unsupported(f"{_describe(kind, target)} writes over memory that another of its "
+                              "arguments reads (a partial overlap)")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         try:
@@ -222,6 +227,52 @@ def _writes_to_self_overlapping(kind, target, args) -> bool:
     in_place = (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") \
         or name.startswith("i") and target in _INPLACE_OPERATORS
     return in_place and torch._debug_has_internal_overlap(args[0].fake) == 1
+
+
+def _is_in_place(target) -> bool:
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") \
+        or name.startswith("i") and target in _INPLACE_OPERATORS
+
+
+def _reads_what_it_overwrites(graph, kind, target, args) -> bool:
+    """An in-place op (or ``t[i] = v``) whose other tensor arguments may partially overlap the
+    memory it writes (overlapping, but not exactly the same elements)."""
+    if not args or not isinstance(args[0], TensorVariable) or not _is_in_place(target):
+        return False
+    dest = args[0].fake
+    others = [a.fake for a in args[1:] if isinstance(a, TensorVariable)]
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if name in ("setitem", "__setitem__") and len(args) == 3:
+        others = [args[2].fake] if isinstance(args[2], TensorVariable) else []
+        if others and args[1].is_constant():
+            try:
+                with graph.fake.mode:
+                    view = dest[args[1].as_constant()]
+                if view._is_view() and view.untyped_storage()._cdata == dest.untyped_storage()._cdata:
+                    dest = view  # basic indexing: the region written
+            except Exception:  # noqa: BLE001 — keep the whole tensor as the written region
+                pass
+    return any(_may_partially_overlap(dest, o) for o in others)
+
+
+def _may_partially_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.untyped_storage()._cdata != b.untyped_storage()._cdata or not a.numel() or not b.numel():
+        return False
+    if (a.storage_offset(), tuple(a.shape), a.stride(), a.dtype) == \
+            (b.storage_offset(), tuple(b.shape), b.stride(), b.dtype):
+        return False  # the very same elements: each is read before it is written
+    lo_a, hi_a = _byte_extent(a)
+    lo_b, hi_b = _byte_extent(b)
+    return lo_a < hi_b and lo_b < hi_a
+
+
+def _byte_extent(t: torch.Tensor) -> tuple[int, int]:
+    size = t.element_size()
+    lo = t.storage_offset() * size
+    hi = lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st > 0) + 1) * size
+    lo += sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st < 0) * size
+    return lo, hi
 
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
