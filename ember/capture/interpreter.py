@@ -240,8 +240,10 @@ class Translator(OpcodeMixin):
         if args:
             return SuperVariable(args[0].as_constant(), args[1])
         cls_cell = self.cells.get("__class__")
-        if cls_cell is None or not self.code.co_argcount:
-            raise unsupported("super() without a __class__ cell")
+        if not self.code.co_argcount:  # eager's own errors, in eager's order
+            raise PythonException(RuntimeError("super(): no arguments"))
+        if cls_cell is None:
+            raise PythonException(RuntimeError("super(): __class__ cell not found"))
         cls = self._read_cell(cls_cell).as_constant()
         first = self.code.co_varnames[0]
         obj = self.locals.get(first)

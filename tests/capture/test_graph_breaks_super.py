@@ -156,3 +156,28 @@ def test_autograd_function_apply_in_module_with_super(backend):
             return super().forward(y)
     m = M()
     compare(m, torch.randn(3, requires_grad=True), backend=backend, grads=True)
+
+
+def test_zero_argument_super_errors_are_eagers():
+    # super() in a staticmethod / a plain function: eager's RuntimeError, same message
+    class A:
+        @staticmethod
+        def foo():
+            return super().__init__()
+
+    def plain():
+        return super().__init__()  # noqa: PLE1142 (no __class__ cell)
+
+    def fn(obj):
+        return obj.foo()
+
+    def gn(x):
+        return plain() if x.sum() > -1e9 else x
+
+    for f, arg in ((fn, A()), (gn, torch.ones(2))):
+        msgs = []
+        for g in (f, compile(f)):
+            with pytest.raises(RuntimeError) as info:
+                g(arg)
+            msgs.append(str(info.value))
+        assert msgs[0] == msgs[1], msgs
