@@ -159,7 +159,10 @@ class ResumeCache:
         return sorted(names, key=order.index)
 
     def compiled_function(self, fn):
-        """An ember-compiled wrapper of a callee at a breaking call (one per function)."""
+        """An ember-compiled wrapper of a callee at a breaking call (one per function); a
+        ``torch.compiler.disable``d one is called as it is."""
+        if getattr(fn, "_torchdynamo_disable", False):
+            return fn
         hit = self._callees.get(fn)
         if hit is None:
             hit = self._callees[fn] = self.make_compiled(fn)

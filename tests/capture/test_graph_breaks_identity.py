@@ -276,3 +276,29 @@ def test_loop_over_frame_list_mutated_before_the_break():
             log.append(len(acc))
         return x
     run_same(fn, torch.ones(2))
+
+
+@pytest.mark.parametrize("recursive", [True, False])
+def test_disabled_module_forward_is_not_compiled(recursive):
+    # a module whose forward is torch.compiler.disable'd: called at the break as it is (before,
+    # ember compiled the disable wrapper and traced the forward behind it)
+    from ember_test_helpers import CompileCounter
+    if REFERENCE and not recursive:
+        pytest.skip("torch.compile compiles the frames a recursive=False forward calls (the listcomp)")
+
+    class M(torch.nn.Module):
+        @torch.compiler.disable(recursive=recursive)
+        def forward(self, x):
+            return sum([i * torch.cos(x) for i in range(4)])
+
+    mod = M()
+
+    def fn(x):
+        return mod(x.sin()) + 1
+
+    cnt = CompileCounter()
+    x = torch.randn(3)
+    assert_same(compile(fn, backend=cnt)(x), fn(x))
+    ops = [getattr(n.target, "__name__", str(n.target)) for gm in cnt.graphs for n in gm.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert "cos" not in ops, ops
