@@ -265,7 +265,6 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         return [*saved, *ctx.symints, *ctx.unversioned, *tangents]
 
     class CompiledFunction(torch.autograd.Function):
-        _ember_compiled = True
         @staticmethod
         def forward(ctx, *args):
             outs = list(fw(list(args)))  # the compiled graph: its errors are the program's

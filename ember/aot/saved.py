@@ -35,7 +35,7 @@ tangents, gradients that did not arrive stay ``None`` rather than zeros, and an
 input's gradient that only they reach is ``None`` too. As in eager, no gradient
 then flows into the node that made that input (a leaf's ``.grad`` stays ``None``,
 an upstream graph's backward does not run for it and does not check its saved
-tensors' versions, tensor hooks do not fire).
+tensors' versions); inputs with hooks of their own get zeros (see runtime.py).
 
 A returned ``_unsafe_view`` (an output that views an intermediate nothing else
 aliases, see ``OutputKind.UNSAFE_VIEW_ALIAS``) gets a version counter of its own;

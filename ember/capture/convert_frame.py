@@ -412,11 +412,11 @@ class _CallWithCompiledForward:
         d = module.__dict__
         if "forward" in d:
             return module(*args, **kwargs)
-        d["forward"] = types.MethodType(self.compiled_forward, module)
+        d["forward"] = bound = types.MethodType(self.compiled_forward, module)
         try:
             return module(*args, **kwargs)
         finally:
-            if d.get("forward") is not None and getattr(d["forward"], "__func__", None) is self.compiled_forward:
+            if d.get("forward") is bound:
                 del d["forward"]
 
 

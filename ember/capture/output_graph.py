@@ -223,10 +223,7 @@ def _describe(kind, target) -> str:
 def _writes_to_self_overlapping(kind, target, args) -> bool:
     if not args or not isinstance(args[0], TensorVariable):
         return False
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    in_place = (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") \
-        or name.startswith("i") and target in _INPLACE_OPERATORS
-    return in_place and torch._debug_has_internal_overlap(args[0].fake) == 1
+    return _is_in_place(target) and torch._debug_has_internal_overlap(args[0].fake) == 1
 
 
 def _is_in_place(target) -> bool:
