@@ -290,7 +290,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         from ember.capture.variables.builtins import _PURE_SYS
         owner = getattr(value, "__self__", None)
         if (getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator", "cmath")
-                and (owner is None or isinstance(owner, types.ModuleType))) or value in _PURE_SYS:
+                and (owner is None or isinstance(owner, types.ModuleType))) or value in _PURE_SYS \
+                or value is functools.reduce:
             if source is not None:
                 guards.id_match(source, value)  # `op = math.sin` may be rebound
             return BuiltinVariable(value, source)

@@ -82,6 +82,14 @@ class GuardSet:
         self._add(GuardKind.ID_MATCH, source, None,
                   f"{source.name()} is <{type(obj).__name__} at {id(obj):#x}>", f"{e} is {name}")
 
+    def id_equals(self, source: Source, obj: Any) -> None:
+        """``id(source) == id(obj)`` without holding ``obj``: if it dies and another object takes
+        its address, that object's id() is the same number the trace used, so the graph is right."""
+        e = source.expr(self.scope)
+        self.scope.setdefault("___id", id)
+        self._add(GuardKind.ID_MATCH, source, ("id",),
+                  f"id({source.name()}) == {id(obj):#x}", f"___id({e}) == {id(obj)}")
+
     def type_match(self, source: Source, obj: Any) -> None:
         t = type(obj)
         e = source.expr(self.scope)

@@ -273,14 +273,15 @@ def _minmax(pick):
                 if "default" in kwargs:
                     return kwargs["default"]
                 raise PythonException(ValueError(f"{pick.__name__}() arg is an empty sequence"))
-            try:
-                best = pick(range(len(items)), key=keys.__getitem__)
-            except Exception as e:  # keys that do not compare: eager raises this very TypeError
-                raise PythonException(e) from None
+            best = ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")
             return items[best]
         if _constants(items) and _constants(kwargs.values()):
             return wrap_constant(_fold(pick, [i.as_constant() for i in items],
                                        **{k: v.as_constant() for k, v in kwargs.items()}))
+        if items and not any(isinstance(i, TensorVariable) for i in items) and set(kwargs) <= {"default"}:
+            memo: dict = {}
+            keys = [comparable(i, memo) for i in items]
+            return items[ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")]
         raise unsupported(f"{pick.__name__}() on tensors compares data")
     return handler
 
@@ -368,6 +369,10 @@ def _id(tx, obj):
         # any value unique for the trace will do, as long as it is only compared, which is how
         # id() is used on such values (e.g. inspect.unwrap's cycle memo).
         return ConstantVariable(id(obj))
+    if isinstance(obj, TensorVariable) and obj.source is not None and obj.real is not None:
+        # an input tensor: its id() is that of the object the call passes (guarded by number)
+        tx.guards.id_equals(obj.source, obj.real)
+        return ConstantVariable(id(obj.real))
     raise unsupported(f"id() of {obj.describe()}")
 
 
@@ -383,36 +388,100 @@ def _fold(fn, *args, **kwargs):
         raise PythonException(e) from None
 
 
+class _NeedsData(Exception):
+    """Ordering two values would compare tensors (or other opaque values): data-dependent."""
+
+
+class _Opaque:
+    """Stands for a traced value inside a sort key: equal only to itself (Python's comparisons
+    of tuples and lists try identity first), any other comparison would read data."""
+    __slots__ = ()
+
+    def __eq__(self, other):
+        if other is self:
+            return True
+        raise _NeedsData()
+
+    def __ne__(self, other):
+        return not self.__eq__(other)
+
+    def __lt__(self, other):
+        raise _NeedsData()
+
+    __le__ = __gt__ = __ge__ = __lt__
+    __hash__ = object.__hash__
+
+
+def comparable(vt, memo: dict) -> object:
+    """A Python value that orders like ``vt`` where the order does not depend on data: constants
+    are themselves, tuples and lists of trackers are tuples and lists of their items, anything
+    else is an `_Opaque` (one per tracker, so a tracker meets itself by identity)."""
+    if vt.is_constant():
+        return vt.as_constant()
+    if type(vt) in (TupleVariable, ListVariable):
+        return (tuple if type(vt) is TupleVariable else list)(comparable(i, memo) for i in vt.items)
+    return memo.setdefault(id(vt), _Opaque())
+
+
+def ordered(run, what: str):
+    """``run()`` (a sort, min or max over `comparable` values); what it raises is what eager
+    raises, and a comparison that would read tensor data is a graph break."""
+    try:
+        return run()
+    except _NeedsData:
+        raise unsupported(f"{what} compares non-constant values (ordering them would compare data)") from None
+    except Exception as e:  # values that do not compare: eager raises this very TypeError
+        raise PythonException(e) from None
+
+
 def _key_values(tx, items, key, what: str) -> list:
-    """``key(item)`` for each item, in order (as Python calls it), as Python constants."""
-    keys = [key.call(tx, [i], {}) for i in items]
-    if not _constants(keys):
-        raise unsupported(f"{what} with non-constant keys (ordering them would compare data)")
-    return [k.as_constant() for k in keys]
+    """``key(item)`` for each item, in order (as Python calls it), as values that order like them."""
+    memo: dict = {}
+    return [comparable(key.call(tx, [i], {}), memo) for i in items]
 
 
 def order_by_keys(tx, items, key, reverse, what: str) -> list[int]:
-    """The stable order ``sorted(items, key=key, reverse=reverse)`` puts the items in, as indices."""
-    keys = _key_values(tx, items, key, what)
+    """The stable order ``sorted(items, key=key, reverse=reverse)`` puts the items in, as indices.
+    ``key`` None: the items themselves are compared."""
+    if key is None or (key.is_constant() and key.as_constant() is None):
+        memo: dict = {}
+        keys = [comparable(i, memo) for i in items]
+    else:
+        keys = _key_values(tx, items, key, what)
     rev = reverse.as_constant() if reverse is not None else False
-    try:
-        return sorted(range(len(items)), key=keys.__getitem__, reverse=rev)
-    except Exception as e:  # keys that do not compare: eager raises this very TypeError
-        raise PythonException(e) from None
+    return ordered(lambda: sorted(range(len(items)), key=keys.__getitem__, reverse=rev), what)
 
 
 def _sorted(tx, iterable, **kwargs):
     items = _iter_items(tx, iterable)
     key = kwargs.pop("key", None)
-    if key is not None and not (key.is_constant() and key.as_constant() is None):
-        if set(kwargs) - {"reverse"}:
-            raise PythonException(TypeError(f"sort() got an unexpected keyword argument {next(iter(kwargs))!r}"))
-        order = order_by_keys(tx, items, key, kwargs.get("reverse"), "sorted(key=...)")
-        return ListVariable([items[i] for i in order])
-    if _constants(items) and _constants(kwargs.values()):
+    if set(kwargs) - {"reverse"}:
+        raise PythonException(TypeError(f"sort() got an unexpected keyword argument {next(iter(kwargs))!r}"))
+    if key is None and _constants(items) and _constants(kwargs.values()):
         return wrap_constant(_fold(sorted, [i.as_constant() for i in items],
                                    **{k: v.as_constant() for k, v in kwargs.items()}))
-    raise unsupported("sorted() on non-constant values")
+    order = order_by_keys(tx, items, key, kwargs.get("reverse"), "sorted()")
+    return ListVariable([items[i] for i in order])
+
+
+def _pow(tx, base, exp, mod=None):
+    if mod is None and (isinstance(base, TensorVariable) or isinstance(exp, TensorVariable)):
+        return tx.binary_op(operator.pow, base, exp)
+    return NotImplemented
+
+
+def _reduce(tx, fn, iterable, *initial):
+    """functools.reduce, as a loop over the items (each call traced)."""
+    items = _iter_items(tx, iterable)
+    if initial:
+        acc = initial[0]
+    elif items:
+        acc, items = items[0], items[1:]
+    else:
+        raise PythonException(TypeError("reduce() of empty iterable with no initial value"))
+    for item in items:
+        acc = fn.call(tx, [acc, item], {})
+    return acc
 
 
 def _int_float(kind):
@@ -433,7 +502,7 @@ _HANDLERS = {
     int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
-    hash: lambda tx, *a, **k: _user_hash(tx, a, k),
+    hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce,
 }
 
 

@@ -263,12 +263,13 @@ class ListVariable(BaseSequence):
                     del items[i]
                     return ConstantVariable(None)
             raise PythonException(ValueError("list.remove(x): x not in list"))
-        if name == "sort" and "key" in kwargs and not kwargs["key"].is_constant() \
-                and set(kwargs) <= {"key", "reverse"}:
-            # A key function (a lambda, a method): called once per item as Python does; the order is
-            # decided here when every key is a constant (a tensor key would compare data).
+        if name == "sort" and not args and set(kwargs) <= {"key", "reverse"} and not (
+                _all_constant(items) and _all_constant(kwargs.values())):
+            # A key function (a lambda, a method) is called once per item as Python does; the order
+            # is decided here when it does not depend on data (constant keys, tuples with distinct
+            # constant heads; comparing tensors would read data).
             from ember.capture.variables.builtins import order_by_keys
-            order = order_by_keys(tx, items, kwargs["key"], kwargs.get("reverse"), "list.sort")
+            order = order_by_keys(tx, items, kwargs.get("key"), kwargs.get("reverse"), "list.sort")
             self._mutable(name, tx)
             items[:] = [items[i] for i in order]
             return ConstantVariable(None)

@@ -27,7 +27,9 @@ def constructible(cls: type) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
         return False
-    if type(cls) not in (type,) and type(cls).__name__ not in ("ABCMeta",):
+    if type(cls).__call__ is not type.__call__:
+        # a metaclass that changes instance creation (one that only customises class creation,
+        # ABCMeta, or transformers' ModelOutput metaclass that renames __init__ kwargs, is fine)
         return False
     new = cls.__new__
     dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
