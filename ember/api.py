@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import torch
 
+from ember.capture.skipfiles import compile_disabled
+
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture.cache import FrameCache, reset_all
@@ -84,7 +86,7 @@ class CompiledFunction:
             self._call = functools.partial(inner, *fn.args, **fn.keywords)
             return
         target, lead = _frame_target(fn)
-        if target is None or getattr(fn, "_torchdynamo_disable", False):
+        if target is None or compile_disabled(fn):
             # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
             self._call = fn
             return

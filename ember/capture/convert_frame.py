@@ -32,6 +32,7 @@ from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import BackendCompilerFailed, Unsupported, maybe_inject, where_raised, without_tracebacks
 from ember.fake.convert import FakeContext
+from ember.fake.quiet import quiet_meta_errors
 
 log = logging.getLogger("ember.graph")
 log_code = logging.getLogger("ember.bytecode")
@@ -59,7 +60,7 @@ def _without_subclass_torch_function(fn):
     at run time, dispatches to it, as eager does)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with torch._C.DisableTorchFunctionSubclass():
+        with torch._C.DisableTorchFunctionSubclass(), quiet_meta_errors():
             return fn(*args, **kwargs)
     return wrapper
 
@@ -429,7 +430,8 @@ def _compile_disabled(fn) -> bool:
         # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
         # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
         return True
-    return bool(getattr(fn, "_torchdynamo_disable", False)) or module.startswith("torch.autograd")
+    from ember.capture.skipfiles import compile_disabled
+    return compile_disabled(fn) or module.startswith("torch.autograd")
 
 
 class _Rebuilt(VariableTracker):

@@ -40,7 +40,7 @@ from ember.bytecode import create_instruction, decode, find_offset, leading_argu
 from ember.bytecode import assemble, check_generated
 from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
-from ember.capture.skipfiles import skipped_code
+from ember.capture.skipfiles import compile_disabled, skipped_code
 from ember.capture.variables.base import NullVariable, unsupported
 
 log_code = logging.getLogger("ember.bytecode")
@@ -162,7 +162,7 @@ class ResumeCache:
     def compiled_function(self, fn):
         """An ember-compiled wrapper of a callee at a breaking call (one per function); a
         ``torch.compiler.disable``d one, or one from the standard library, is called as it is."""
-        if getattr(fn, "_torchdynamo_disable", False) or skipped_code(fn.__code__):
+        if compile_disabled(fn) or skipped_code(fn.__code__):
             return fn
         hit = self._callees.get(fn)
         if hit is None:

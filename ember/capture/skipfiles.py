@@ -7,6 +7,10 @@ inside it that recompile on every new constant the library loops over. Dynamo sk
 these files for frame compilation (its skipfiles); ember does the same: the callee at
 the break is called as it is, and the caller's frame still resumes compiled after it.
 Inlining them into a caller's graph is unaffected.
+
+torch's own files are skipped the same way, except ``torch/nn`` (module forwards and
+functionals, which users expect compiled): a break inside an optimizer's step or a
+``torch._disable_dynamo`` wrapper runs that callee eagerly, as Dynamo does.
 """
 from __future__ import annotations
 
@@ -23,12 +27,23 @@ def _stdlib_dirs() -> tuple[str, ...]:
 
 
 _STDLIB = _stdlib_dirs()
+
+
+def _torch_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    import torch
+    root = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
+    return (root,), (root + "nn" + os.sep, root + "testing" + os.sep)
+
+
+_TORCH, _TORCH_COMPILED = _torch_dirs()
 _PACKAGES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
 @functools.lru_cache(maxsize=4096)
 def _skipped_file(filename: str) -> bool:
     path = os.path.realpath(filename)
+    if path.startswith(_TORCH):
+        return not path.startswith(_TORCH_COMPILED)
     if any(p in path for p in _PACKAGES):
         return False
     return path.startswith(_STDLIB)
@@ -37,3 +52,23 @@ def _skipped_file(filename: str) -> bool:
 def skipped_code(code: types.CodeType) -> bool:
     """True for code ember runs as it is when it would be compiled as a frame at a break."""
     return _skipped_file(code.co_filename)
+
+
+def _disable_dynamo_code() -> types.CodeType | None:
+    import torch
+    try:
+        return torch._disable_dynamo(lambda: None).__code__
+    except Exception:  # an older or newer torch without the helper
+        return None
+
+
+_DISABLE_DYNAMO_CODE = _disable_dynamo_code()
+
+
+def compile_disabled(fn) -> bool:
+    """``torch.compiler.disable``d functions, and torch's own ``_disable_dynamo`` wrappers
+    (``Optimizer.zero_grad``, ...): they run as they are, never traced or compiled."""
+    if getattr(fn, "_torchdynamo_disable", False):
+        return True
+    code = getattr(fn, "__code__", None)
+    return code is not None and code is _DISABLE_DYNAMO_CODE

@@ -126,7 +126,8 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
         if self.fn in COPY_FUNCTIONS:
             return call_copy_function(tx, self.fn, args, kwargs)
-        if getattr(self.fn, "_torchdynamo_disable", False):
+        from ember.capture.skipfiles import compile_disabled
+        if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)
             raise unsupported(f"call to {name}(), marked torch.compiler.disable: it runs eagerly")
         defaults, kwdefaults = self.defaults(tx)
