@@ -539,6 +539,10 @@ class ConstantMethodVariable(VariableTracker):
     def describe(self):
         return f"{type(self.value).__name__}.{self.name}"
 
+    def reconstruct(self, cg) -> str:
+        """At a break (``"{:.2f}".format(t.item())``): the same method of the same constant."""
+        return f"___getattr({cg.expr(wrap_constant(self.value))}, {self.name!r})"
+
     def truth(self, tx):
         return True
 
@@ -581,6 +585,42 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     if callable(attr) and not isinstance(attr, type):
         return ConstantMethodVariable(value, name)
     return wrap_constant(attr)
+
+
+# Names an exception's __init__ may read without making its construction depend on, or change,
+# anything outside (super().__init__(msg), str(x), f-strings of its arguments).
+_PLAIN_INIT_GLOBALS = {"super", "str", "repr", "int", "float", "bool", "len", "tuple", "list", "dict", "type",
+                       "isinstance", "getattr", "hasattr", "format", "__class__"}
+
+
+def plain_exception_class(cls: type) -> bool:
+    """A user exception class whose ``__new__``/``__init__`` are BaseException's or small Python
+    ``__init__``s that read no global state and call nothing but their base's ``__init__`` and
+    pure builtins: building one at trace time is what building it at run time would do."""
+    import dis
+    if type(cls).__call__ is not type.__call__:
+        return False
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        d = klass.__dict__
+        if "__new__" in d or "__setattr__" in d or "__getattribute__" in d:
+            return False
+        init = d.get("__init__")
+        if init is None:
+            continue
+        if not isinstance(init, types.FunctionType):
+            return False
+        for inst in dis.get_instructions(init):
+            if inst.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "IMPORT_NAME", "YIELD_VALUE"):
+                return False
+            if inst.opname == "LOAD_GLOBAL" and inst.argval not in _PLAIN_INIT_GLOBALS:
+                return False
+            if inst.opname in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval != "__class__":
+                return False
+            if inst.opname == "LOAD_METHOD" and inst.argval not in ("__init__", "format", "join"):
+                return False  # self.helper() could do anything
+    return True
 
 
 def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
@@ -654,6 +694,15 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             lst.list_cls = cls
             return lst
         return SetVariable(items, set_cls=cls)
+    if isinstance(cls, type) and issubclass(cls, BaseException) and _constants(args) \
+            and _constants(kwargs.values()) and plain_exception_class(cls):
+        # A user exception class whose construction only stores its arguments: made now, like
+        # the builtin ones (what the handler reads from it is the same on every call).
+        try:
+            return wrap_constant(cls(*[a.as_constant() for a in args],
+                                     **{k: v.as_constant() for k, v in kwargs.items()}))
+        except Exception as e:
+            raise PythonException(e) from None
     from ember.capture.variables.new_module import construct_module, module_constructible
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)
