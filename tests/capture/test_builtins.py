@@ -188,3 +188,22 @@ def test_unbound_scalar_method_on_wrong_type_raises_as_eager():
     def fn(x, c):
         return x + len(str.upper(c))
     check_raises_same(fn, torch.randn(2), 3)
+
+
+# -- list.extend from a generator that reads the list; builtins' names (test_generator.py) ------------
+
+def extend_reading_itself(x):
+    y = [1]
+    y.extend(y[-1] + z for z in range(3))  # each item appended before the next is produced
+    y += (y[-1] * z for z in range(2))
+    y.extend(y)  # a list is copied first: doubles
+    return x + 1, y
+
+
+def builtin_names(x):
+    return x + len(next.__name__), len.__qualname__, abs.__module__
+
+
+@pytest.mark.parametrize("fn", [extend_reading_itself, builtin_names])
+def test_extend_and_builtin_names_agree(fn):
+    check_same(fn, torch.ones(2))

@@ -77,6 +77,14 @@ class BuiltinVariable(VariableTracker):
     def hash_key(self):
         return self.fn
 
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__text_signature__"):
+            try:
+                return ConstantVariable(getattr(self.fn, name))
+            except AttributeError as e:
+                raise PythonException(e) from None
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         fn = self.fn
         handler = _HANDLERS.get(fn)

@@ -238,12 +238,27 @@ class ListVariable(BaseSequence):
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 
+    def _extend(self, tx, other) -> None:
+        """list.extend: a list or tuple is copied first (``lst.extend(lst)`` doubles it); any other
+        iterable is consumed one item at a time, each appended before the next is produced, so a
+        generator reading the list sees the items already added (as CPython's list_extend)."""
+        from ember.capture.variables.generators import IteratorBase
+        if isinstance(other, (ListVariable, TupleVariable)):
+            self.items.extend(other.unpack(tx))
+            return
+        it = other.iter(tx)
+        if not isinstance(it, IteratorBase):
+            self.items.extend(it.unpack(tx))
+            return
+        while (item := it.next(tx)) is not None:
+            self.items.append(item)
+
     def _call_method(self, tx, name, args, kwargs):
         items = self.items
         if name == "append":
             self._mutable(name, tx); items.append(args[0]); return ConstantVariable(None)
         if name == "extend":
-            self._mutable(name, tx); items.extend(args[0].unpack(tx)); return ConstantVariable(None)
+            self._mutable(name, tx); self._extend(tx, args[0]); return ConstantVariable(None)
         if name == "insert":
             self._mutable(name, tx); items.insert(args[0].as_constant(), args[1]); return ConstantVariable(None)
         if name == "pop":
@@ -297,7 +312,7 @@ class ListVariable(BaseSequence):
             del items[args[0].as_constant()]
             return ConstantVariable(None)
         if name == "__iadd__":
-            self._mutable(name, tx); items.extend(args[0].unpack(tx)); return self
+            self._mutable(name, tx); self._extend(tx, args[0]); return self
         return super()._call_method(tx, name, args, kwargs)
 
 
