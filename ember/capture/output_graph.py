@@ -153,6 +153,8 @@ class OutputGraph:
         raise unsupported(f"operation returned {type(result).__name__}")
 
     def set_grad_enabled(self, mode: bool) -> None:
+        if mode == torch.is_grad_enabled():
+            return  # no change (`no_grad()` under no_grad): the graph runs in this mode already
         torch._C._set_grad_enabled(mode)
         self.graph.call_function(torch._C._set_grad_enabled, (mode,))
 

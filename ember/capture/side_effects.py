@@ -22,6 +22,9 @@ class SideEffects:
         self._containers: dict[int, VariableTracker] = {}
         self._calls: list[tuple[VariableTracker, str, list, dict]] = []
         self._raw_attrs: set[tuple[int, str]] = set()
+        # objects whose __dict__ the trace holds as a dict tracker: an attribute write after that
+        # would not show in it (and one before it is not in the real dict it was read from)
+        self._dict_read: set[int] = set()
 
     def __bool__(self) -> bool:
         return bool(self._attrs or self._globals or self._containers or self._calls)
@@ -39,10 +42,19 @@ class SideEffects:
         ``__setattr__``, whose effects are recorded separately)."""
         if target.source is None:
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
+        if id(obj) in self._dict_read:
+            raise unsupported(f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         key = (id(obj), name)
         if raw:
             self._raw_attrs.add(key)
         self._attrs[key] = (target, name, value)
+
+    def read_instance_dict(self, obj: Any) -> None:
+        """The trace reads ``obj.__dict__``: refused once the frame wrote one of its attributes."""
+        if self.has_attrs(obj):
+            raise unsupported(f"reading the __dict__ of a {type(obj).__name__} object the frame assigned "
+                              "attributes of")
+        self._dict_read.add(id(obj))
 
     def has_attrs(self, obj: Any) -> bool:
         """Whether the frame wrote any attribute of ``obj``."""

@@ -183,6 +183,14 @@ class NestedFunctionVariable(VariableTracker):
             return ConstantVariable(self.name if name == "__name__" else self.qualname)
         if name == "__code__":
             return ConstantVariable(self.code)
+        if name == "__module__":
+            return ConstantVariable(self.globals.get("__name__"))
+        if name == "__doc__":  # CPython <= 3.12: the first constant when it is a str (a docstring)
+            first = self.code.co_consts[0] if self.code.co_consts else None
+            return ConstantVariable(first if isinstance(first, str) else None)
+        if name == "__defaults__":
+            from ember.capture.variables.containers import TupleVariable
+            return TupleVariable(list(self.defaults_vts)) if self.defaults_vts else ConstantVariable(None)
         return super().getattr(tx, name)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import collections
 import logging
 import types
 
@@ -147,16 +148,22 @@ _LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "
              "named_parameters", "named_buffers", "keys", "values", "items")
 
 
+def _base_dict(d) -> type:
+    """The C mapping whose methods read ``d`` in its own order: an OrderedDict's order is its
+    linked list (``move_to_end`` changes it), not the hash table that dict's methods walk."""
+    return collections.OrderedDict if isinstance(d, collections.OrderedDict) else dict
+
+
 def _dict_keys(d):
-    return list(dict.keys(d))
+    return list(_base_dict(d).keys(d))
 
 
 def _dict_values(d):
-    return list(dict.values(d))
+    return list(_base_dict(d).values(d))
 
 
 def _dict_items(d):
-    return list(dict.items(d))
+    return list(_base_dict(d).items(d))
 
 
 _DICT_READS = {"keys": _dict_keys, "values": _dict_values, "items": _dict_items, "get": dict.get,
@@ -252,6 +259,8 @@ class NNModuleVariable(VariableTracker):
         pending = tx.side_effects.load_attr(m, name)
         if pending is not None:
             return pending
+        if name == "__dict__":
+            tx.side_effects.read_instance_dict(m)
         for kind in ("_parameters", "_buffers", "_modules"):
             members = d.get(kind)
             if members is not None and name in members:
@@ -471,6 +480,8 @@ class UserObjectVariable(VariableTracker):
         d = getattr(obj, "__dict__", None)
         if name == "__class__":
             return ClassVariable(type(obj), class_source(type(obj)))
+        if name == "__dict__":
+            tx.side_effects.read_instance_dict(obj)
         if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
         if isinstance(obj, logging.Logger) and name in _LOGGING_METHODS and self.source is not None:

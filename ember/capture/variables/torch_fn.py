@@ -85,9 +85,19 @@ class TorchFunctionVariable(VariableTracker):
             raise unsupported(_REFUSED[fn])
         if fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
+        if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs \
+                and not args[0].is_constant():
+            # `torch.no_grad(fn)`: the decorator form without the call (changes no state)
+            from ember.capture.variables.grad_modes import GradModeWrappedFunction
+            return GradModeWrappedFunction(fn is torch.enable_grad, args[0])
         if fn in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
             from ember.capture.variables.grad_modes import GradModeVariable
             return GradModeVariable.create(tx, fn, [a.as_constant() for a in args])
+        if fn is torch._C._set_grad_enabled and len(args) == 1 and not kwargs and args[0].is_constant():
+            # the function form (a user context manager's __enter__/__exit__): like set_grad_enabled(b)
+            from ember.capture.variables.grad_modes import GradModeVariable
+            GradModeVariable.create(tx, torch.set_grad_enabled, [args[0].as_constant()])
+            return ConstantVariable(None)
         if fn is torch.get_default_dtype:
             tx.guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
                                    "torch.get_default_dtype()")
