@@ -115,9 +115,18 @@ class OpcodeMixin:
         lazy = derived_lazy(concat_strings, parts)
         self.push(lazy if lazy is not None else ConstantVariable("".join(p.as_constant() for p in parts)))
 
+    def _built_target(self, inst):
+        """The container a LIST_APPEND/MAP_ADD/..._UPDATE instruction fills. It is usually built
+        by the frame, but after a graph break it can be a resume function's argument (a real
+        object, `{**f()}` broken inside f): filling it is then a mutation to replay."""
+        target = self.stack[-inst.arg]
+        if getattr(target, "source", None) is not None:
+            self.side_effects.mutated_container(target)
+        return target
+
     def LIST_APPEND(self, inst):
         value = self.pop()
-        self.stack[-inst.arg].items.append(value)
+        self._built_target(inst).items.append(value)
 
     def SET_ADD(self, inst):
         value = self.pop()
@@ -127,11 +136,11 @@ class OpcodeMixin:
     def MAP_ADD(self, inst):
         value = self.pop()
         key = self.pop()
-        self.stack[-inst.arg].set_item(key, value)
+        self._built_target(inst).set_item(key, value)
 
     def LIST_EXTEND(self, inst):
         seq = self.pop()
-        self.stack[-inst.arg].items.extend(seq.iter(self).unpack(self))
+        self._built_target(inst).items.extend(seq.iter(self).unpack(self))
 
     def SET_UPDATE(self, inst):
         seq = self.pop()
@@ -140,7 +149,7 @@ class OpcodeMixin:
 
     def DICT_UPDATE(self, inst):
         other = self.pop()
-        target = self.stack[-inst.arg]
+        target = self._built_target(inst)
         if not isinstance(other, DictVariable):
             raise unsupported(f"dict update from {other.describe()}")
         other._observe_order(self)
@@ -149,7 +158,7 @@ class OpcodeMixin:
 
     def DICT_MERGE(self, inst):
         other = self.pop()
-        target = self.stack[-inst.arg]
+        target = self._built_target(inst)
         if not isinstance(other, DictVariable):
             raise unsupported(f"** of {other.describe()}")
         other._observe_order(self)

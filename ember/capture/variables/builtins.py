@@ -44,6 +44,14 @@ _TENSOR_OPERATORS = {
 }
 
 
+# operator functions that mutate their first argument when it is mutable (`operator.isub(s, t)`)
+_MUTATING_OPERATORS = {
+    operator.iadd, operator.isub, operator.imul, operator.imatmul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.ilshift, operator.irshift, operator.iand, operator.ior,
+    operator.ixor, operator.iconcat, operator.setitem, operator.delitem,
+}
+
+
 def _has_tensor(vts) -> bool:
     return any(isinstance(v, TensorVariable) for v in vts)
 
@@ -94,6 +102,13 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _TENSOR_OPERATORS and _has_tensor(args):
             return tx.output.call_function(fn, args, kwargs)
+        if fn in _MUTATING_OPERATORS and not kwargs:
+            # never folded: on a list/dict/set (constant or not) they act on the object itself
+            if fn in (operator.setitem, operator.delitem):
+                name = "__setitem__" if fn is operator.setitem else "__delitem__"
+                return args[0].call_method(tx, name, list(args[1:]), {})
+            if len(args) == 2:
+                return tx.binary_op(operator.iadd if fn is operator.iconcat else fn, args[0], args[1])
         pure = fn in _PURE_BUILTINS or fn in _PURE_SYS or getattr(fn, "__module__", None) in _PURE_MODULES
         if pure and _constants(args) and _constants(kwargs.values()):
             try:

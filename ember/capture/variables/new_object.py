@@ -75,7 +75,8 @@ class NewObjectVariable(VariableTracker):
             return bool(self.items.items)
         if _lookup(self.cls, "__bool__") or _lookup(self.cls, "__len__"):
             meth = "__bool__" if _lookup(self.cls, "__bool__") else "__len__"
-            return self.getattr(tx, meth).call(tx, [], {}).truth(tx)
+            from ember.capture.variables.user_operators import checked_truth
+            return checked_truth(meth, self.getattr(tx, meth).call(tx, [], {}))
         return True
 
     def _class_dict_names(self):
@@ -131,6 +132,8 @@ class NewObjectVariable(VariableTracker):
         return wrap(tx, attr, None)
 
     def setattr(self, tx, name, value):
+        if name in ("__class__", "__dict__"):
+            raise unsupported(f"assigning {name} of a {self.cls.__qualname__} object made in the frame")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fset is None:

@@ -466,9 +466,9 @@ class UserObjectVariable(VariableTracker):
     def truth(self, tx):
         t = type(self.obj)
         if _static_lookup(self.obj, "__bool__") is not None or _static_lookup(self.obj, "__len__") is not None:
-            if hasattr(t, "__bool__"):
-                return self.call_method(tx, "__bool__", [], {}).truth(tx)
-            return self.call_method(tx, "__len__", [], {}).as_constant() > 0
+            from ember.capture.variables.user_operators import checked_truth
+            meth = "__bool__" if hasattr(t, "__bool__") else "__len__"
+            return checked_truth(meth, self.call_method(tx, meth, [], {}))
         return True
 
     def getattr(self, tx, name):

@@ -198,3 +198,25 @@ _SYMBOL_CMP = {operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.g
 
 def _defines_builtin_compare(cls: type, name: str) -> bool:
     return getattr(cls, name, None) is not getattr(object, name, None) and _python_method(cls, name) is None
+
+
+def checked_truth(method: str, result) -> bool:
+    """``bool(obj)`` from what its ``__bool__`` / ``__len__`` returned, with CPython's checks:
+    ``__bool__`` must return a bool, ``__len__`` a non-negative int (else eager's TypeError /
+    ValueError)."""
+    from ember.capture.variables.base import unsupported
+    from ember.exc import PythonException
+    if not result.is_constant():
+        if method == "__bool__" and type(result).__name__ == "TensorVariable":
+            raise PythonException(TypeError("__bool__ should return bool, returned Tensor"))
+        raise unsupported(f"{method} returned {result.describe()}")
+    value = result.as_constant()
+    if method == "__bool__":
+        if type(value) is not bool:
+            raise PythonException(TypeError(f"__bool__ should return bool, returned {type(value).__name__}"))
+        return value
+    if not isinstance(value, int):
+        raise PythonException(TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer"))
+    if value < 0:
+        raise PythonException(ValueError("__len__() should return >= 0"))
+    return value > 0

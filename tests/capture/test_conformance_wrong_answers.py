@@ -1,0 +1,173 @@
+"""Wrong answers found by running PyTorch's test_dicts / test_misc / test_generator against ember,
+each now compared with eager (outputs, the objects after the call):
+
+- ``obj.__dict__`` read after the frame assigned attributes (stale keys), or an assignment after
+  reading it; on objects and modules;
+- an OrderedDict subclass's values in linked order after ``move_to_end``;
+- ``operator.isub(s, t)`` & co. and ``operator.setitem`` on containers mutate them (they were
+  folded on copies);
+- ``{**f()}`` / ``[*f()]`` with a break inside ``f``: the container being filled is a resume
+  function's argument, and filling it is a mutation to replay (the result was empty);
+- ``__bool__`` returning a non-bool raises eager's TypeError;
+- ``obj.__class__ = Other`` on an object made in the frame was ignored.
+"""
+import collections
+import operator
+
+import pytest
+import torch
+import torch.nn as nn
+
+from ember_test_helpers import REFERENCE, check_raises_same, check_same, compile, stats
+
+pytestmark = pytest.mark.skipif(REFERENCE, reason="ember's own counters (ember.stats())")
+
+
+class _Obj:
+    def __init__(self):
+        self.a = 1
+        self.b = 2
+
+
+def dict_after_write(x, o):
+    o.c = 3
+    return x + 1, sorted(o.__dict__.keys()), list(o.__dict__.values()), sorted(vars(o))
+
+
+def write_after_dict(x, o):
+    d = o.__dict__
+    o.q = 7
+    return x + len(d), "q" in d
+
+
+def dict_then_attr(x, o):
+    o.__dict__["z"] = 5
+    return x + o.z
+
+
+@pytest.mark.parametrize("fn", [dict_after_write, write_after_dict, dict_then_attr])
+def test_instance_dict_sees_the_frames_writes(fn):
+    check_same(fn, torch.zeros(1), _Obj(), graphs=None, fullgraph=False)
+
+
+class _Counting(nn.Module):
+    def forward(self, x):
+        self.cnt = 5
+        return x + len(self.__dict__), "cnt" in self.__dict__
+
+
+def test_module_dict_sees_the_frames_writes():
+    m1, m2 = _Counting(), _Counting()
+    x = torch.zeros(1)
+    expected = m1(x)
+    got = compile(m2)(x)
+    assert got[1] == expected[1]
+    torch.testing.assert_close(got[0], expected[0])
+    assert m2.cnt == 5
+
+
+class _ODSub(collections.OrderedDict):
+    def keys(self):
+        return super().keys()
+
+
+def ordered_values(x, d):
+    y = 0
+    for idx, value in enumerate(d.values()):
+        y = y + (torch.sin(x * value) if idx == 0 else torch.cos(x * value))
+    return y, list(d.items())
+
+
+def test_ordered_dict_subclass_in_linked_order():
+    d = _ODSub()
+    d[2] = 4
+    d[3] = 5
+    d.move_to_end(2)
+    check_same(ordered_values, torch.randn(4), d)
+
+
+class _MySet(set):
+    pass
+
+
+@pytest.mark.parametrize("name", ["isub", "ixor", "iand", "ior", "sub", "xor"])
+def test_operator_functions_on_sets(name):
+    op = getattr(operator, name)
+
+    def f(x):
+        s = {"one", "two", "three"}
+        u = _MySet({"one", "four"})
+        return x, op(s, u), op(u, s), s, u
+    check_same(f, torch.zeros(1), graphs=0)
+
+
+def operator_mutations(x):
+    lst, d, t = [1, 2], {"a": 1}, (1,)
+    operator.setitem(lst, 0, 5)
+    operator.delitem(d, "a")
+    operator.iadd(lst, [3])
+    operator.iconcat(lst, [4])
+    n = 3
+    m = operator.iadd(n, 2)
+    return x, lst, d, n, m, t, operator.iadd(t, (2,))
+
+
+def test_operator_functions_mutate_containers():
+    check_same(operator_mutations, torch.zeros(1), graphs=0)
+
+
+def _make():
+    torch._dynamo.graph_break()
+    return {0: torch.tensor(3)}
+
+
+def _make_list():
+    torch._dynamo.graph_break()
+    return [torch.tensor(1), torch.tensor(2)]
+
+
+def merge_after_break():
+    return {**_make()}, [*_make_list(), 3]
+
+
+def test_container_filled_after_a_break():
+    check_same(merge_after_break, graphs=None, fullgraph=False)
+    assert stats()["fallbacks"] == 0
+
+
+class _BadBool:
+    def __init__(self, x):
+        self.x = x
+
+    def __bool__(self):
+        self.x = 1.2
+        return self.x
+
+
+def truth_of_bad_bool(a, obj):
+    if not obj:
+        return a + obj.x
+    return a - obj.x
+
+
+def test_bool_returning_float_raises():
+    check_raises_same(truth_of_bad_bool, torch.rand(4), _BadBool(0.5))
+
+
+class _Base:
+    def __init__(self, x):
+        self.x = x
+
+
+class _Derived(_Base):
+    pass
+
+
+def reassign_class(x):
+    obj = _Base(5)
+    obj.__class__ = _Derived
+    return x + 1, isinstance(obj, _Derived), type(obj).__name__
+
+
+def test_class_assignment_on_new_object():
+    check_same(reassign_class, torch.ones(1), graphs=None, fullgraph=False)
