@@ -171,3 +171,22 @@ def reassign_class(x):
 
 def test_class_assignment_on_new_object():
     check_same(reassign_class, torch.ones(1), graphs=None, fullgraph=False)
+
+
+def dict_dunders(x):
+    a = {"a": 1, "b": 2}
+    b = {"c": x}
+    a.__ior__(b)
+    c = a.__or__({"z": 1})
+    d = {"q": 1}.__ror__({"r": 2})
+    it = list(a.__iter__())
+    o = collections.OrderedDict(a=1)
+    o.__ior__({"k": 2})
+    cnt = collections.Counter(a=3)
+    cnt.__ior__(collections.Counter(a=1, b=2))  # Counter's own |=: the larger count
+    return a, c, d, it, o, a.__or__(3), cnt
+
+
+def test_dict_dunder_methods():
+    check_same(dict_dunders, torch.ones(1), graphs=None, fullgraph=False)
+    assert stats()["fallbacks"] == 0

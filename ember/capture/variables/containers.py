@@ -9,6 +9,7 @@ with a reason, and the frame runs eagerly.
 from __future__ import annotations
 
 import collections
+import operator
 import types
 from typing import Any
 
@@ -319,7 +320,9 @@ class ListVariable(BaseSequence):
 # Methods a dict subclass from collections overrides (in C) with dict's own behaviour, as far as the
 # DictVariable model goes.
 _SAME_AS_DICT = {"__setitem__", "__delitem__", "__iter__", "__getitem__", "__contains__", "__len__", "update",
-                 "pop", "setdefault", "clear", "keys", "values", "items", "get", "copy", "__missing__"}
+                 "pop", "setdefault", "clear", "keys", "values", "items", "get", "copy", "__missing__",
+                 # (their class-specific results are decided by the `|` operator's rules)
+                 "__or__", "__ior__", "__ror__"}
 
 
 def _dict_override(cls: type, name: str):
@@ -505,6 +508,14 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         if name == "clear":
             self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
+        if name == "__iter__" and not args and not kwargs:
+            return self.iter(tx)
+        if name in ("__or__", "__ior__", "__ror__") and len(args) == 1 and not kwargs:
+            if not isinstance(args[0], DictVariable):
+                return ConstantVariable(NotImplemented)
+            if name == "__ror__":
+                return tx.binary_op(operator.or_, args[0], self)
+            return tx.binary_op(operator.or_ if name == "__or__" else operator.ior, self, args[0])
         if hasattr(dict, name):  # a real method the tracker does not model (its bound method calls back here)
             raise unsupported(f"dict.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
