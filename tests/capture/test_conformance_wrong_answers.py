@@ -190,3 +190,74 @@ def dict_dunders(x):
 def test_dict_dunder_methods():
     check_same(dict_dunders, torch.ones(1), graphs=None, fullgraph=False)
     assert stats()["fallbacks"] == 0
+
+
+# -- nn.Module attribute lookup order and overridden __call__ (test_modules.py) -----------------------
+
+class _Shadowing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = 3
+
+    def linear(self, x):  # a method named like the submodule below: Python finds the method first
+        return x
+
+    def forward(self, x):
+        return x * 4
+
+
+class _ShadowingChild(_Shadowing):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 3)  # registered in _modules: the class's method shadows it
+        self.a = 2
+        self.scale = 1
+
+    def scale(self, x):  # shadowed by the instance attribute
+        raise RuntimeError("should not be called")
+
+    def forward(self, x):
+        return self.linear(x) * self.a * self.scale
+
+
+def test_module_attribute_lookup_follows_python():
+    m = _ShadowingChild()
+    x = torch.randn(3, 3)
+    torch.testing.assert_close(compile(m, fullgraph=True)(x), m(x))
+
+
+class _OwnCall(nn.Module):
+    def __call__(self, x):
+        return 5 * self.forward(x)
+
+    def forward(self, x):
+        return x * 3
+
+
+class _CallsSuper(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def __call__(self, *args, **kwargs):  # like transformers' GradientCheckpointingLayer
+        return super().__call__(*args, **kwargs) * 2
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class _Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.own = _OwnCall()
+        self.sup = _CallsSuper()
+        self.sup.register_forward_hook(lambda m, i, o: o + 1)
+
+    def forward(self, x):
+        return self.own(x) + self.sup(x)
+
+
+def test_overridden_module_call_is_inlined():
+    m = _Outer()
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compile(m, fullgraph=True)(x), m(x))

@@ -126,6 +126,9 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
         if self.fn in COPY_FUNCTIONS:
             return call_copy_function(tx, self.fn, args, kwargs)
+        if self.fn in _MODULE_CALLS and args and type(args[0]).__name__ == "NNModuleVariable":
+            # `super().__call__(x)` / `nn.Module.__call__(self, x)` from a class's own __call__
+            return args[0].standard_call(tx, list(args[1:]), kwargs)
         from ember.capture.skipfiles import compile_disabled
         if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)
@@ -233,6 +236,14 @@ def _context_clones():
 
 
 _CONTEXT_CLONES = _context_clones()
+
+
+def _module_calls():
+    import torch
+    return (torch.nn.Module.__call__, torch.nn.Module._call_impl)
+
+
+_MODULE_CALLS = _module_calls()
 
 
 def _function_apply():

@@ -35,6 +35,11 @@ def _static_lookup(obj, name):
     return None
 
 
+def _is_data_descriptor(attr) -> bool:
+    """A class attribute that wins over the instance dict (a property, a slot, __dict__)."""
+    return isinstance(attr, property) or (hasattr(type(attr), "__set__") and not isinstance(attr, type))
+
+
 def _on_class(obj, name) -> bool:
     """``name`` is defined somewhere on ``type(obj)``'s MRO (possibly as None: `cfg = None`)."""
     return any(name in klass.__dict__ for klass in type(obj).__mro__)
@@ -261,22 +266,28 @@ class NNModuleVariable(VariableTracker):
             return pending
         if name == "__dict__":
             tx.side_effects.read_instance_dict(m)
-        for kind in ("_parameters", "_buffers", "_modules"):
-            members = d.get(kind)
-            if members is not None and name in members:
-                src = ModuleMemberSource(self.source, kind, name) if self.source else None
-                return wrap(tx, members[name], src)
-        if name in d:
-            return wrap(tx, d[name], self._sub(name))
         if name == "__class__":
             return ClassVariable(type(m), class_source(type(m)))
+        # Python's lookup order: a data descriptor on the class (a property), the instance dict, any
+        # other class attribute (a method named like a submodule shadows it: `self.linear` is the
+        # method), and only then nn.Module.__getattr__'s parameters, buffers and submodules.
+        on_class = _on_class(m, name)
+        if on_class and _is_data_descriptor(_static_lookup(m, name)):
+            return _class_attribute(tx, self, m, name)
+        if name in d:
+            return wrap(tx, d[name], self._sub(name))
         if name in _LISTINGS and getattr(type(m), name) is getattr(torch.nn.Module, name, None):
             from ember.capture.variables.functions import BoundMethodVariable
             tx.guards.id_match(AttrSource(class_source(type(m)), name), getattr(torch.nn.Module, name))
             _guard_not_on_instance(tx, self, m, name)
             return BoundMethodVariable(self, name)
-        if _on_class(m, name):
+        if on_class:
             return _class_attribute(tx, self, m, name)
+        for kind in ("_parameters", "_buffers", "_modules"):
+            members = d.get(kind)
+            if members is not None and name in members:
+                src = ModuleMemberSource(self.source, kind, name) if self.source else None
+                return wrap(tx, members[name], src)
         _guard_absent(tx, self.source, m, name)
         hook = _static_lookup(m, "__getattr__")
         if isinstance(hook, types.FunctionType) and hook is not torch.nn.Module.__getattr__:
@@ -297,8 +308,16 @@ class NNModuleVariable(VariableTracker):
         raise MissingAttribute(f"'{type(self.module).__name__}' object has no attribute '{name}'")
 
     def call(self, tx, args, kwargs):
-        """``module(*args)``: inline what ``Module._call_impl`` does — forward pre-hooks,
-        ``forward``, forward hooks — for plain hooks; anything fancier is refused."""
+        """``module(*args)``: a class's own ``__call__`` (overriding Module's) is inlined, as
+        eager runs it; otherwise `standard_call`."""
+        own_call = _static_lookup(self.module, "__call__")
+        if own_call is not torch.nn.Module.__call__ and isinstance(own_call, types.FunctionType):
+            return _class_attribute(tx, self, self.module, "__call__").call(tx, args, kwargs)
+        return self.standard_call(tx, args, kwargs)
+
+    def standard_call(self, tx, args, kwargs):
+        """``Module.__call__(module, *args)``: inline what ``Module._call_impl`` does — forward
+        pre-hooks, ``forward``, forward hooks — for plain hooks; anything fancier is refused."""
         from ember.capture.builder import wrap
         from ember.capture.variables.containers import TupleVariable
         m = self.module
