@@ -2,6 +2,8 @@
 import math
 import operator
 
+import itertools
+
 import pytest
 import torch
 import torch.nn as nn
@@ -207,3 +209,23 @@ def builtin_names(x):
 @pytest.mark.parametrize("fn", [extend_reading_itself, builtin_names])
 def test_extend_and_builtin_names_agree(fn):
     check_same(fn, torch.ones(2))
+
+
+def counting(a):
+    c = itertools.count()
+    d = itertools.count(5, 2)
+    firsts = list(itertools.islice(itertools.count(), 3))
+    out = [a * next(c) for _ in range(3)]
+    return out, next(c), next(d), next(d), firsts, list(zip(range(2), itertools.count(1.5, 0.5)))
+
+
+def counting_across_a_break(a):
+    c = itertools.count(3)
+    x = a * next(c)
+    print("", end="")  # a break with the count live: the resumed frame gets a real count at 4
+    return x, next(c), next(c)
+
+
+def test_itertools_count_in_frame():
+    check_same(counting, torch.ones(2))
+    check_same(counting_across_a_break, torch.ones(2), graphs=None, fullgraph=False)

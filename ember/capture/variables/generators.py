@@ -621,6 +621,26 @@ class RepeatIterator(IteratorBase):
         return items
 
 
+class CountIterator(IteratorBase):
+    """``itertools.count(start, step)`` over constant numbers (endless: only consumed lazily)."""
+
+    def __init__(self, current, step):
+        self.current = current
+        self.step = step
+
+    def describe(self):
+        return "itertools.count"
+
+    def next(self, tx):
+        value = self.current
+        self.current = value + self.step
+        return ConstantVariable(value)
+
+    def reconstruct(self, plan) -> str:
+        import itertools
+        return f"{_bind(plan, itertools.count, 'count')}({self.current!r}, {self.step!r})"
+
+
 def construct_itertool(tx, cls, args, kwargs):
     """The lazy tracker for an ``itertools`` constructor call, or None if not modelled."""
     import itertools
@@ -635,6 +655,13 @@ def construct_itertool(tx, cls, args, kwargs):
             raise PythonException(ValueError("Indices for islice() must be None or an integer: 0 <= x <= "
                                              "sys.maxsize."))
         return IsliceIterator(args[0].iter(tx), start, stop, step)
+    if cls is itertools.count and len(args) + len(kwargs) <= 2:
+        start = args[0] if args else kwargs.get("start", ConstantVariable(0))
+        step = args[1] if len(args) > 1 else kwargs.get("step", ConstantVariable(1))
+        if start.is_constant() and step.is_constant() and all(
+                type(v.as_constant()) in (int, float) for v in (start, step)):
+            return CountIterator(start.as_constant(), step.as_constant())
+        return None
     if cls is itertools.repeat and len(args) + len(kwargs) in (1, 2):
         times = args[1] if len(args) > 1 else kwargs.get("times")
         return RepeatIterator(args[0], None if times is None else times.as_constant())
