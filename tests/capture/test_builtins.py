@@ -1,8 +1,7 @@
 """Python builtins, math and operator inside captured programs."""
+import itertools
 import math
 import operator
-
-import itertools
 
 import pytest
 import torch
