@@ -224,7 +224,7 @@ class OpcodeMixin:
         if isinstance(a, BaseSequence) or isinstance(b, BaseSequence):
             # `t = (); t += (x.sin(),)`: a constant tuple meets a tracked one
             a, b = _constant_tuple_as_sequence(a), _constant_tuple_as_sequence(b)
-        if fn is operator.iadd and isinstance(a, ListVariable):
+        if fn is operator.iadd and (isinstance(a, ListVariable) or type(a).__name__ == "DequeVariable"):
             return a.call_method(self, "__iadd__", [b], {})
         if isinstance(a, BaseSequence) and plain is operator.add and isinstance(b, BaseSequence):
             if type(a) is not type(b):

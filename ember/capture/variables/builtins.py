@@ -684,6 +684,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return d
     if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
         return OperatorGetterVariable(cls, args, kwargs)
+    if cls is collections.deque:
+        from ember.capture.variables.deques import construct_deque
+        return construct_deque(tx, args, kwargs)
     if cls is collections.OrderedDict:
         d = _dict(tx, *args, **kwargs)
         return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.generators import IteratorBase
-from ember.exc import PythonException
+from ember.exc import PythonException, Unsupported
 
 
 def _all_constant(items) -> bool:
@@ -120,11 +120,21 @@ class BaseSequence(VariableTracker):
 
 
 def _contains(items, needle) -> bool:
+    """``needle in items`` as CPython runs it: item by item, identity first, then ``==``. An ``==``
+    that involves a tensor gives a tensor whose truth depends on data (or raises): a break."""
     if needle.is_constant() and _all_constant(items):
         return needle.as_constant() in [i.as_constant() for i in items]
+    from ember.capture.variables.tensor import TensorVariable
     try:
         key = needle.hash_key()
-        return any(i.hash_key() == key for i in items)
+        for item in items:
+            if item is needle or item.hash_key() == key:
+                return True
+            if isinstance(item, TensorVariable) or isinstance(needle, TensorVariable):
+                raise unsupported("`in` compares a tensor with == (its truth depends on data)")
+        return False
+    except Unsupported:
+        raise
     except Exception:
         raise unsupported("`in` on a container of non-constant values") from None
 

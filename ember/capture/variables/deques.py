@@ -1,0 +1,179 @@
+"""``collections.deque`` made inside the frame (BFS queues, sliding windows).
+
+The deque exists only as a tracker while tracing: a list of item trackers with the
+deque's own methods (``appendleft``, ``popleft``, ``rotate``, ``maxlen`` dropping from
+the other end, ...). Anything it does not model — slicing, which a real deque refuses
+too, comparisons, a deque from outside the frame — is a graph break, never a list's
+behaviour. Iterating it takes a snapshot guarded like CPython's: a deque changed while
+iterated raises eager's RuntimeError at the next step. If it escapes (returned, live
+across a break) the generated code builds ``deque(items, maxlen)``.
+"""
+from __future__ import annotations
+
+import collections
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.generators import IteratorBase
+from ember.exc import PythonException
+
+
+_METHODS = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
+            "copy", "__len__", "__iter__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
+            "__iadd__"}
+
+
+class DequeVariable(VariableTracker):
+    def __init__(self, items: list, maxlen: int | None):
+        self.items = list(items)
+        self.maxlen = maxlen
+        self.mutations = 0  # CPython's deque->state: iterators compare it
+        self._trim_left()
+
+    def python_type(self):
+        return collections.deque
+
+    def describe(self):
+        return f"deque[{len(self.items)}]"
+
+    def truth(self, tx):
+        return bool(self.items)
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def iter(self, tx):
+        return _DequeIterator(self)
+
+    def hash_key(self):
+        raise PythonException(TypeError("unhashable type: 'collections.deque'"))
+
+    def reconstruct(self, cg) -> str:
+        from ember.capture.variables.containers import ListVariable
+        from ember.capture.variables.generators import _bind
+        items = cg.expr(ListVariable(list(self.items)))
+        return f"{_bind(cg, collections.deque, 'deque')}({items}, {self.maxlen!r})"
+
+    def getattr(self, tx, name):
+        if name == "maxlen":
+            return ConstantVariable(self.maxlen)
+        if name in _METHODS:
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
+    # -- mutations -----------------------------------------------------------------------
+    def _changed(self):
+        self.mutations += 1
+
+    def _trim_left(self):
+        if self.maxlen is not None and len(self.items) > self.maxlen:
+            del self.items[:len(self.items) - self.maxlen]
+
+    def _trim_right(self):
+        if self.maxlen is not None and len(self.items) > self.maxlen:
+            del self.items[self.maxlen:]
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise unsupported(f"deque.{name} with keyword arguments")
+        items = self.items
+        if name == "append" and len(args) == 1:
+            self._changed(); items.append(args[0]); self._trim_left(); return ConstantVariable(None)
+        if name == "appendleft" and len(args) == 1:
+            self._changed(); items.insert(0, args[0]); self._trim_right(); return ConstantVariable(None)
+        if name in ("pop", "popleft") and not args:
+            if not items:
+                raise PythonException(IndexError(f"{name} from an empty deque"))
+            self._changed()
+            return items.pop() if name == "pop" else items.pop(0)
+        if name in ("extend", "extendleft", "__iadd__") and len(args) == 1:
+            # CPython copies only the deque itself; any other iterable is consumed one item at a
+            # time, each added before the next is produced (a generator reading the deque sees it)
+            source = DequeVariable(list(items), None).iter(tx) if args[0] is self else args[0].iter(tx)
+            while (item := source.next(tx)) is not None:
+                self._changed()
+                if name == "extendleft":
+                    items.insert(0, item); self._trim_right()
+                else:
+                    items.append(item); self._trim_left()
+            return self if name == "__iadd__" else ConstantVariable(None)
+        if name == "clear" and not args:
+            self._changed(); items.clear(); return ConstantVariable(None)
+        if name == "rotate" and len(args) <= 1:
+            n = args[0].as_constant() if args else 1
+            if not isinstance(n, int):
+                raise unsupported("deque.rotate by a non-constant")
+            if items:
+                n %= len(items)
+                items[:] = items[-n:] + items[:-n] if n else items
+            self._changed()
+            return ConstantVariable(None)
+        if name == "reverse" and not args:
+            self._changed(); items.reverse(); return ConstantVariable(None)
+        if name == "copy" and not args:
+            return DequeVariable(list(items), self.maxlen)
+        if name == "__len__" and not args:
+            return ConstantVariable(len(items))
+        if name == "__iter__" and not args:
+            return self.iter(tx)
+        if name == "__contains__" and len(args) == 1:
+            from ember.capture.variables.containers import _contains
+            return ConstantVariable(_contains(items, args[0]))
+        if name in ("__getitem__", "__setitem__", "__delitem__") and args and args[0].is_constant():
+            i = args[0].as_constant()
+            if not isinstance(i, int):
+                raise PythonException(TypeError(f"sequence index must be integer, not '{type(i).__name__}'"))
+            if not -len(items) <= i < len(items):
+                raise PythonException(IndexError("deque index out of range"))
+            if name == "__getitem__":
+                return items[i]
+            self._changed()
+            if name == "__setitem__":
+                items[i] = args[1]
+            else:
+                del items[i]
+            return ConstantVariable(None)
+        raise unsupported(f"deque.{name} on a deque made in the frame")
+
+
+class _DequeIterator(IteratorBase):
+    """Iterates the deque's items in place; a change since the start raises as CPython does."""
+
+    def __init__(self, deque: DequeVariable):
+        self.deque = deque
+        self.pos = 0
+        self.state = deque.mutations
+
+    def describe(self):
+        return "deque iterator"
+
+    def next(self, tx):
+        if self.deque.mutations != self.state:
+            raise PythonException(RuntimeError("deque mutated during iteration"))
+        if self.pos >= len(self.deque.items):
+            return None
+        self.pos += 1
+        return self.deque.items[self.pos - 1]
+
+    def remaining(self):
+        return None if self.deque.mutations != self.state else list(self.deque.items[self.pos:])
+
+    def reconstruct(self, plan) -> str:
+        items = self._reconstruct_items(plan)
+        if items is None:
+            raise unsupported("a deque iterator after its deque changed, live across a graph break")
+        return items
+
+
+def construct_deque(tx, args, kwargs) -> DequeVariable:
+    if len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
+        raise unsupported("deque() with these arguments")
+    iterable = args[0] if args else kwargs.get("iterable")
+    maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
+    n = maxlen.as_constant() if maxlen is not None and maxlen.is_constant() else None
+    if maxlen is not None and not maxlen.is_constant():
+        raise unsupported("deque(maxlen=<non-constant>)")
+    if n is not None and (not isinstance(n, int) or n < 0):
+        raise PythonException(ValueError("maxlen must be non-negative"))
+    items = iterable.iter(tx).unpack(tx) if iterable is not None else []
+    return DequeVariable(items, n)
