@@ -261,3 +261,49 @@ def test_overridden_module_call_is_inlined():
     m = _Outer()
     x = torch.randn(2, 4)
     torch.testing.assert_close(compile(m, fullgraph=True)(x), m(x))
+
+
+# -- objects of __slots__ classes made in the frame (test_misc's test_inspect_signature_bind) ---------
+
+def _inner(a, b, *ar, c=10, d=11, **kw):
+    pass
+
+
+def signature_bind(x, apply_defaults):
+    import inspect
+    sig = inspect.signature(_inner)
+    bound = sig.bind(1, 2, 3, d=12, e=15)  # a BoundArguments: __slots__, no __dict__
+    bound.arguments["d"] = 13
+    if apply_defaults:
+        bound.apply_defaults()
+    return repr(bound), bound.args, bound.kwargs, x + 1
+
+
+class _Slotted:
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+
+def slotted(x):
+    p = _Slotted(x * 2)
+    try:
+        p.other = 1  # eager: AttributeError (no __dict__)
+    except AttributeError:
+        return p.v + 1, p
+    return p.v
+
+
+@pytest.mark.parametrize("apply_defaults", [False, True])
+def test_slotted_objects_escape_without_crash(apply_defaults):
+    check_same(signature_bind, torch.ones(1), apply_defaults, graphs=None, fullgraph=False)
+
+
+def test_slotted_object_made_in_frame():
+    x = torch.ones(2)
+    expected = slotted(x)
+    got = compile(slotted)(x)
+    torch.testing.assert_close(got[0], expected[0])
+    assert type(got[1]) is _Slotted
+    torch.testing.assert_close(got[1].v, expected[1].v)

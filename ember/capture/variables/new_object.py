@@ -27,6 +27,10 @@ def constructible(cls: type) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
         return False
+    if getattr(cls, "__dictoffset__", 0) == 0:
+        # __slots__ without a __dict__ (inspect.BoundArguments): the trace keeps attributes in a
+        # dict and the rebuilt object stores them in __dict__; such a class is called as it is
+        return False
     if type(cls).__call__ is not type.__call__:
         # a metaclass that changes instance creation (one that only customises class creation,
         # ABCMeta, or transformers' ModelOutput metaclass that renames __init__ kwargs, is fine)
