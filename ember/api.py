@@ -20,11 +20,10 @@ from typing import Any, Callable
 
 import torch
 
-from ember.capture.skipfiles import compile_disabled
-
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture.cache import FrameCache, reset_all
+from ember.capture.skipfiles import compile_disabled
 from ember.capture.variables.objects import has_hooks, untraced_hooks
 
 

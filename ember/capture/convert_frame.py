@@ -25,6 +25,7 @@ from ember.capture.guards import GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
+from ember.capture.skipfiles import compile_disabled
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
@@ -430,7 +431,6 @@ def _compile_disabled(fn) -> bool:
         # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
         # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
         return True
-    from ember.capture.skipfiles import compile_disabled
     return compile_disabled(fn) or module.startswith("torch.autograd")
 
 

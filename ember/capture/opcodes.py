@@ -14,6 +14,7 @@ from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable)
+from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
 
@@ -224,7 +225,7 @@ class OpcodeMixin:
         if isinstance(a, BaseSequence) or isinstance(b, BaseSequence):
             # `t = (); t += (x.sin(),)`: a constant tuple meets a tracked one
             a, b = _constant_tuple_as_sequence(a), _constant_tuple_as_sequence(b)
-        if fn is operator.iadd and (isinstance(a, ListVariable) or type(a).__name__ == "DequeVariable"):
+        if fn is operator.iadd and isinstance(a, (ListVariable, DequeVariable)):
             return a.call_method(self, "__iadd__", [b], {})
         if isinstance(a, BaseSequence) and plain is operator.add and isinstance(b, BaseSequence):
             if type(a) is not type(b):

@@ -1,4 +1,4 @@
-"""Code ember never compiles as a frame of its own: the Python standard library.
+"""Code ember never compiles as a frame of its own: the standard library and torch's internals.
 
 A graph break inside an inlined standard-library function (``collections.namedtuple``
 calling ``sys.intern``, ``copy.deepcopy`` on an opaque object, ...) would otherwise

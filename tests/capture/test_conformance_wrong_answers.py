@@ -109,7 +109,12 @@ def operator_mutations(x):
     operator.iconcat(lst, [4])
     n = 3
     m = operator.iadd(n, 2)
-    return x, lst, d, n, m, t, operator.iadd(t, (2,))
+    try:
+        operator.iconcat(n, 2)  # not a sequence: eager's TypeError, not an addition
+        msg = ""
+    except TypeError as e:
+        msg = str(e)
+    return x, lst, d, n, m, t, operator.iadd(t, (2,)), operator.iconcat(t, (3,)), msg
 
 
 def test_operator_functions_mutate_containers():

@@ -107,8 +107,10 @@ class BuiltinVariable(VariableTracker):
             if fn in (operator.setitem, operator.delitem):
                 name = "__setitem__" if fn is operator.setitem else "__delitem__"
                 return args[0].call_method(tx, name, list(args[1:]), {})
-            if len(args) == 2:
-                return tx.binary_op(operator.iadd if fn is operator.iconcat else fn, args[0], args[1])
+            if fn is operator.iconcat and isinstance(args[0], (ListVariable, TupleVariable)):
+                return tx.binary_op(operator.iadd, args[0], args[1])
+            if fn is not operator.iconcat and len(args) == 2:
+                return tx.binary_op(fn, args[0], args[1])
         pure = fn in _PURE_BUILTINS or fn in _PURE_SYS or getattr(fn, "__module__", None) in _PURE_MODULES
         if pure and _constants(args) and _constants(kwargs.values()):
             try:

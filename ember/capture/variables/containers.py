@@ -253,15 +253,11 @@ class ListVariable(BaseSequence):
         """list.extend: a list or tuple is copied first (``lst.extend(lst)`` doubles it); any other
         iterable is consumed one item at a time, each appended before the next is produced, so a
         generator reading the list sees the items already added (as CPython's list_extend)."""
-        from ember.capture.variables.generators import IteratorBase
+        from ember.capture.variables.generators import each_item
         if isinstance(other, (ListVariable, TupleVariable)):
             self.items.extend(other.unpack(tx))
             return
-        it = other.iter(tx)
-        if not isinstance(it, IteratorBase):
-            self.items.extend(it.unpack(tx))
-            return
-        while (item := it.next(tx)) is not None:
+        for item in each_item(tx, other):
             self.items.append(item)
 
     def _call_method(self, tx, name, args, kwargs):

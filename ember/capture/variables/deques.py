@@ -13,7 +13,7 @@ from __future__ import annotations
 import collections
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.capture.variables.generators import IteratorBase
+from ember.capture.variables.generators import IteratorBase, each_item
 from ember.exc import PythonException
 
 
@@ -89,8 +89,8 @@ class DequeVariable(VariableTracker):
         if name in ("extend", "extendleft", "__iadd__") and len(args) == 1:
             # CPython copies only the deque itself; any other iterable is consumed one item at a
             # time, each added before the next is produced (a generator reading the deque sees it)
-            source = DequeVariable(list(items), None).iter(tx) if args[0] is self else args[0].iter(tx)
-            while (item := source.next(tx)) is not None:
+            source = DequeVariable(list(items), None) if args[0] is self else args[0]
+            for item in each_item(tx, source):
                 self._changed()
                 if name == "extendleft":
                     items.insert(0, item); self._trim_right()

@@ -37,6 +37,18 @@ from ember.exc import PythonException, Unsupported
 _MAX_ITEMS = 100_000
 
 
+def each_item(tx, iterable):
+    """The items of ``iterable`` one at a time, each produced only when the previous one has
+    been used: ``list.extend(gen)`` / ``deque.extend(gen)`` add an item before the generator
+    makes the next (it may read the container). Iterators ember cannot step are unpacked."""
+    it = iterable.iter(tx)
+    if not isinstance(it, IteratorBase):
+        yield from it.unpack(tx)
+        return
+    while (item := it.next(tx)) is not None:
+        yield item
+
+
 class IteratorBase(VariableTracker):
     """Protocol: ``next(tx)`` gives the next item, or None when exhausted."""
 

@@ -7,9 +7,9 @@ the cache and recompiles.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
-import collections
 import logging
 import types
 

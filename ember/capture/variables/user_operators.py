@@ -205,7 +205,6 @@ def checked_truth(method: str, result) -> bool:
     ``__bool__`` must return a bool, ``__len__`` a non-negative int (else eager's TypeError /
     ValueError)."""
     from ember.capture.variables.base import unsupported
-    from ember.exc import PythonException
     if not result.is_constant():
         if method == "__bool__" and type(result).__name__ == "TensorVariable":
             raise PythonException(TypeError("__bool__ should return bool, returned Tensor"))
