@@ -14,6 +14,7 @@ from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable)
+from ember.capture.variables.dict_views import view_set_operation
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
@@ -213,6 +214,9 @@ class OpcodeMixin:
             if fn in _INPLACE_TO_PLAIN and not isinstance(a, TensorVariable):
                 fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
             return self.output.call_function(fn, [a, b], {})
+        viewed = view_set_operation(fn, a, b)  # `d.keys() & s`, `d.items() - other.items()`
+        if viewed is not None:
+            return viewed
         if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)):
             lazy = _lazy_arithmetic(fn, a, b)
             if lazy is not None:  # e.g. `step + 1` of an unused scalar argument: not guarded by value
@@ -305,6 +309,8 @@ class OpcodeMixin:
         fn = _COMPARE_OPS[inst.argval]
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             self.push(self.output.call_function(fn, [a, b], {}))
+        elif (viewed := view_set_operation(fn, a, b)) is not None:
+            self.push(viewed)
         elif a.is_constant() and b.is_constant():
             try:
                 self.push(ConstantVariable(fn(a.as_constant(), b.as_constant())))

@@ -13,6 +13,7 @@ layout: refused (unsupported) rather than guessed.
 from __future__ import annotations
 
 import collections
+import operator
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import IteratorVariable, TupleVariable
@@ -126,6 +127,9 @@ class DictViewVariable(VariableTracker):
         if name == "__iter__" and not args and not kwargs:
             return self.iter(tx)
         if name == "__contains__" and len(args) == 1 and not kwargs:
+            if self.kind == "values":
+                from ember.capture.variables.containers import _contains
+                return ConstantVariable(_contains(_entries(d, "values", list(d.items)), args[0]))
             if self.kind == "keys":
                 return d.call_method(tx, "__contains__", args, kwargs)
             pair = args[0].as_constant() if args[0].is_constant() else None
@@ -150,3 +154,59 @@ class DictViewVariable(VariableTracker):
     def reconstruct(self, plan) -> str:
         """The view of the rebuilt (or caller's) dict."""
         return f"{plan.expr(self.dict_vt)}.{self.kind}()"
+
+
+# -- keys/items views as sets ---------------------------------------------------------------------
+_SET_OPERATORS = frozenset({operator.and_, operator.or_, operator.xor, operator.sub, operator.iand, operator.ior,
+                            operator.ixor, operator.isub, operator.eq, operator.ne, operator.lt, operator.le,
+                            operator.gt, operator.ge})
+# a set subclass whose instances behave as sets for these operators (its own dunders would run Python)
+_SET_DUNDERS = ("__iter__", "__contains__", "__len__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+                "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__sub__", "__rsub__",
+                "__iand__", "__ior__", "__ixor__", "__isub__", "__hash__")
+_MISSING = object()
+
+
+def _real_operand(v):
+    """A real Python value standing for ``v`` (a keys/items view rebuilt on a dict of its constant
+    entries, a constant set or other constant), or ``_MISSING`` where ``v`` holds non-constants."""
+    from ember.capture.variables.sets import SetVariable
+    if isinstance(v, DictViewVariable):
+        d = v.dict_vt
+        keys = [d.keys[k] for k in d.items]
+        values = [d.items[k] for k in d.items]
+        if v.kind == "values" or not all(k.is_constant() for k in keys) or \
+                (v.kind == "items" and not all(x.is_constant() for x in values)):
+            return _MISSING
+        real = dict(zip([k.as_constant() for k in keys],
+                        [x.as_constant() for x in values] if v.kind == "items" else [None] * len(keys)))
+        return real.keys() if v.kind == "keys" else real.items()
+    if isinstance(v, SetVariable):
+        cls = v.set_cls
+        base = frozenset if issubclass(cls, frozenset) else set
+        if any(getattr(cls, n, None) is not getattr(base, n, None) for n in _SET_DUNDERS) or not v.is_constant():
+            return _MISSING
+        return base(x.as_constant() for x in v.items.values())
+    if v.is_constant():
+        return v.as_constant()
+    return _MISSING
+
+
+def view_set_operation(fn, a: VariableTracker, b: VariableTracker) -> VariableTracker | None:
+    """``a <op> b`` for a set operator or comparison where an operand is a keys or items view, or
+    None where neither is. CPython gives such an operation a new plain ``set`` (even ``s |= view``
+    leaves ``s`` alone: ``set.__ior__`` refuses a view and the view's ``__ror__`` makes a new set),
+    or a bool, so it is computed on real copies when every entry is a constant."""
+    if fn not in _SET_OPERATORS or not any(isinstance(v, DictViewVariable) and v.kind != "values" for v in (a, b)):
+        return None
+    ra, rb = _real_operand(a), _real_operand(b)
+    if ra is _MISSING or rb is _MISSING:
+        raise unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()} (non-constant entries)")
+    try:
+        result = fn(ra, rb)
+    except Exception as e:
+        raise PythonException(e) from None  # eager raises this very exception
+    if result is ra or result is rb or not isinstance(result, (bool, set)):
+        raise unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
+    from ember.capture.variables.builtins import wrap_constant
+    return wrap_constant(result)
