@@ -317,7 +317,8 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     from ember.capture.variables.container_methods import SCALAR_OWNERS
     if isinstance(value, (types.MethodDescriptorType, types.WrapperDescriptorType)) and \
-            getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset, *SCALAR_OWNERS):
+            getattr(value, "__objclass__", None) in (list, tuple, dict, set, frozenset, collections.OrderedDict,
+                                                   collections.defaultdict, *SCALAR_OWNERS):
         # `set.add`, `frozenset.__and__`, `str.upper`: called with the object first
         from ember.capture.variables.container_methods import UnboundContainerMethodVariable
         if source is not None:

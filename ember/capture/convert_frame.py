@@ -6,6 +6,7 @@ the entry function (see `codegen`).
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import inspect
@@ -586,8 +587,9 @@ class _ReturnPlan:
             inner = "{" + ", ".join(parts) + "}"
             if vt.dict_cls is dict:
                 return inner
-            if vt.default_factory is not None:
-                return f"{bind(s, vt.dict_cls, 'dict_type')}({self.expr(vt.default_factory)}, {inner})"
+            if issubclass(vt.dict_cls, collections.defaultdict):  # (its first argument is the factory)
+                factory = self.expr(vt.default_factory) if vt.default_factory is not None else "None"
+                return f"{bind(s, vt.dict_cls, 'dict_type')}({factory}, {inner})"
             return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
         from ember.capture.variables.new_object import NewObjectVariable, rebuild
         if callable(getattr(vt, "reconstruct", None)):  # trackers that know how to rebuild themselves

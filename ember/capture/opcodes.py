@@ -13,7 +13,7 @@ from ember.capture.variables.base import (ConstantVariable, VariableTracker, con
 from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
-                                                SetVariable, TupleVariable)
+                                                SetVariable, TupleVariable, dict_equal)
 from ember.capture.variables.dict_views import view_set_operation
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
@@ -60,6 +60,20 @@ def _dict_union_class(a: type, b: type) -> type | None:
     if b is not a and issubclass(b, a) and b.__ror__ is not a.__ror__:
         return b
     return a
+
+
+def _dict_items_of(vt, dunders: tuple):
+    """The `DictVariable` holding the items of a dict subclass's instance made in the frame whose
+    class leaves ``dunders`` to its dict base (so the operator is the base's), else None."""
+    from ember.capture.variables.new_object import NewObjectVariable, _lookup
+    if not isinstance(vt, NewObjectVariable) or vt.items is None:
+        return None
+    if any(_lookup(vt.cls, n) is not _lookup(vt.dict_base, n) for n in dunders):
+        return None
+    return vt.items
+
+
+_DICT_OPERAND_TYPES = (int, float, complex, str, bytes, bool, type(None), tuple, list, set, frozenset)
 
 
 class OpcodeMixin:
@@ -241,6 +255,20 @@ class OpcodeMixin:
                                  else "__mul__", [b], {})
         if isinstance(b, BaseSequence) and plain is operator.mul and a.is_constant():
             return b.call_method(self, "__mul__", [a], {})
+        if plain is operator.or_ and dict in (_dict_base(a), _dict_base(b)):
+            # a plain dict subclass's instance: dict's own `|` (a plain dict) and `|=` (in place)
+            da = _dict_items_of(a, ("__or__", "__ior__", "__ror__")) or a
+            db = _dict_items_of(b, ("__or__", "__ior__", "__ror__")) or b
+            if da is not a or db is not b:
+                result = self.binary_op(fn, da, db)
+                return a if result is da else result
+        if isinstance(a, DictVariable) and plain is operator.or_ and not isinstance(b, DictVariable) \
+                and (b.is_constant() or isinstance(b, (BaseSequence, SetVariable))) and a.dict_cls in _UNION_DICTS:
+            if fn is operator.ior:  # `d |= pairs` takes what update() takes
+                a.call_method(self, "update", [b], {})
+                return a
+            raise PythonException(TypeError(f"unsupported operand type(s) for |: '{a.python_type().__name__}' "
+                                            f"and '{b.python_type().__name__}'"))
         if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
             union_cls = _dict_union_class(a.dict_cls, b.dict_cls)
             if union_cls is None:  # e.g. Counter's `|` keeps the larger count, not the right operand's
@@ -318,6 +346,10 @@ class OpcodeMixin:
                 raise PythonException(e) from None  # eager raises this very exception
         elif isinstance(a, SetVariable) and isinstance(b, SetVariable):
             self.push(a.call_method(self, f"__{fn.__name__}__", [b], {}))
+        elif fn in (operator.eq, operator.ne) and isinstance(da := _dict_items_of(a, ("__eq__", "__ne__")) or a,
+                                                              DictVariable) \
+                and isinstance(db := _dict_items_of(b, ("__eq__", "__ne__")) or b, DictVariable):
+            self.push(ConstantVariable(dict_equal(da, db) == (fn is operator.eq)))
         elif (user := _user_compare(self, fn, a, b)) is not None:  # a class's Python __eq__/__lt__/...
             self.push(user)
         elif fn in (operator.eq, operator.ne):
@@ -516,6 +548,13 @@ class OpcodeMixin:
 
 
 _MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+
+def _dict_base(vt):
+    """``dict`` for a dict tracker or a dict subclass's instance made in the frame, else None."""
+    if isinstance(vt, DictVariable):
+        return dict
+    return dict if getattr(vt, "items", None) is not None and getattr(vt, "dict_base", None) is dict else None
 
 
 def _comparable_by_identity(vt) -> bool:

@@ -81,3 +81,82 @@ def items_with_tensor_values(x):
 
 def test_items_with_tensor_values_break():
     check_same(items_with_tensor_values, torch.randn(2), graphs=None, fullgraph=False)
+
+
+# -- dicts: ==, | and |= across dict subclasses, OrderedDict's own methods, defaultdict() -----------
+class SimpleDict(dict):
+    pass
+
+
+def subclass_ops(x):
+    d = SimpleDict({"a": 1, "b": 2})
+    r = [d == {"a": 1, "b": 2}, d != {"a": 1}, {} == d]
+    e = d | {"c": 3}          # dict's `|` gives a plain dict
+    r += [type(e).__name__, e]
+    alias = d
+    d |= {"z": 0}             # in place
+    r += [d, alias is d, type(d).__name__]
+    return x + 1, r
+
+
+def ior_pairs(x):
+    p = {"a": 1}
+    p |= [("q", 5)]           # `|=` takes what update() takes
+    return x + 1, p
+
+
+def ordered_methods(x):
+    import collections
+    o = collections.OrderedDict.fromkeys("abcde")
+    o.move_to_end("b")
+    s1 = "".join(o)
+    collections.OrderedDict.move_to_end(o, "a", last=False)
+    s2 = "".join(o)
+    first = o.popitem(last=False)
+    last = o.popitem()
+    other = collections.OrderedDict.fromkeys("edc")
+    return x + 1, s1, s2, first, last, list(collections.OrderedDict.keys(o)), o == other, dict(o) == dict(other)
+
+
+def dict_eq_identity(x):
+    y = {"k": x, "n": 1}
+    return x + 1, y == {"k": x, "n": 1}, y != {"k": x, "n": 2}
+
+
+def defaultdict_without_factory(x):
+    import collections
+    d = collections.defaultdict()
+    try:
+        d[1] += 42
+    except KeyError:
+        d[1] = 1
+    return x + 1, d, d.default_factory
+
+
+@pytest.mark.parametrize("fn", [subclass_ops, ior_pairs, ordered_methods, dict_eq_identity,
+                                defaultdict_without_factory])
+def test_dict_operations(fn):
+    check_same(fn, torch.randn(2))
+    assert stats()["graph_breaks"] == 0
+
+
+def dict_or_int(x):
+    return {"a": x} | 1
+
+
+def move_missing(x):
+    import collections
+    collections.OrderedDict(a=1).move_to_end("zz")
+
+
+@pytest.mark.parametrize("fn", [dict_or_int, move_missing])
+def test_dict_operation_errors(fn):
+    check_raises_same(fn, torch.randn(2))
+
+
+def dict_eq_tensor_values(x):
+    return x + 1, {"k": x} == {"k": x + 0}
+
+
+def test_dict_eq_on_tensor_values_breaks():
+    check_raises_same(dict_eq_tensor_values, torch.randn(2))  # eager: a tensor's truth is ambiguous

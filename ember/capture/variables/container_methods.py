@@ -3,6 +3,7 @@ frame (`plain_subclass`), and builtin container methods called unbound (``set.ad
 ``frozenset.__and__(p, q)``, ``dict.__getitem__(d, k)``)."""
 from __future__ import annotations
 
+import collections
 import types
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -39,7 +40,7 @@ def plain_subclass(cls: type) -> type | None:
 # Builtin container methods read off their class (``set.add``, ``frozenset.__and__``), called with
 # the container first: the tracker's own method of that name.
 _UNBOUND_OWNERS = {list: ListVariable, tuple: TupleVariable, dict: DictVariable, set: SetVariable,
-                   frozenset: SetVariable}
+                   frozenset: SetVariable, collections.OrderedDict: DictVariable, collections.defaultdict: DictVariable}
 #: immutable scalar types whose unbound methods (`str.upper`, `int.bit_length`) fold on constants
 SCALAR_OWNERS = (str, bytes, int, float, complex, bool)
 

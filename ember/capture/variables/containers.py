@@ -328,7 +328,8 @@ class ListVariable(BaseSequence):
 _SAME_AS_DICT = {"__setitem__", "__delitem__", "__iter__", "__getitem__", "__contains__", "__len__", "update",
                  "pop", "setdefault", "clear", "keys", "values", "items", "get", "copy", "__missing__",
                  # (their class-specific results are decided by the `|` operator's rules)
-                 "__or__", "__ior__", "__ror__"}
+                 "__or__", "__ior__", "__ror__",
+                 "__eq__", "__ne__"}  # (dict_equal compares OrderedDicts in order)
 
 
 def _dict_override(cls: type, name: str):
@@ -411,6 +412,8 @@ class DictVariable(VariableTracker):
         from ember.capture.variables.functions import BoundMethodVariable
         if hasattr(dict, name):
             return BoundMethodVariable(self, name)
+        if name == "default_factory" and issubclass(self.dict_cls, collections.defaultdict):
+            return self.default_factory if self.default_factory is not None else ConstantVariable(None)
         if self.dict_cls is not dict and name != "default_factory" and callable(getattr(self.dict_cls, name, None)):
             return BoundMethodVariable(self, name)  # Counter.most_common, OrderedDict.move_to_end, ...
         return super().getattr(tx, name)
@@ -426,6 +429,9 @@ class DictVariable(VariableTracker):
             if isinstance(own, types.FunctionType):  # Counter.update, .most_common, ...: run its code
                 from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
                 return UserMethodVariable(UserFunctionVariable(own), self).call(tx, args, kwargs)
+            if issubclass(self.dict_cls, collections.OrderedDict) and name in ("move_to_end", "popitem") \
+                    and _dict_override(collections.OrderedDict, name) is own:
+                return self._ordered_method(tx, name, args, kwargs)
             if own is not None and not (name in _SAME_AS_DICT or name == "popitem" and not args and not kwargs):
                 # e.g. OrderedDict.popitem(last=False), move_to_end: not what the dict model does
                 raise unsupported(f"{self.dict_cls.__name__}.{name}")
@@ -435,6 +441,40 @@ class DictVariable(VariableTracker):
                 raise PythonException(TypeError(f"{self.dict_cls.__name__}.{name}() got {len(args)} positional arguments"
                                                 f"{' and keyword arguments' if kwargs else ''}"))
         return self._call_method(tx, name, args, kwargs)
+
+    def _ordered_method(self, tx, name, args, kwargs):
+        """OrderedDict's ``move_to_end(key, last=True)`` and ``popitem(last=True)``."""
+        names = ("key", "last") if name == "move_to_end" else ("last",)
+        bound = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names or k in bound:
+                raise PythonException(TypeError(f"{name}() got an unexpected keyword argument {k!r}"))
+            bound[k] = v
+        if len(args) > len(names) or (name == "move_to_end" and "key" not in bound):
+            raise PythonException(TypeError(f"{name}() takes at most {len(names)} arguments"))
+        last = bound.get("last", ConstantVariable(True))
+        if not last.is_constant():
+            raise unsupported(f"OrderedDict.{name} with last={last.describe()}")
+        last = bool(last.as_constant())
+        if name == "popitem":
+            if not self.items:
+                raise PythonException(KeyError("dictionary is empty"))
+            self._mutable(name, tx)
+            k = next(reversed(self.items)) if last else next(iter(self.items))
+            return TupleVariable([self.keys.pop(k), self.items.pop(k)])
+        k = set_key(bound["key"])
+        if k not in self.items:
+            raise PythonException(KeyError(bound["key"].as_constant() if bound["key"].is_constant() else k))
+        self._mutable(name, tx)
+        value, key_vt = self.items.pop(k), self.keys.pop(k)
+        if last:
+            self.items[k], self.keys[k] = value, key_vt
+        else:  # (in place: iterators and views hold these dicts)
+            rest_items, rest_keys = list(self.items.items()), list(self.keys.items())
+            self.items.clear(); self.keys.clear()
+            self.items[k], self.keys[k] = value, key_vt
+            self.items.update(rest_items); self.keys.update(rest_keys)
+        return ConstantVariable(None)
 
     def _call_method(self, tx, name, args, kwargs):
         items = self.items
@@ -514,6 +554,10 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         if name == "clear":
             self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
+        if name in ("__eq__", "__ne__") and len(args) == 1 and not kwargs:
+            if not isinstance(args[0], DictVariable):
+                return ConstantVariable(NotImplemented)
+            return ConstantVariable(dict_equal(self, args[0]) == (name == "__eq__"))
         if name == "__iter__" and not args and not kwargs:
             return self.iter(tx)
         if name in ("__or__", "__ior__", "__ror__") and len(args) == 1 and not kwargs:
@@ -525,6 +569,30 @@ class DictVariable(VariableTracker):
         if hasattr(dict, name):  # a real method the tracker does not model (its bound method calls back here)
             raise unsupported(f"dict.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
+
+
+def dict_equal(a: DictVariable, b: DictVariable) -> bool:
+    """``a == b`` for two dicts: same keys (in the same order when both are OrderedDicts) and values
+    equal, identity first as CPython compares them; a value comparison involving anything but
+    constants (a tensor's ``==`` is data) is a break."""
+    if len(a.items) != len(b.items) or a.items.keys() != b.items.keys():
+        return False
+    if issubclass(a.dict_cls, collections.OrderedDict) and issubclass(b.dict_cls, collections.OrderedDict) \
+            and list(a.items) != list(b.items):
+        return False
+    for k, va in a.items.items():
+        vb = b.items[k]
+        if va is vb:
+            continue
+        if not (va.is_constant() and vb.is_constant()):
+            raise unsupported(f"comparing dict values {va.describe()} and {vb.describe()}")
+        try:
+            same = va.as_constant() == vb.as_constant()
+        except Exception as e:
+            raise PythonException(e) from None
+        if not same:
+            return False
+    return True
 
 
 def set_key(vt: VariableTracker):
