@@ -33,17 +33,24 @@ def is_torch_callable(value) -> bool:
     """True for callables that belong in the graph as one call: torch ops and functions."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
-    objclass = getattr(value, "__objclass__", None)
-    if objclass is not None and issubclass(objclass, torch._C.TensorBase):
-        return True  # torch.Tensor.add and friends
-    module = getattr(value, "__module__", None) or ""
-    if isinstance(value, (types.BuiltinFunctionType,)) and (module.startswith("torch") or
-                                                             getattr(value, "__self__", None) is not None
-                                                             and type(value.__self__).__module__.startswith("torch")):
-        return True
-    if isinstance(value, types.FunctionType) and (module == "torch" or module.startswith("torch.")):
-        return not module.startswith(_INLINED_TORCH_PREFIXES)
+    # (only attributes of function and descriptor types are read: a user object's __getattr__ must
+    # not run while ember looks at it)
+    if isinstance(value, _DESCRIPTOR_TYPES):
+        objclass = getattr(value, "__objclass__", None)
+        if isinstance(objclass, type) and issubclass(objclass, torch._C.TensorBase):
+            return True  # torch.Tensor.add and friends
+    if isinstance(value, types.BuiltinFunctionType):
+        module = value.__module__ or ""
+        return module.startswith("torch") or (value.__self__ is not None
+                                              and type(value.__self__).__module__.startswith("torch"))
+    if isinstance(value, types.FunctionType):
+        module = value.__module__ or ""
+        return (module == "torch" or module.startswith("torch.")) and not module.startswith(_INLINED_TORCH_PREFIXES)
     return False
+
+
+_DESCRIPTOR_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType,
+                     types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
 # Standard-library modules whose Python functions are called, never traced: their bodies (the regex

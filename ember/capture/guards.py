@@ -19,6 +19,12 @@ import torch
 from ember.capture.sources import Source, bind
 
 
+def on_mro(cls: type, name: str) -> bool:
+    """Whether ``name`` is defined by ``cls`` or a base (what an instance attribute lookup finds
+    on the class)."""
+    return any(name in k.__dict__ for k in cls.__mro__)
+
+
 class GuardKind(enum.IntEnum):
     # The order is the evaluation order: cheap, structural checks first.
     GLOBAL_STATE = 0
@@ -221,9 +227,11 @@ class GuardSet:
             code = f"{n} not in {e}.__dict__"
         elif any("__getattr__" in k.__dict__ for k in type(obj).__mro__[:-1]) or \
                 type(type(obj).__getattribute__) is types.FunctionType:
-            if not isinstance(getattr(obj, "__dict__", None), dict):
+            from ember.capture.variables.objects import raw_attribute
+            if not isinstance(raw_attribute(obj, "__dict__"), dict):
                 return  # nothing cheap and side-effect free to check
-            code = f"{n} not in {e}.__dict__ and not ___hasattr(___type({e}), {n})"
+            self.scope.setdefault("___on_mro", on_mro)  # (not hasattr(cls): that finds the metaclass's too)
+            code = f"{n} not in {e}.__dict__ and not ___on_mro(___type({e}), {n})"
         else:
             code = f"not ___hasattr({e}, {n})"
         self._add(GuardKind.ID_MATCH, source, ("absent", name), f"{source.name()} has no attribute {name!r}", code)

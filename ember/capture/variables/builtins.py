@@ -363,14 +363,19 @@ def _any_all(pick):
 
 
 def _callable(tx, obj):
+    """``callable(obj)``: whether its type defines ``__call__`` (never the instance's attributes, nor a
+    class's ``__getattr__``)."""
     if obj.is_constant():
         return NotImplemented
     try:
-        obj.getattr(tx, "__call__")
-        return ConstantVariable(True)
+        t = obj.python_type()
     except Exception:
-        return ConstantVariable(not isinstance(obj, (TensorVariable, ListVariable, TupleVariable,
-                                                     DictVariable, SetVariable)))
+        t = None
+    if isinstance(t, type):
+        from ember.capture.guards import on_mro
+        return ConstantVariable(on_mro(t, "__call__"))
+    return ConstantVariable(not isinstance(obj, (TensorVariable, ListVariable, TupleVariable,
+                                                 DictVariable, SetVariable)))
 
 
 def _print(tx, *args, **kwargs):

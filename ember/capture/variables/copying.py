@@ -20,6 +20,7 @@ import types
 import torch
 
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
+from ember.capture.variables.objects import raw_attribute
 
 
 def _default_protocol(cls: type) -> bool:
@@ -86,7 +87,7 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         obj = vt.obj
         cls = type(obj)
         if not _default_protocol(cls) or isinstance(obj, (dict, list, tuple, set)) or \
-                not isinstance(getattr(obj, "__dict__", None), dict) or type(cls) not in (type,):
+                not isinstance(raw_attribute(obj, "__dict__"), dict) or type(cls) not in (type,):
             raise unsupported(f"copying a {cls.__name__} object (custom copy protocol)")
         out = NewObjectVariable(cls)
         memo[key] = out

@@ -20,11 +20,23 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.exc import PythonException
 
 
+_ABSENT = object()
+
+
 class MissingAttribute(PythonException):
     """The attribute does not exist (so ``hasattr`` is False, ``getattr`` takes the default)."""
 
     def __init__(self, reason: str):
         super().__init__(AttributeError(reason), reason)
+
+
+def raw_attribute(obj, name, default=None):
+    """``obj.name`` without the class's ``__getattr__``/``__getattribute__`` (user code, maybe with
+    side effects or raising KeyError): ``default`` where the plain lookup fails."""
+    try:
+        return object.__getattribute__(obj, name)
+    except AttributeError:
+        return default
 
 
 def _static_lookup(obj, name):
@@ -54,7 +66,7 @@ def class_source(cls: type) -> ConstSource:
 def _guard_not_on_instance(tx, obj_vt, obj, name):
     """A class-level attribute found for ``obj.name``: an instance attribute added later would
     shadow it (``a.act = other``), so pin its absence from the instance ``__dict__``."""
-    if obj_vt.source is not None and isinstance(getattr(obj, "__dict__", None), dict):
+    if obj_vt.source is not None and isinstance(raw_attribute(obj, "__dict__"), dict):
         tx.guards.not_in_instance_dict(obj_vt.source, name)
 
 
@@ -496,7 +508,7 @@ class UserObjectVariable(VariableTracker):
         pending = tx.side_effects.load_attr(obj, name)
         if pending is not None:
             return pending
-        d = getattr(obj, "__dict__", None)
+        d = raw_attribute(obj, "__dict__")
         if name == "__class__":
             return ClassVariable(type(obj), class_source(type(obj)))
         if name == "__dict__":
@@ -512,8 +524,8 @@ class UserObjectVariable(VariableTracker):
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
         if cls_attr is not None or _on_class(obj, name):
             return _class_attribute(tx, self, obj, name)
-        if hasattr(obj, "__slots__") and hasattr(obj, name):
-            return wrap(tx, getattr(obj, name), AttrSource(self.source, name) if self.source else None)
+        if raw_attribute(obj, "__slots__") is not None and raw_attribute(obj, name, _ABSENT) is not _ABSENT:
+            return wrap(tx, raw_attribute(obj, name), AttrSource(self.source, name) if self.source else None)
         _guard_absent(tx, self.source, obj, name)  # (for a __getattr__ hook: that it is still called)
         getattr_hook = _static_lookup(obj, "__getattr__")
         if isinstance(getattr_hook, types.FunctionType):
@@ -572,7 +584,7 @@ class UserObjectVariable(VariableTracker):
         cls_attr = _static_lookup(obj, name)
         if cls_attr is not None and hasattr(cls_attr, "__set__"):
             raise unsupported(f"assigning {type(obj).__name__}.{name} through a descriptor/property")
-        if getattr(obj, "__dict__", None) is None:
+        if raw_attribute(obj, "__dict__") is None:
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object without __dict__")
         tx.side_effects.store_attr(self, obj, name, value, raw=True)
 
