@@ -537,6 +537,10 @@ class UserObjectVariable(VariableTracker):
         it = _static_lookup(self.obj, "__iter__")
         if isinstance(it, types.FunctionType):
             return self.getattr(tx, "__iter__").call(tx, [], {}).iter(tx)
+        if isinstance(self.obj, dict) and it in (dict.__iter__, collections.OrderedDict.__iter__) \
+                and self.source is not None:
+            # a dict subclass's own iteration: its keys, read now and guarded by re-reading them
+            return RealDictReadVariable(self, "keys").call(tx, [], {}).iter(tx)
         raise unsupported(f"iterating over {type(self.obj).__name__} object")
 
     def unpack(self, tx):
