@@ -160,3 +160,23 @@ def dict_eq_tensor_values(x):
 
 def test_dict_eq_on_tensor_values_breaks():
     check_raises_same(dict_eq_tensor_values, torch.randn(2))  # eager: a tensor's truth is ambiguous
+
+
+def dunder_methods(x):
+    d1, d2, d3 = SimpleDict({"a": 1, "b": 2}), SimpleDict({"a": 1, "b": 2}), SimpleDict({"b": 3, "c": 4})
+    r = [d1.__eq__(d2), d1.__eq__(d3), dict.__eq__(d1, d2), SimpleDict.__eq__(d1, d3), d1.__ne__(d3), d1.__eq__(1)]
+    r += [d1.__or__(d3), d3.__or__(d1), dict.__or__(d1, d3), d1.__or__(1), type(d1.copy()).__name__]
+    d5 = SimpleDict(d1)
+    r += [d5.__ior__(d3.items()) is d5, d5]
+
+    def gen(d):
+        yield from d.items()
+
+    d6 = {"q": 0}
+    r += [d6.__ior__(gen(d3)) is d6, d6]
+    return x + 1, r
+
+
+def test_dict_dunder_methods():
+    check_same(dunder_methods, torch.randn(2))
+    assert stats()["graph_breaks"] == 0

@@ -73,7 +73,8 @@ class UnboundContainerMethodVariable(VariableTracker):
             raise PythonException(TypeError(f"unbound method {self.owner.__name__}.{self.name}() needs an argument"))
         obj = args[0]
         if self.owner is dict and getattr(obj, "dict_base", None) is not None and obj.items is not None:
-            return obj.items.call_method(tx, self.name, list(args[1:]), kwargs)  # a dict subclass made in the frame
+            result = obj.items.call_method(tx, self.name, list(args[1:]), kwargs)  # a dict subclass made in the frame
+            return obj if result is obj.items else result
         if isinstance(obj, ConstantVariable) and isinstance(obj.value, self.owner):  # `tuple.count((1, 1), 1)`
             from ember.capture.variables.builtins import ConstantMethodVariable
             return ConstantMethodVariable(obj.value, self.name).call(tx, list(args[1:]), kwargs)

@@ -537,7 +537,7 @@ class DictVariable(VariableTracker):
         if name == "update":
             self._mutable(name, tx)
             if args:
-                other = args[0]
+                other = dict_operand(args[0]) or args[0]
                 if isinstance(other, DictVariable):
                     other._observe_order(tx)
                     for k, v in other.items.items():
@@ -555,20 +555,34 @@ class DictVariable(VariableTracker):
         if name == "clear":
             self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
         if name in ("__eq__", "__ne__") and len(args) == 1 and not kwargs:
-            if not isinstance(args[0], DictVariable):
+            other = dict_operand(args[0])
+            if other is None:
                 return ConstantVariable(NotImplemented)
-            return ConstantVariable(dict_equal(self, args[0]) == (name == "__eq__"))
+            return ConstantVariable(dict_equal(self, other) == (name == "__eq__"))
         if name == "__iter__" and not args and not kwargs:
             return self.iter(tx)
         if name in ("__or__", "__ior__", "__ror__") and len(args) == 1 and not kwargs:
-            if not isinstance(args[0], DictVariable):
+            if name == "__ior__" and dict_operand(args[0]) is None:
+                self.call_method(tx, "update", args, {})  # any iterable of pairs
+                return self
+            if dict_operand(args[0]) is None:
                 return ConstantVariable(NotImplemented)
+            args = [dict_operand(args[0])]
             if name == "__ror__":
                 return tx.binary_op(operator.or_, args[0], self)
             return tx.binary_op(operator.or_ if name == "__or__" else operator.ior, self, args[0])
         if hasattr(dict, name):  # a real method the tracker does not model (its bound method calls back here)
             raise unsupported(f"dict.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
+
+
+def dict_operand(vt) -> DictVariable | None:
+    """The dict tracker behind ``vt`` as an argument of a dict method (which reads a dict subclass's
+    items directly): a dict tracker, or the items of a dict subclass's instance made in the frame."""
+    if isinstance(vt, DictVariable):
+        return vt
+    items = getattr(vt, "items", None)
+    return items if isinstance(items, DictVariable) and getattr(vt, "dict_base", None) is not None else None
 
 
 def dict_equal(a: DictVariable, b: DictVariable) -> bool:

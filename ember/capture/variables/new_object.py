@@ -168,7 +168,8 @@ class NewObjectVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         attr = _lookup(self.cls, name)
         if self.items is not None and (attr is None or not isinstance(attr, (types.FunctionType, property))):
-            return self.items.call_method(tx, name, args, kwargs)
+            result = self.items.call_method(tx, name, args, kwargs)
+            return self if result is self.items else result  # (`d.__ior__(x)` returns d itself)
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def unpack(self, tx):
