@@ -280,6 +280,7 @@ class OpcodeMixin:
                 d.default_factory = (a if union_cls is a.dict_cls else b).default_factory
             else:
                 d = a
+                d._mutable("__ior__", self)  # (an outside dict: replayed after the graph)
             for k, v in b.items.items():
                 d.set_item(b.keys[k], v)
             return d

@@ -49,12 +49,19 @@ class SideEffects:
             self._raw_attrs.add(key)
         self._attrs[key] = (target, name, value)
 
-    def read_instance_dict(self, obj: Any) -> None:
-        """The trace reads ``obj.__dict__``: refused once the frame wrote one of its attributes."""
-        if self.has_attrs(obj):
+    def read_instance_dict(self, obj: Any, *, written_ok: bool = False) -> None:
+        """The trace reads ``obj.__dict__`` (from now on, an attribute write is refused: the dict
+        read would not see it). Refused once the frame wrote one of its attributes, unless the
+        caller shows those writes (``written_ok``, see `pending_attrs`)."""
+        if self.has_attrs(obj) and not written_ok:
             raise unsupported(f"reading the __dict__ of a {type(obj).__name__} object the frame assigned "
                               "attributes of")
         self._dict_read.add(id(obj))
+
+    def pending_attrs(self, obj: Any) -> list:
+        """``(name, value)`` of the attributes the frame wrote on ``obj``, in first-write order (the
+        order new keys enter its ``__dict__``)."""
+        return [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
 
     def has_attrs(self, obj: Any) -> bool:
         """Whether the frame wrote any attribute of ``obj``."""

@@ -45,9 +45,50 @@ def dict_then_attr(x, o):
     return x + o.z
 
 
-@pytest.mark.parametrize("fn", [dict_after_write, write_after_dict, dict_then_attr])
+def dict_keeps_write_order(x, o):
+    o.a = 5          # an existing key keeps its place
+    o.n = x          # a new one follows
+    d = o.__dict__
+    return x + 1, list(d), d["a"], len(d), [k for k, v in d.items() if v is x]
+
+
+def write_into_dict_after_attr(x, o):
+    o.a = 5
+    o.__dict__["a"] = 7   # a break: the real __dict__ gets it after o.a = 5 is replayed
+    return x + o.a
+
+
+def ior_on_input_dict(x, o):
+    d = o.__dict__
+    d |= {"z": 1}         # in place on the caller's dict
+    return x + 1
+
+
+@pytest.mark.parametrize("fn", [dict_after_write, write_after_dict, dict_then_attr, dict_keeps_write_order,
+                                write_into_dict_after_attr, ior_on_input_dict])
 def test_instance_dict_sees_the_frames_writes(fn):
     check_same(fn, torch.zeros(1), _Obj(), graphs=None, fullgraph=False)
+    o_eager, o_ember = _Obj(), _Obj()
+    x = torch.zeros(1)
+    fn(x, o_eager)
+    compile(fn)(x, o_ember)
+    assert list(vars(o_ember)) == list(vars(o_eager))  # the object afterwards, in its key order
+    assert all(vars(o_ember)[k] is x if vars(o_eager)[k] is x else vars(o_ember)[k] == vars(o_eager)[k]
+               for k in vars(o_eager))
+
+
+def new_object_dict_is_live(x):
+    o = _Obj()
+    d = o.__dict__
+    o.c = 5
+    d["a"] = 9
+    del o.b
+    return x + o.a, list(d), o.c, hasattr(o, "b")
+
+
+def test_new_object_dict_is_its_attributes():
+    check_same(new_object_dict_is_live, torch.zeros(1))
+    assert stats()["graph_breaks"] == 0
 
 
 class _Counting(nn.Module):

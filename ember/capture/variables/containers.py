@@ -404,7 +404,11 @@ class DictVariable(VariableTracker):
         self._observe_order(tx)
         return SizeCheckedIterator(self, "keys")  # changing the size while iterating raises
 
+    read_only: str | None = None  # why the program may not mutate it (a view built from other state)
+
     def _mutable(self, what, tx=None):
+        if self.read_only is not None:
+            raise unsupported(self.read_only)
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 

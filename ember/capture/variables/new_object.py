@@ -61,6 +61,7 @@ class NewObjectVariable(VariableTracker):
         self.attrs: dict[str, VariableTracker] = {}
         self.dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
         self.items = DictVariable({}, dict_cls=self.dict_base) if self.dict_base else None
+        self._dict_view: DictVariable | None = None  # `obj.__dict__`, once read: shares `attrs`
 
     def python_type(self):
         return self.cls
@@ -112,7 +113,13 @@ class NewObjectVariable(VariableTracker):
         if name == "__class__":
             return ClassVariable(self.cls)
         if name == "__dict__":
-            return DictVariable(dict(self.attrs))
+            if self._dict_view is None:
+                # the very attribute dict: writes through either side are seen by the other
+                view = DictVariable({})
+                view.items = self.attrs
+                view.keys = {k: ConstantVariable(k) for k in self.attrs}
+                self._dict_view = view
+            return self._dict_view
         from ember.capture.sources import AttrSource
         from ember.capture.variables.objects import class_member, class_source
         attr = _lookup(self.cls, name)
@@ -150,7 +157,12 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
+        self._write_attr(name, value)
+
+    def _write_attr(self, name, value):
         self.attrs[name] = value
+        if self._dict_view is not None:
+            self._dict_view.keys.setdefault(name, ConstantVariable(name))
 
     def delattr(self, tx, name):
         custom = _lookup(self.cls, "__delattr__")
@@ -160,10 +172,12 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.objects import MissingAttribute
             raise MissingAttribute(f"{name}")
         del self.attrs[name]
+        if self._dict_view is not None:
+            self._dict_view.keys.pop(name, None)
 
     def object_setattr(self, name, value):
         """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__."""
-        self.attrs[name] = value
+        self._write_attr(name, value)
 
     def call_method(self, tx, name, args, kwargs):
         attr = _lookup(self.cls, name)

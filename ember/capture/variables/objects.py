@@ -512,6 +512,9 @@ class UserObjectVariable(VariableTracker):
         if name == "__class__":
             return ClassVariable(type(obj), class_source(type(obj)))
         if name == "__dict__":
+            if tx.side_effects.has_attrs(obj) and type(d) is dict and self.source is not None and \
+                    _static_lookup(obj, "__getattribute__") is object.__getattribute__:
+                return self._written_dict(tx, d)
             tx.side_effects.read_instance_dict(obj)
         if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
@@ -532,6 +535,27 @@ class UserObjectVariable(VariableTracker):
             return class_member(tx, getattr_hook, AttrSource(class_source(type(obj)), "__getattr__"), self,
                                 type(obj)).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+
+    def _written_dict(self, tx, d: dict):
+        """``obj.__dict__`` after the frame assigned attributes of ``obj``: its keys and values as
+        they are now, with the writes (existing keys keep their place, new ones follow in write
+        order). Read-only: writing through it, or another attribute write, is a break."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.containers import DictVariable
+        base = wrap(tx, d, AttrSource(self.source, "__dict__"))
+        if not isinstance(base, DictVariable):
+            raise unsupported(f"reading the __dict__ of a {type(self.obj).__name__} object the frame assigned "
+                              "attributes of")
+        base._observe_order(tx)
+        view = DictVariable(base.items, base.keys)
+        for name, value in tx.side_effects.pending_attrs(self.obj):
+            view.set_item(ConstantVariable(name), value)
+        view.read_only = "writing into an object's __dict__ after assigning its attributes"
+        # live across a graph break it is the real __dict__ (the writes are replayed before the
+        # code after the break runs); its order is already guarded through `base`
+        view.source, view.order_source = base.source, None
+        tx.side_effects.read_instance_dict(self.obj, written_ok=True)
+        return view
 
     def iter(self, tx):
         it = _static_lookup(self.obj, "__iter__")
