@@ -211,6 +211,20 @@ class OpcodeMixin:
         flags = inst.arg
         spec = self.pop().as_constant() if flags & 0x04 else ""
         value = self.pop()
+        if not value.is_constant() and flags & 0x03 != 3:
+            # a user object whose class formats through its Python __str__/__repr__
+            # (object.__format__ with an empty spec is str(self))
+            from ember.capture.variables.user_operators import user_str
+            text = None
+            try:
+                t = value.python_type()
+            except Exception:
+                t = None
+            if t is not None and (flags & 0x03 or (t.__format__ is object.__format__ and spec == "")):
+                text = user_str(self, "repr" if flags & 0x03 == 2 else "str", value)
+            if text is not None:
+                self.push(ConstantVariable(format(text.as_constant(), spec)))
+                return
         if not value.is_constant():
             raise unsupported(f"formatting {value.describe()} into a string")
         lazy = derived_lazy(format_value, [value, ConstantVariable(flags & 0x03), ConstantVariable(spec)])

@@ -522,6 +522,16 @@ def _int_float(kind):
     return handler
 
 
+def _vars(tx, *args, **kwargs):
+    """``vars(obj)``: its ``__dict__`` (as ``obj.__dict__`` reads it); ``vars()`` reads the frame."""
+    if len(args) != 1 or kwargs or args[0].is_constant():
+        return NotImplemented
+    from ember.capture.variables.objects import MissingAttribute
+    try:
+        return tx.getattr(args[0], "__dict__")
+    except MissingAttribute:
+        raise PythonException(TypeError("vars() argument must have __dict__ attribute")) from None
+
 _HANDLERS = {
     isinstance: _isinstance, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
     delattr: _delattr,
@@ -532,8 +542,9 @@ _HANDLERS = {
     int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
-    hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce,
+    hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: _vars,
 }
+
 
 
 def _user_hash(tx, args, kwargs):

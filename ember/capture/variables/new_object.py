@@ -13,6 +13,7 @@ import types
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable
+from ember.exc import PythonException
 
 _DICT_BASES = (dict, collections.OrderedDict)
 
@@ -26,10 +27,6 @@ def hashed_by_identity(cls: type) -> bool:
 def constructible(cls: type) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
-        return False
-    if getattr(cls, "__dictoffset__", 0) == 0:
-        # __slots__ without a __dict__ (inspect.BoundArguments): the trace keeps attributes in a
-        # dict and the rebuilt object stores them in __dict__; such a class is called as it is
         return False
     if type(cls).__call__ is not type.__call__:
         # a metaclass that changes instance creation (one that only customises class creation,
@@ -51,8 +48,16 @@ def rebuild(cls, attrs: dict, items):
             else dict.__setitem__
         for k, v in items:
             setter(obj, k, v)
-    obj.__dict__.update(attrs)
+    if _has_slots(cls):  # a slot is a descriptor on the class: set through it, not in __dict__
+        for k, v in attrs.items():
+            object.__setattr__(obj, k, v)
+    else:
+        obj.__dict__.update(attrs)
     return obj
+
+
+def _has_slots(cls: type) -> bool:
+    return any(isinstance(v, types.MemberDescriptorType) for k in cls.__mro__ for v in vars(k).values())
 
 
 class NewObjectVariable(VariableTracker):
@@ -112,7 +117,9 @@ class NewObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return ClassVariable(self.cls)
-        if name == "__dict__":
+        if name == "__dict__" and self.cls.__dictoffset__ != 0:
+            if _has_slots(self.cls):  # (its slots are not in __dict__; `attrs` holds both)
+                raise unsupported(f"the __dict__ of a {self.cls.__name__} object (with slots) made in the frame")
             if self._dict_view is None:
                 # the very attribute dict: writes through either side are seen by the other
                 view = DictVariable({})
@@ -123,6 +130,9 @@ class NewObjectVariable(VariableTracker):
         from ember.capture.sources import AttrSource
         from ember.capture.variables.objects import class_member, class_source
         attr = _lookup(self.cls, name)
+        if isinstance(attr, types.MemberDescriptorType) and attr.__objclass__ in self.cls.__mro__ \
+                and attr.__objclass__.__module__ != "builtins":
+            raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")  # an unset slot
         if attr is None:
             tx.guards.no_attribute(class_source(self.cls), self.cls, name)  # the class may gain it
             getattr_hook = _lookup(self.cls, "__getattr__")
@@ -157,7 +167,7 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
-        self._write_attr(name, value)
+        self.object_setattr(name, value)
 
     def _write_attr(self, name, value):
         self.attrs[name] = value
@@ -176,7 +186,10 @@ class NewObjectVariable(VariableTracker):
             self._dict_view.keys.pop(name, None)
 
     def object_setattr(self, name, value):
-        """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__."""
+        """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__. Without an
+        instance ``__dict__`` only the class's slots can be set."""
+        if self.cls.__dictoffset__ == 0 and not isinstance(_lookup(self.cls, name), types.MemberDescriptorType):
+            raise PythonException(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
         self._write_attr(name, value)
 
     def call_method(self, tx, name, args, kwargs):

@@ -66,6 +66,10 @@ class SuperVariable(VariableTracker):
                     if self.obj.items is not None and klass in (dict, __import__("collections").OrderedDict):
                         from ember.capture.variables.functions import BoundMethodVariable
                         return BoundMethodVariable(self.obj.items, name)
+                if attr is object.__ne__:
+                    return _ObjectNe(self.obj)
+                if attr is object.__eq__:
+                    return _ObjectEq(self.obj)
                 if name in PURE_READ_METHODS and isinstance(attr, (types.MethodDescriptorType,
                                                                    types.WrapperDescriptorType)) \
                         and hasattr(self.obj, "obj"):
@@ -151,3 +155,31 @@ class _ObjectSetattr(VariableTracker):
         from ember.capture.variables.base import ConstantVariable
         self.obj.object_setattr(args[0].as_constant(), args[1])
         return ConstantVariable(None)
+
+
+class _ObjectEq(VariableTracker):
+    """``object.__eq__(self, other)``: True if identical, else NotImplemented."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.base import ConstantVariable
+        if len(args) != 1 or kwargs:
+            raise unsupported("object.__eq__ takes one argument")
+        same = tx.compare_identity(self.obj, args[0], False).as_constant()
+        return ConstantVariable(True if same else NotImplemented)
+
+
+class _ObjectNe(_ObjectEq):
+    """``object.__ne__(self, other)``: the inverse of ``type(self).__eq__``, NotImplemented kept."""
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.base import ConstantVariable
+        if len(args) != 1 or kwargs:
+            raise unsupported("object.__ne__ takes one argument")
+        eq = self.obj.call_method(tx, "__eq__", [args[0]], {})
+        if not eq.is_constant():
+            raise unsupported("object.__ne__ of a non-constant __eq__ result")
+        v = eq.as_constant()
+        return ConstantVariable(v if v is NotImplemented else not v)

@@ -152,6 +152,15 @@ _COMPARE = {operator.eq: ("__eq__", "__eq__"), operator.ne: ("__ne__", "__ne__")
             operator.le: ("__le__", "__ge__"), operator.gt: ("__gt__", "__lt__"), operator.ge: ("__ge__", "__le__")}
 
 
+def _plain_operand(v: VariableTracker) -> bool:
+    """A constant number/str/None or a builtin container tracker: its own comparison with an
+    instance of a user class is NotImplemented, so the user class's method decides."""
+    from ember.capture.variables.containers import BaseSequence, DictVariable, SetVariable
+    if isinstance(v, (BaseSequence, DictVariable, SetVariable)):
+        return type(v.python_type()) is type and v.python_type() in (list, tuple, dict, set, frozenset)
+    return v.is_constant() and type(v.as_constant()) in (*_NUMBERS, str, type(None))
+
+
 def user_compare(tx, fn, a: VariableTracker, b: VariableTracker):
     """``a < b``, ``a == b``, ... through a user class's Python comparison methods, or None (the
     caller's identity rules apply) when neither side's class defines the one Python would call."""
@@ -159,8 +168,7 @@ def user_compare(tx, fn, a: VariableTracker, b: VariableTracker):
     ca, cb = _user_class(a), _user_class(b)
     if names is None or (ca is None and cb is None):
         return None
-    if (ca is None and not (a.is_constant() and type(a.as_constant()) in (*_NUMBERS, str, type(None)))) or \
-            (cb is None and not (b.is_constant() and type(b.as_constant()) in (*_NUMBERS, str, type(None)))):
+    if (ca is None and not _plain_operand(a)) or (cb is None and not _plain_operand(b)):
         return None
     fwd, rev = names
     if fn is operator.ne and _python_method(ca, "__ne__") is None and _python_method(cb, "__ne__") is None:
@@ -188,6 +196,10 @@ def user_compare(tx, fn, a: VariableTracker, b: VariableTracker):
         elif cls is not None and _defines_builtin_compare(cls, name):
             return None  # a C-level comparison (a builtin base): not modelled here
     if fn in (operator.eq, operator.ne):
+        from ember.capture.variables.new_object import NewObjectVariable
+        if isinstance(a, NewObjectVariable) or isinstance(b, NewObjectVariable):
+            # both NotImplemented: identity, exact for an object made in the frame (its tracker)
+            return ConstantVariable((a is b) == (fn is operator.eq))
         return None  # both NotImplemented: identity (the caller's rule)
     raise PythonException(TypeError(f"'{_SYMBOL_CMP[fn]}' not supported between instances of "
                                     f"'{a.python_type().__name__}' and '{b.python_type().__name__}'"))

@@ -1,0 +1,102 @@
+"""Objects of ``__slots__`` classes made in the frame (set through the slot descriptors, rebuilt the
+same way; unknown names and unset slots raise AttributeError), ``torch.utils._ordered_set.OrderedSet``
+(a slotted ``MutableSet`` written in Python) compared with sets and lists, and f-strings of user
+objects through their Python ``__str__``/``__repr__``."""
+import pytest
+import torch
+from torch.utils._ordered_set import OrderedSet
+
+from ember_test_helpers import REFERENCE, check_same, stats
+
+pytestmark = pytest.mark.skipif(REFERENCE, reason="ember's own counters (ember.stats())")
+
+
+class P:
+    __slots__ = ("a", "b")
+
+    def __init__(self, a):
+        self.a = a
+
+
+class Q(P):  # slots below, a __dict__ above
+    def __init__(self, a):
+        super().__init__(a)
+        self.c = 3
+
+
+def slotted(x):
+    p, q = P(x), Q(2)
+    q.b = 4
+    try:
+        p.zz = 1
+    except AttributeError as e:
+        unknown = str(e)
+    try:
+        p.b
+    except AttributeError as e:
+        unset = str(e)
+    return p.a + 1, (p.a, q.a, q.b, q.c), unknown, unset, (p, q)
+
+
+def dict_of_slotted(x):
+    q = Q(2)
+    q.b = 4
+    return x + 1, vars(q)  # only `c`: slots live outside __dict__
+
+
+def test_dict_of_slotted_object_breaks():
+    check_same(dict_of_slotted, torch.ones(2), graphs=None, fullgraph=False)
+
+
+def test_slotted_objects():
+    def fn(x):
+        out = slotted(x)
+        p, q = out[-1]
+        return out[:-1], p.a * 1, q.a, q.b, q.c, hasattr(p, "b")
+    check_same(fn, torch.ones(2))
+    assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0
+
+
+def ordered_set(x):
+    s = OrderedSet([3, 1, 2])
+    s.add(0)
+    s.discard(1)
+    return (x + 1, list(s), s == {0, 2, 3}, {1, 2} == s, s <= {0, 1, 2, 3, 4}, s != [3, 2, 0], s > {0},
+            s == OrderedSet([0, 2, 3]), str(s), f"{s}")
+
+
+def test_ordered_set():
+    check_same(ordered_set, torch.ones(2))
+    assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0
+
+
+class R:
+    def __init__(self, a):
+        self.a = a
+
+    def __repr__(self):
+        return f"R({self.a})"
+
+
+class S(R):
+    def __str__(self):
+        return "S!"
+
+
+def formats(x):
+    r, s = R(2), S(3)
+    return x + 1, f"{r}|{s}|{s!r}|{r!s:>6}", "%s" % (r,)
+
+
+def test_format_user_objects():
+    check_same(formats, torch.ones(2))
+    assert stats()["graph_breaks"] == 0
+
+
+def format_spec_on_plain_object(x):
+    return f"{R(1):>4}"
+
+
+def test_format_spec_on_object_raises():
+    from ember_test_helpers import check_raises_same
+    check_raises_same(format_spec_on_plain_object, torch.ones(2))
