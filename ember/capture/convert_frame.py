@@ -461,6 +461,12 @@ def _with_kwdefaults(fn, kwdefaults):
     return fn
 
 
+def _with_annotations(fn, flat: tuple):
+    """MAKE_FUNCTION's annotations (3.11: a flat tuple of name, value pairs)."""
+    fn.__annotations__ = dict(zip(flat[::2], flat[1::2]))
+    return fn
+
+
 class _ReturnPlan:
     """Builds the return expression; collects the graph outputs it needs."""
 
@@ -489,6 +495,9 @@ class _ReturnPlan:
         if vt.kwdefaults_vts:
             kw = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.kwdefaults_vts.items()) + "}"
             fn = f"{bind(self.scope, _with_kwdefaults, 'with_kwdefaults')}({fn}, {kw})"
+        if vt.annotations:
+            flat = "(" + "".join(f"{self.expr(v)}, " for v in vt.annotations) + ")"
+            fn = f"{bind(self.scope, _with_annotations, 'with_annotations')}({fn}, {flat})"
         return fn
 
     def finish_later(self, vt, step: str) -> None:

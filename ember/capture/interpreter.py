@@ -450,12 +450,13 @@ class Translator(OpcodeMixin):
         code = self.pop().as_constant()
         flags = inst.arg
         closure = self.pop().items if flags & 0x08 else ()
-        if flags & 0x04:
-            self.pop()  # annotations
+        annotations = tuple(self.pop().unpack(self)) if flags & 0x04 else ()  # name, value, name, value ...
         kwdefaults = self.pop().items if flags & 0x02 else {}
         defaults = tuple(self.pop().unpack(self)) if flags & 0x01 else ()  # a constant tuple, often
-        self.push(NestedFunctionVariable(code, code.co_name, self.globals, defaults, kwdefaults, closure,
-                                         qualname=code.co_qualname))
+        fn = NestedFunctionVariable(code, code.co_name, self.globals, defaults, kwdefaults, closure,
+                                    qualname=code.co_qualname)
+        fn.annotations = annotations
+        self.push(fn)
 
     def RETURN_VALUE(self, inst):
         self.result = self.pop()

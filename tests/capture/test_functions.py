@@ -328,3 +328,28 @@ def test_compiled_function_calls_compiled_function():
 def test_method_of_object_as_compiled_fn():
     obj = Derived(t(3, seed=11))
     check_same(obj.apply, t(3, grad=True))
+
+
+# -- annotations of nested functions (evaluated at `def`, kept when the function escapes) -------------
+from typing import Callable, Dict, List, Optional  # noqa: E402
+
+
+class _V:
+    pass
+
+
+def annotated_nested(x):
+    def g(a: List[_V], b: Dict[str, _V] = None, c: "Callable[List[_V], _V]" = None) -> Optional[_V]:
+        return a
+    return g([x + 1])[0], g.__annotations__["a"], g
+
+
+def test_nested_function_annotations():
+    from ember_test_helpers import REFERENCE, stats
+    eager = annotated_nested(torch.ones(2))
+    got = compile(annotated_nested)(torch.ones(2))
+    torch.testing.assert_close(got[0], eager[0])
+    assert got[1] == eager[1]
+    assert got[2].__annotations__ == eager[2].__annotations__  # the escaped function keeps them
+    if not REFERENCE:
+        assert stats()["graph_breaks"] == 0

@@ -167,6 +167,7 @@ class NestedFunctionVariable(VariableTracker):
         self.kwdefaults_vts = dict(kwdefaults or {})
         self.closure_cells = tuple(closure)
         self.qualname = qualname or name
+        self.annotations: tuple = ()  # MAKE_FUNCTION's flat (name, value, ...) tuple
 
     def python_type(self):
         return types.FunctionType
@@ -194,6 +195,13 @@ class NestedFunctionVariable(VariableTracker):
         if name == "__defaults__":
             from ember.capture.variables.containers import TupleVariable
             return TupleVariable(list(self.defaults_vts)) if self.defaults_vts else ConstantVariable(None)
+        if name == "__annotations__" and all(v.is_constant() for v in self.annotations[::2]):
+            from ember.capture.variables.containers import DictVariable
+            d = DictVariable({})
+            for k, v in zip(self.annotations[::2], self.annotations[1::2]):
+                d.set_item(k, v)
+            d.read_only = "changing a nested function's __annotations__"
+            return d
         return super().getattr(tx, name)
 
 

@@ -133,7 +133,10 @@ _IMMUTABLE = (int, float, bool, str, bytes, complex, type(None))
 
 
 def _immutable(value) -> bool:
-    return isinstance(value, _IMMUTABLE) or (type(value) is tuple and all(_immutable(v) for v in value))
+    """Safe to bake into the graph's code and to use as a cache key: scalars, tuples of them, classes
+    and the typing module's aliases (``List[int]``: cached, never changed)."""
+    return isinstance(value, _IMMUTABLE) or isinstance(value, type) or type(value).__module__ == "typing" \
+        or (type(value) is tuple and all(_immutable(v) for v in value))
 
 
 def call_lru_cached(tx, wrapper, args, kwargs):
@@ -142,10 +145,18 @@ def call_lru_cached(tx, wrapper, args, kwargs):
     The real wrapper is called now (eager would call it at this point too, running the body if
     not cached yet); later calls of the compiled code use the answer, which is what the cache
     gives eager for the same arguments. Only immutable answers are baked in."""
-    if not all(a.is_constant() and _immutable(a.as_constant()) for a in [*args, *kwargs.values()]):
-        raise unsupported(f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
-                          f"with non-constant arguments")
-    value = wrapper(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+    from ember.capture.builder import pin_identity
+    values = []
+    for a in [*args, *kwargs.values()]:
+        if a.is_constant() and _immutable(a.as_constant()):
+            values.append(a.as_constant())
+        elif type(a).__name__ == "UserObjectVariable" and _immutable(a.obj) and a.source is not None:
+            pin_identity(tx, a)  # e.g. `typing.List` as `self` of its cached __getitem__
+            values.append(a.obj)
+        else:
+            raise unsupported(f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
+                              f"with non-constant arguments")
+    value = wrapper(*values[:len(args)], **dict(zip(kwargs, values[len(args):])))
     if not _immutable(value):
         raise unsupported(f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
                           f"{type(value).__name__}")
