@@ -353,3 +353,29 @@ def test_nested_function_annotations():
     assert got[2].__annotations__ == eager[2].__annotations__  # the escaped function keeps them
     if not REFERENCE:
         assert stats()["graph_breaks"] == 0
+
+
+# -- a call whose arguments do not fit: eager's exact TypeError, catchable in the frame ----------------
+class _Adder:
+    def add(self, elem):
+        return elem
+
+
+def _kw(x, k=None, *, q):
+    return x
+
+
+def bad_calls(x):
+    c = _Adder()
+    out = []
+    for call in (lambda: c.add(), lambda: c.add(1, 2), lambda: _kw(x, q=1, z=2), lambda: _kw(x),
+                 lambda: _kw(x, 1, 2, q=3), lambda: _kw(x, x=1, q=2)):
+        try:
+            call()
+        except TypeError as e:
+            out.append(str(e))
+    return x + 1, out
+
+
+def test_argument_binding_errors_are_eagers():
+    check_same(bad_calls, torch.ones(2))

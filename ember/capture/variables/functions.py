@@ -6,6 +6,7 @@ import types
 
 from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import PythonException
 
 
 class CellVariable(VariableTracker):
@@ -29,6 +30,27 @@ class RealCellVariable(VariableTracker):
         return f"cell<{self.source.name() if self.source else '?'}>"
 
 
+def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None, args: list,
+                   kwargs: dict) -> Exception:
+    """Eager's own TypeError for a call whose arguments do not fit ``code``'s parameters: a stub with
+    the same parameters (and as many defaults) is called with placeholders, so Python's binding
+    raises its exact message; its body never runs."""
+    from ember.capture.codegen import parameter_text
+    namespace: dict = {}
+    try:
+        exec(f"def ___stub({parameter_text(code)}): pass", namespace)
+        stub = namespace["___stub"]
+        stub.__qualname__ = getattr(code, "co_qualname", name)
+        stub.__defaults__ = (None,) * len(defaults) if defaults else None
+        stub.__kwdefaults__ = dict.fromkeys(kwdefaults) if kwdefaults else None
+        stub(*[None] * len(args), **dict.fromkeys(kwargs))
+    except TypeError as e:
+        return PythonException(e)
+    except Exception:  # noqa: BLE001 - a parameter list the stub cannot spell
+        pass
+    return unsupported(f"{name}(): arguments do not match its parameters (TypeError)")
+
+
 def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None,
                    args: list, kwargs: dict) -> dict[str, VariableTracker]:
     """Map call arguments (trackers) to the parameters of ``code``, as Python's call protocol does."""
@@ -43,7 +65,7 @@ def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
         result[pname] = value
     extra = list(args[argc:])
     if extra and not has_varargs:
-        raise unsupported(f"{name}() takes {argc} positional arguments but {len(args)} were given (TypeError)")
+        raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
     kwonly_names = names[argc:argc + kwonly]
     i = argc + kwonly
     if has_varargs:
@@ -53,25 +75,25 @@ def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
     for key, value in kwargs.items():
         if key in positional[posonly:] or key in kwonly_names:
             if key in result:
-                raise unsupported(f"{name}() got multiple values for argument {key!r} (TypeError)")
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
             result[key] = value
         elif has_varkw:
             varkw[key] = value
         else:
-            raise unsupported(f"{name}() got an unexpected keyword argument {key!r} (TypeError)")
+            raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
     first_default = argc - len(defaults)
     for j, pname in enumerate(positional):
         if pname not in result:
             if j >= first_default:
                 result[pname] = defaults[j - first_default]
             else:
-                raise unsupported(f"{name}() missing required argument {pname!r} (TypeError)")
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
     for pname in kwonly_names:
         if pname not in result:
             if kwdefaults and pname in kwdefaults:
                 result[pname] = kwdefaults[pname]
             else:
-                raise unsupported(f"{name}() missing required keyword-only argument {pname!r} (TypeError)")
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
     if has_varkw:
         d = DictVariable({})
         for k, v in varkw.items():
