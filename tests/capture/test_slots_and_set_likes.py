@@ -100,3 +100,32 @@ def format_spec_on_plain_object(x):
 def test_format_spec_on_object_raises():
     from ember_test_helpers import check_raises_same
     check_raises_same(format_spec_on_plain_object, torch.ones(2))
+
+
+class _Radd:
+    def __add__(self, other):
+        return NotImplemented
+
+    def __radd__(self, other):
+        return ("radd", other)
+
+
+def operators_with_builtin_operands(x):
+    s = OrderedSet([1, 2, 3])
+    s -= [2]          # MutableSet.__isub__ (Python) with a list
+    s |= (7,)
+    r = [list(s), [1] + _Radd(), "s" + _Radd(), (1,) + _Radd()]
+    try:
+        s -= [[]]
+    except TypeError as e:
+        r.append(str(e))
+    try:
+        _Radd() + [1]
+    except TypeError as e:
+        r.append(str(e))
+    return x + 1, r
+
+
+def test_user_operators_with_builtin_operands():
+    check_same(operators_with_builtin_operands, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

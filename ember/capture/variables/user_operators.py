@@ -74,8 +74,8 @@ def user_binary_op(tx, fn, a: VariableTracker, b: VariableTracker):
     ca, cb = _user_class(a), _user_class(b)
     if ca is None and cb is None:
         return None
-    if (ca is None and not _number(a)) or (cb is None and not _number(b)):
-        return None  # a tensor, a container, a string: not modelled here
+    if (ca is None and not (_number(a) or _plain_operand(a))) or (cb is None and not (_number(b) or _plain_operand(b))):
+        return None  # a tensor, say: not modelled here
     fwd, rev, inp = f"__{op}__", f"__r{op}__", f"__i{op}__"
     if fn is not plain and _python_method(ca, inp) is not None:
         result = _try(tx, a, inp, b)
@@ -158,7 +158,7 @@ def _plain_operand(v: VariableTracker) -> bool:
     from ember.capture.variables.containers import BaseSequence, DictVariable, SetVariable
     if isinstance(v, (BaseSequence, DictVariable, SetVariable)):
         return type(v.python_type()) is type and v.python_type() in (list, tuple, dict, set, frozenset)
-    return v.is_constant() and type(v.as_constant()) in (*_NUMBERS, str, type(None))
+    return v.is_constant() and type(v.as_constant()) in (*_NUMBERS, str, bytes, type(None), tuple, frozenset)
 
 
 def user_compare(tx, fn, a: VariableTracker, b: VariableTracker):
