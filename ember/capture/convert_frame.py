@@ -461,6 +461,12 @@ def _with_kwdefaults(fn, kwdefaults):
     return fn
 
 
+def _with_attributes(fn, attrs: dict):
+    for k, v in attrs.items():
+        setattr(fn, k, v)
+    return fn
+
+
 def _with_annotations(fn, flat: tuple):
     """MAKE_FUNCTION's annotations (3.11: a flat tuple of name, value pairs)."""
     fn.__annotations__ = dict(zip(flat[::2], flat[1::2]))
@@ -498,6 +504,10 @@ class _ReturnPlan:
         if vt.annotations:
             flat = "(" + "".join(f"{self.expr(v)}, " for v in vt.annotations) + ")"
             fn = f"{bind(self.scope, _with_annotations, 'with_annotations')}({fn}, {flat})"
+        assigned = {**vt.special, **vt.attrs}
+        if assigned:  # (functools.wraps: __name__, __doc__, __wrapped__ ...)
+            kv = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in assigned.items()) + "}"
+            fn = f"{bind(self.scope, _with_attributes, 'with_attributes')}({fn}, {kv})"
         return fn
 
     def finish_later(self, vt, step: str) -> None:

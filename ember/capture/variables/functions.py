@@ -167,6 +167,10 @@ class UserFunctionVariable(VariableTracker):
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name in self.fn.__dict__:
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if name in ("__dict__", "__annotations__") and self.source is not None:
+            return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name))
+        if hasattr(self.fn, name):  # (never "missing": `getattr(f, name, default)` would take the default)
+            raise unsupported(f"attribute {name!r} of {self.describe()}")
         from ember.capture.variables.objects import MissingAttribute
         raise MissingAttribute(f"function {self.fn.__qualname__} has no attribute {name!r}")
 
@@ -176,6 +180,10 @@ def _immutable(value) -> bool:
     defaults tuple holding it is pinned)."""
     return value is None or type(value) in (int, float, bool, str, bytes, complex) or (
         type(value) is tuple and all(_immutable(v) for v in value))
+
+
+# attributes a function keeps outside its __dict__, assignable
+_FUNCTION_SLOTS = ("__name__", "__qualname__", "__doc__", "__module__", "__type_params__", "__annotations__")
 
 
 class NestedFunctionVariable(VariableTracker):
@@ -190,6 +198,11 @@ class NestedFunctionVariable(VariableTracker):
         self.closure_cells = tuple(closure)
         self.qualname = qualname or name
         self.annotations: tuple = ()  # MAKE_FUNCTION's flat (name, value, ...) tuple
+        # attributes the frame assigned: the ones stored on the function object itself
+        # (`__name__`, `__doc__` ...: functools.wraps) and the ones in its __dict__ (`__wrapped__`)
+        self.special: dict[str, VariableTracker] = {}
+        self.attrs: dict[str, VariableTracker] = {}
+        self._dict_view = None
 
     def python_type(self):
         return types.FunctionType
@@ -204,7 +217,34 @@ class NestedFunctionVariable(VariableTracker):
         return tx.inline_call(self.code, self.globals, self.name, self.defaults_vts, self.kwdefaults_vts,
                               self.closure_cells, args, kwargs, fn_vt=self)
 
+    def setattr(self, tx, name, value):
+        if name in _FUNCTION_SLOTS:
+            if name in ("__name__", "__qualname__") and not (value.is_constant() and isinstance(value.as_constant(), str)):
+                raise PythonException(TypeError(f"{name} must be set to a string object"))
+            if name == "__annotations__" and type(value).__name__ != "DictVariable":
+                raise unsupported(f"assigning __annotations__ of {self.describe()} to {value.describe()}")
+            self.special[name] = value
+        elif name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__",
+                      "__class__"):
+            raise unsupported(f"assigning {name} of {self.describe()}")
+        else:
+            self.attrs[name] = value
+            if self._dict_view is not None:
+                self._dict_view.keys.setdefault(name, ConstantVariable(name))
+
     def getattr(self, tx, name):
+        if name in self.special:
+            return self.special[name]
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__dict__":
+            if self._dict_view is None:
+                from ember.capture.variables.containers import DictVariable
+                view = DictVariable({})
+                view.items = self.attrs  # the very dict: writes through either side are seen
+                view.keys = {k: ConstantVariable(k) for k in self.attrs}
+                self._dict_view = view
+            return self._dict_view
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(self.name if name == "__name__" else self.qualname)
         if name == "__code__":

@@ -115,6 +115,12 @@ def _class_attribute(tx, obj_vt, obj, name):
         if not isinstance(attr, property):  # data descriptors win over the instance dict; the rest don't
             _guard_not_on_instance(tx, obj_vt, obj, name)
         return member
+    getter = _static_lookup(attr, "__get__")
+    if isinstance(getter, types.FunctionType) and obj_vt.source is not None:
+        # a descriptor class written in Python: its __get__(desc, obj, type) runs inlined, so it sees
+        # the frame's pending writes (run for real now, it would read the state before them)
+        return UserFunctionVariable(getter).call(
+            tx, [_class_attribute_raw(tx, obj_vt, obj, name), obj_vt, ClassVariable(type(obj), class_source(type(obj)))], {})
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
         try:
             value = getattr(obj, name)
@@ -133,6 +139,15 @@ def _class_attribute(tx, obj_vt, obj, name):
             return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
         return wrap(tx, value, src)
     return wrap(tx, attr, src if src is not None else lookup_src)
+
+
+def _class_attribute_raw(tx, obj_vt, obj, name):
+    """The object stored under ``name`` in the class dict that defines it (a descriptor itself, not
+    what its ``__get__`` gives)."""
+    from ember.capture.builder import wrap
+    from ember.capture.sources import ItemSource
+    owner = next(k for k in type(obj).__mro__ if name in k.__dict__)
+    return wrap(tx, owner.__dict__[name], ItemSource(AttrSource(class_source(owner), "__dict__"), name))
 
 
 def _guard_absent(tx, source, obj, name):
@@ -610,6 +625,17 @@ class UserObjectVariable(VariableTracker):
         """``object.__setattr__(obj, name, value)``: recorded, replayed after the graph the same way."""
         obj = self.obj
         cls_attr = _static_lookup(obj, name)
+        if isinstance(cls_attr, property) and isinstance(cls_attr.fset, types.FunctionType):
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(cls_attr.fset).call(tx, [self, value], {})  # the setter's own writes
+            return
+        setter = _static_lookup(cls_attr, "__set__") if cls_attr is not None else None
+        if isinstance(setter, types.FunctionType) and self.source is not None:
+            # a descriptor class written in Python: its __set__(desc, obj, value)
+            from ember.capture.variables.functions import UserFunctionVariable
+            desc = _class_attribute_raw(tx, self, obj, name)
+            UserFunctionVariable(setter).call(tx, [desc, self, value], {})
+            return
         if cls_attr is not None and hasattr(cls_attr, "__set__"):
             raise unsupported(f"assigning {type(obj).__name__}.{name} through a descriptor/property")
         if raw_attribute(obj, "__dict__") is None:
