@@ -103,3 +103,30 @@ def test_property_and_descriptor_setters():
     torch.testing.assert_close(got, expected)
     assert (b2._v, h2.d) == (b1._v, h1.d) == (10, 103)
     assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0
+
+
+# -- attributes the program set on tensors (param.tag = ...): read from the real tensor, guarded ----------
+def tensor_attr(x):
+    if hasattr(x, "foo"):
+        return x + x.foo
+    return x - 1
+
+
+def test_tensor_instance_attributes():
+    fn = compile(tensor_attr)
+    x = torch.ones(2)
+    x.foo = 5
+    torch.testing.assert_close(fn(x), tensor_attr(x))
+    y = torch.ones(2)
+    torch.testing.assert_close(fn(y), tensor_attr(y))
+    y.foo = 3  # set after the compile: the absence was guarded
+    torch.testing.assert_close(fn(y), tensor_attr(y))
+
+
+def test_parameter_attribute_through_module():
+    m = torch.nn.Linear(2, 2)
+    m.weight.scale = 3.0
+
+    def f(x):
+        return m(x) * getattr(m.weight, "scale", 1.0), hasattr(m.bias, "scale")
+    check_same(f, torch.ones(2))

@@ -63,6 +63,25 @@ class TensorVariable(VariableTracker):
     def hash_key(self):
         return ("__tensor__", id(self.fake))
 
+    def _own_attribute(self, tx, name):
+        """An attribute the fake tensor lacks, of a real input tensor: its instance ``__dict__`` (read
+        and guarded by its source), else absent (guarded: a later assignment must recompile)."""
+        from ember.capture.guards import on_mro
+        from ember.capture.variables.objects import MissingAttribute, raw_attribute
+        real = self.real
+        own = raw_attribute(real, "__dict__")
+        if isinstance(own, dict) and name in own:
+            if self.source is None:
+                raise unsupported(f"attribute {name!r} of a tensor ember cannot name")
+            from ember.capture.builder import wrap
+            from ember.capture.sources import AttrSource
+            return wrap(tx, own[name], AttrSource(self.source, name))
+        if on_mro(type(real), name):
+            raise unsupported(f"attribute {name!r} of {type(real).__name__}")
+        if self.source is not None:
+            tx.guards.no_attribute(self.source, real, name)
+        raise MissingAttribute(f"Tensor has no attribute {name!r}")
+
     def getattr(self, tx, name):
         if name in _TENSOR_PROPERTIES:
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
@@ -88,6 +107,8 @@ class TensorVariable(VariableTracker):
             attr = getattr(self.fake, name)
         except AttributeError:
             from ember.capture.variables.objects import MissingAttribute
+            if self.real is not None:
+                return self._own_attribute(tx, name)  # e.g. `param.tag = ...` set by the program
             raise MissingAttribute(f"Tensor has no attribute {name!r}") from None
         if callable(attr) and not isinstance(attr, (torch.Tensor, torch.Size)):
             return TensorMethodVariable(self, name)
