@@ -251,6 +251,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if value is object.__setattr__:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()
+    if value is object.__new__:
+        from ember.capture.variables.new_object import ObjectNewFunction
+        return ObjectNewFunction()
 
     if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(value, "__self__", None), torch.Tensor):

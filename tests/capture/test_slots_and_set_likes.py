@@ -129,3 +129,59 @@ def operators_with_builtin_operands(x):
 def test_user_operators_with_builtin_operands():
     check_same(operators_with_builtin_operands, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+# -- classes with a Python __new__ --------------------------------------------------------------------
+class _Mock:
+    def __new__(cls):
+        return super().__new__(cls)
+
+    def __init__(self):
+        self.c = 5
+
+
+class _Doubling:
+    def __new__(cls, v):
+        obj = object.__new__(cls)
+        obj.v = v * 2
+        return obj
+
+    def __init__(self, v):
+        self.w = v
+
+
+class _NotAnInstance:
+    def __new__(cls, x):
+        return x + 1  # not an instance of the class: __init__ is not called
+
+    def __init__(self, x):
+        raise RuntimeError("not called")
+
+
+class _BadNew:
+    def __new__(cls, a):
+        return super().__new__(cls, a)
+
+
+def dunder_new(x):
+    m, s, o = _Mock(), _Doubling(3), _NotAnInstance(x)
+    try:
+        _BadNew(1)
+    except TypeError as e:
+        err = str(e)
+    return x + m.c + s.v + s.w, o, (type(m).__name__, m.c), (s.v, s.w), err
+
+
+def test_python_dunder_new():
+    check_same(dunder_new, torch.ones(2))
+    assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0
+
+
+def new_object_escapes(x):
+    s = _Doubling(4)
+    print("", end="")  # a break: s is rebuilt without running __new__ again
+    return x + s.v, s.v, s.w
+
+
+def test_python_dunder_new_object_across_a_break():
+    check_same(new_object_escapes, torch.ones(2), graphs=None, fullgraph=False)

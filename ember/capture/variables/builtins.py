@@ -750,9 +750,12 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.new_module import construct_module, module_constructible
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)
-    from ember.capture.variables.new_object import constructible, construct_object
+    from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new
     if constructible(cls):
         return construct_object(tx, cls, args, kwargs)
+    new_fn = python_new(cls)
+    if new_fn is not None:
+        return construct_with_new(tx, cls, new_fn, args, kwargs)
     raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
 
 

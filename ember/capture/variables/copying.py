@@ -28,7 +28,8 @@ def _default_protocol(cls: type) -> bool:
             and cls.__reduce_ex__ is object.__reduce_ex__ and cls.__reduce__ is object.__reduce__
             and getattr(cls, "__getstate__", object.__getstate__) is object.__getstate__
             and getattr(cls, "__setstate__", None) is None and cls not in copyreg.dispatch_table
-            and not any("__slots__" in k.__dict__ for k in cls.__mro__))
+            and not any("__slots__" in k.__dict__ for k in cls.__mro__)
+            and cls.__new__ in (object.__new__, dict.__new__))  # (copy calls a Python __new__)
 
 
 def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) -> VariableTracker:

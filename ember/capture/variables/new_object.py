@@ -24,7 +24,16 @@ def hashed_by_identity(cls: type) -> bool:
     return getattr(cls, "__hash__", None) is object.__hash__ and getattr(cls, "__eq__", None) is object.__eq__
 
 
-def constructible(cls: type) -> bool:
+def python_new(cls: type):
+    """The Python ``__new__`` of a class otherwise constructible as a plain object, or None."""
+    raw = _lookup(cls, "__new__")
+    fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+    if not isinstance(fn, types.FunctionType) or not constructible(cls, any_new=True):
+        return None
+    return fn
+
+
+def constructible(cls: type, any_new: bool = False) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
         return False
@@ -32,7 +41,7 @@ def constructible(cls: type) -> bool:
         # a metaclass that changes instance creation (one that only customises class creation,
         # ABCMeta, or transformers' ModelOutput metaclass that renames __init__ kwargs, is fine)
         return False
-    new = cls.__new__
+    new = object.__new__ if any_new else cls.__new__
     dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
     if new is object.__new__:
         return dict_base is None and all(b.__module__ != "builtins" or b is object for b in cls.__mro__)
@@ -41,8 +50,9 @@ def constructible(cls: type) -> bool:
 
 
 def rebuild(cls, attrs: dict, items):
-    """Runtime helper for generated code: make the object the trace described."""
-    obj = cls.__new__(cls)
+    """Runtime helper for generated code: make the object the trace described (never through the
+    class's own ``__new__``: the trace already ran it)."""
+    obj = cls.__new__(cls) if items is not None else object.__new__(cls)
     if items is not None:
         setter = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) \
             else dict.__setitem__
@@ -221,20 +231,53 @@ def _lookup(cls, name):
     return None
 
 
-def construct_object(tx, cls: type, args: list, kwargs: dict) -> NewObjectVariable:
+def construct_with_new(tx, cls: type, new_fn, args: list, kwargs: dict) -> VariableTracker:
+    """``cls(*args)`` for a class with a Python ``__new__``: it runs inlined (``object.__new__(cls)``
+    inside it makes the object); ``__init__`` follows when it returned an instance of ``cls``."""
     from ember.capture.variables.functions import UserFunctionVariable
+    from ember.capture.variables.objects import ClassVariable, class_source
+    obj = UserFunctionVariable(new_fn).call(tx, [ClassVariable(cls, class_source(cls)), *args], kwargs)
+    if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls):
+        _run_init(tx, obj, obj.cls, args, kwargs, new_overridden=True)
+    return obj
+
+
+class ObjectNewFunction(VariableTracker):
+    """``object.__new__`` (what ``super().__new__(cls)`` in a ``__new__`` reaches): a new object."""
+
+    def describe(self):
+        return "object.__new__"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.objects import ClassVariable
+        if not args or not isinstance(args[0], ClassVariable) or not isinstance(args[0].value, type):
+            raise unsupported("object.__new__ of something other than a class")
+        cls = args[0].value
+        if len(args) > 1 or kwargs:
+            raise PythonException(TypeError("object.__new__() takes exactly one argument (the type to instantiate)"))
+        if not constructible(cls, any_new=True):
+            raise unsupported(f"object.__new__({cls.__qualname__})")
+        return NewObjectVariable(cls)
+
+
+def construct_object(tx, cls: type, args: list, kwargs: dict) -> NewObjectVariable:
     obj = NewObjectVariable(cls)
+    _run_init(tx, obj, cls, args, kwargs)
+    return obj
+
+
+def _run_init(tx, obj, cls, args, kwargs, new_overridden: bool = False):
+    from ember.capture.variables.functions import UserFunctionVariable
     init = _lookup(cls, "__init__")
     if isinstance(init, types.FunctionType):
         UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
     elif init is object.__init__:
-        if args or kwargs:
+        if (args or kwargs) and not new_overridden:  # (a Python __new__ takes the arguments instead)
             raise unsupported(f"{cls.__name__}() takes no arguments (TypeError)")
     elif obj.items is not None and init in (dict.__init__, collections.OrderedDict.__init__):
         obj.items.call_method(tx, "update", list(args), kwargs)
     else:
         raise unsupported(f"{cls.__name__}.__init__ is not a Python function")
-    return obj
 
 
 class ObjectSetattrFunction(VariableTracker):

@@ -44,6 +44,9 @@ class SuperVariable(VariableTracker):
                     return _GenericAttr(self.obj, "generic_setattr")
                 if hasattr(self.obj, "generic_getattr") and attr is object.__getattribute__:
                     return _GenericAttr(self.obj, "generic_getattr")
+                if attr is object.__new__:
+                    from ember.capture.variables.new_object import ObjectNewFunction
+                    return ObjectNewFunction()
                 if isinstance(attr, (types.FunctionType, property, staticmethod)):
                     # Guarded by re-doing the same lookup (`super(C, T).name`): a class on the MRO
                     # may be monkeypatched later.
