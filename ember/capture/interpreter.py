@@ -207,6 +207,9 @@ class Translator(OpcodeMixin):
 
     # -- helpers the trackers call back into ---------------------------------------
     def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
+        if name == "__class__" and type(obj).__name__ in _CLASS_FROM_TYPE:
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(obj.python_type())  # (not a bound method named __class__)
         return obj.getattr(self, name)
 
     def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs, fn_vt=None):
@@ -606,12 +609,20 @@ def _exception_value(vt: VariableTracker):
     return real
 
 
+# trackers of builtin-typed values whose python_type() is exactly type(value)
+_CLASS_FROM_TYPE = frozenset({"ListVariable", "TupleVariable", "DictVariable", "SetVariable", "ConstantVariable",
+                              "DequeVariable", "ListIteratorVariable", "DictViewVariable", "RangeVariable",
+                              "SliceVariable", "NestedFunctionVariable"})
+
+
 def _real_object(vt: VariableTracker):
     """The outside object a tracker stands for, or None for values made in the frame."""
-    from ember.capture.variables.objects import NNModuleVariable, UserObjectVariable
+    from ember.capture.variables.objects import ClassVariable, NNModuleVariable, UserObjectVariable
     from ember.capture.variables.torch_fn import TorchFunctionVariable
     if isinstance(vt, NNModuleVariable):
         return vt.module
+    if isinstance(vt, ClassVariable):
+        return vt.value
     if isinstance(vt, UserObjectVariable):
         return vt.obj
     if isinstance(vt, (UserFunctionVariable, TorchFunctionVariable, BuiltinVariable)):

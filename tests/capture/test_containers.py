@@ -205,3 +205,18 @@ def test_constant_tuple_concatenated_with_tracked_tuples():
         v = (1, 2) + (x * 2,)
         return t, u, v, len(t + ())
     check_same(fn, torch.randn(3))
+
+
+# -- __class__ of builtin values, missing attributes of builtin values, iterators and isinstance ------------
+def class_and_attrs(x, y):
+    import collections.abc
+    lst, tup, it = [x, y], (x, y), iter([x, y])
+    return (x + 1, lst.__class__ is list, tup.__class__, type(lst) is list, {}.__class__ is dict,
+            isinstance(it, collections.abc.Iterator), isinstance(iter(tup), collections.abc.Iterable),
+            hasattr(lst, "foo"), hasattr(tup, "count"), getattr(lst, "bar", 7))
+
+
+def test_builtin_value_class_and_attributes():
+    from ember_test_helpers import stats
+    check_same(class_and_attrs, torch.ones(2), torch.ones(2))
+    assert stats()["graph_breaks"] == 0

@@ -44,6 +44,17 @@ class VariableTracker:
 
     # -- what the interpreter asks ---------------------------------------------
     def getattr(self, tx: "Translator", name: str) -> "VariableTracker":
+        try:
+            t = self.python_type()
+        except Exception:
+            t = None
+        if isinstance(t, type) and name == "__class__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(t)
+        if isinstance(t, type) and t.__module__ == "builtins" and t.__dictoffset__ == 0 and not hasattr(t, name):
+            # an instance of a builtin type without an instance dict has only its type's attributes
+            from ember.capture.variables.objects import MissingAttribute
+            raise MissingAttribute(f"'{t.__name__}' object has no attribute '{name}'")
         raise unsupported(f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, tx: "Translator", name: str, value: "VariableTracker") -> None:

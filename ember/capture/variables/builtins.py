@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import collections
+import collections.abc
 import functools
 import math
 import operator
@@ -159,6 +160,10 @@ def _isinstance(tx, obj, classes):
     try:
         t = obj.python_type()
     except Exception:
+        from ember.capture.variables.generators import IteratorBase
+        wanted = cls if isinstance(cls, tuple) else (cls,)
+        if isinstance(obj, IteratorBase) and all(c in (collections.abc.Iterator, collections.abc.Iterable) for c in wanted):
+            return ConstantVariable(True)  # an iterator of some builtin type: these it is
         raise unsupported(f"isinstance on {obj.describe()}") from None
     if isinstance(obj, TensorVariable) and t is torch.Tensor:
         # an intermediate is a plain Tensor; Parameter only for parameters read from a module
