@@ -220,3 +220,15 @@ def test_builtin_value_class_and_attributes():
     from ember_test_helpers import stats
     check_same(class_and_attrs, torch.ones(2), torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+def structseq_built(x, y):
+    r = torch.return_types.max((x, y))
+    q = tuple(torch.return_types.qr((2 * x, y - 1)))
+    return r, q, r.values + 1, r[1], type(r).__name__
+
+
+def test_structseq_constructed_in_frame():
+    from ember_test_helpers import stats
+    check_same(structseq_built, torch.randn(3, 2), torch.randn(2, 4))
+    assert stats()["graph_breaks"] == 0

@@ -681,6 +681,14 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             defaults = getattr(cls, "_field_defaults", {})
             bound += [wrap_constant(defaults[f]) for f in cls._fields[len(bound):]]
         return TupleVariable(bound, tuple_type=cls)
+    if issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields") and cls.__module__ == "torch.return_types" \
+            and len(args) == 1 and not kwargs:
+        # a structseq (torch.return_types.max((values, indices))): one iterable of exactly its fields
+        items = _iter_items(tx, args[0])
+        if len(items) != cls.n_sequence_fields:
+            raise PythonException(TypeError(f"{cls.__module__}.{cls.__name__}() takes a {cls.n_sequence_fields}"
+                                            f"-sequence ({len(items)}-sequence given)"))
+        return TupleVariable(items, tuple_type=cls)
     from ember.capture.variables.ctx_managers import construct_context
     ctx = construct_context(tx, cls, args, kwargs)
     if ctx is not None:
