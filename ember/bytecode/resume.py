@@ -226,8 +226,21 @@ def make_resume_code(
         co_kwonlyargcount=0,
         co_flags=flags,
     )
-    return ResumeCode(check_generated(new_code), offset, tuple(stack_args), nulls, live, leading,
+    checked = check_generated(new_code)
+    _ORIGIN[checked] = code
+    return ResumeCode(checked, offset, tuple(stack_args), nulls, live, leading,
                       tuple(c for c in live if c in by_reference))
+
+
+#: resume code -> the code of the function it continues (whose variables `locals()` lists)
+_ORIGIN: dict = {}
+
+
+def original_code(code: types.CodeType) -> types.CodeType:
+    """The user function's code ``code`` continues, if it is a resume function's; else ``code``."""
+    while code in _ORIGIN:
+        code = _ORIGIN[code]
+    return code
 
 
 def make_resume_function(fn: types.FunctionType, resume: ResumeCode) -> types.FunctionType:

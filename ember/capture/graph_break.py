@@ -50,6 +50,8 @@ _BRANCHES = ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_
              "POP_JUMP_BACKWARD_IF_TRUE")
 
 
+_READS_ALL_LOCALS = frozenset({"locals", "vars", "dir"})
+
 class BreakPoint:
     """Where a frame breaks: the instruction and the interpreter state just before it."""
 
@@ -156,6 +158,8 @@ class ResumeCache:
         # Cells are handed over as the cell objects (a closure made before the break may hold one
         # and see later writes), whether or not the rest of the frame reads them.
         names.update(code.co_cellvars)
+        if _READS_ALL_LOCALS & set(code.co_names):
+            names.update(code.co_varnames)  # `locals()` / `vars()` / `dir()` list every bound one
         order = list(code.co_varnames) + list(code.co_cellvars)
         return sorted(names, key=order.index)
 

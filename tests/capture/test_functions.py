@@ -379,3 +379,32 @@ def bad_calls(x):
 
 def test_argument_binding_errors_are_eagers():
     check_same(bad_calls, torch.ones(2))
+
+
+# -- locals() / vars() / dir() read the frame's variables (also after a graph break) ---------------------
+def reads_locals(x, k=2):
+    l0 = locals()
+    a = 1
+    y = x + 1
+    z = [q for q in range(2)]
+
+    def inner():
+        return a
+    return y, sorted(locals()), sorted(l0), "a" in locals(), vars()["k"], dir()
+
+
+def kwargs_idiom(x, **kw):
+    kwargs = locals()
+    return x + 1, kwargs
+
+
+def locals_after_break(x):
+    a = 3
+    n = x.sum().item()  # a break; `a` is not read after it, but locals() lists it
+    return x + 1, sorted(locals())
+
+
+def test_locals_reads_the_frame():
+    check_same(reads_locals, torch.ones(2))
+    check_same(kwargs_idiom, torch.ones(2), q=3)
+    check_same(locals_after_break, torch.ones(2), graphs=None, fullgraph=False)
