@@ -185,3 +185,51 @@ def new_object_escapes(x):
 
 def test_python_dunder_new_object_across_a_break():
     check_same(new_object_escapes, torch.ones(2), graphs=None, fullgraph=False)
+
+
+# -- abstract classes cannot be instantiated in the frame either --------------------------------------------
+import abc  # noqa: E402
+
+
+class _Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self):
+        ...
+
+    @property
+    @abc.abstractmethod
+    def name(self):
+        ...
+
+
+class _Half(_Shape):
+    def area(self):
+        return 1
+
+
+class _Square(_Half):
+    @property
+    def name(self):
+        return "sq"
+
+
+class _AbstractModule(torch.nn.Module, abc.ABC):
+    @abc.abstractmethod
+    def forward(self, x):
+        ...
+
+
+def abstract_instantiation(x):
+    out = []
+    for cls in (_Shape, _Half, _Square, _AbstractModule):
+        try:
+            cls()
+            out.append("made")
+        except TypeError as e:
+            out.append(str(e))
+    return x + 1, out, _Square().area(), _Square().name
+
+
+def test_abstract_classes_raise():
+    check_same(abstract_instantiation, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

@@ -803,6 +803,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         except Exception as e:
             raise PythonException(e) from None
     from ember.capture.variables.new_module import construct_module, module_constructible
+    from ember.capture.variables.new_object import check_instantiable
+    if isinstance(cls, type) and cls.__new__ is object.__new__ and type(cls).__call__ is type.__call__:
+        check_instantiable(cls)  # an abstract class: eager's TypeError, whatever else the class is
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)
     from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new

@@ -65,6 +65,8 @@ class NewModuleVariable(NewObjectVariable):
 
 def construct_module(tx, cls: type, args: list, kwargs: dict) -> NewModuleVariable:
     from ember.capture.variables.functions import UserFunctionVariable
+    from ember.capture.variables.new_object import check_instantiable
+    check_instantiable(cls)
     obj = NewModuleVariable(cls)
     init = _lookup(cls, "__init__")
     if init is torch.nn.Module.__init__:

@@ -257,10 +257,21 @@ class ObjectNewFunction(VariableTracker):
             raise PythonException(TypeError("object.__new__() takes exactly one argument (the type to instantiate)"))
         if not constructible(cls, any_new=True):
             raise unsupported(f"object.__new__({cls.__qualname__})")
+        check_instantiable(cls)
         return NewObjectVariable(cls)
 
 
+def check_instantiable(cls: type) -> None:
+    """Eager's TypeError for an abstract class (``object.__new__`` refuses it, with its message)."""
+    if getattr(cls, "__abstractmethods__", None):
+        try:
+            object.__new__(cls)
+        except TypeError as e:
+            raise PythonException(e) from None
+
+
 def construct_object(tx, cls: type, args: list, kwargs: dict) -> NewObjectVariable:
+    check_instantiable(cls)
     obj = NewObjectVariable(cls)
     _run_init(tx, obj, cls, args, kwargs)
     return obj
