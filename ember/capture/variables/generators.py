@@ -678,7 +678,15 @@ def construct_itertool(tx, cls, args, kwargs):
         times = args[1] if len(args) > 1 else kwargs.get("times")
         return RepeatIterator(args[0], None if times is None else times.as_constant())
     from ember.capture.variables.combinatorics import construct_combinatoric
-    return construct_combinatoric(tx, cls, args, kwargs)  # product, combinations, permutations, ...
+    found = construct_combinatoric(tx, cls, args, kwargs)  # product, combinations, permutations, ...
+    if found is not None:
+        return found
+    from ember.capture.polyfills.itertools_ import POLYFILLS
+    poly = POLYFILLS.get(getattr(cls, "__name__", None))
+    if poly is not None and getattr(itertools, cls.__name__, None) is cls:
+        from ember.capture.variables.functions import UserFunctionVariable
+        return UserFunctionVariable(poly).call(tx, list(args), kwargs)  # a traced generator
+    return None
 
 
 class ChainFromIterable(VariableTracker):

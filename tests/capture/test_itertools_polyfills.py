@@ -1,0 +1,59 @@
+"""itertools constructors traced through pure-Python equivalents (ember/capture/polyfills):
+dropwhile, takewhile, filterfalse, starmap, zip_longest, cycle, groupby; compared with eager,
+including laziness (a predicate that reads tensor data breaks at the right place) and errors."""
+import itertools
+
+import pytest
+import torch
+
+from ember_test_helpers import REFERENCE, check_raises_same, check_same, stats
+
+pytestmark = pytest.mark.skipif(REFERENCE, reason="ember's own counters (ember.stats())")
+
+
+def basics(x):
+    xs = [x * i for i in range(5)]
+    r = [len(list(itertools.dropwhile(lambda t: t is not xs[2], xs))),
+         list(itertools.takewhile(lambda v: v < 3, [1, 2, 3, 1])),
+         list(itertools.filterfalse(lambda v: v % 2, range(7))),
+         list(itertools.filterfalse(None, [0, 1, 0, 2])),
+         list(itertools.starmap(pow, [(2, 3), (3, 2)])),
+         list(itertools.zip_longest([1, 2, 3], "ab", fillvalue="-")),
+         list(itertools.zip_longest()),
+         list(itertools.islice(itertools.cycle("abc"), 7))]
+    s = x
+    for a, b in itertools.zip_longest(xs, xs[:2], fillvalue=x):
+        s = s + a * b
+    return s, r
+
+
+def grouping(x):
+    data = [1, 1, 2, 3, 3, 3, 1]
+    groups = [g for _, g in itertools.groupby("aabb")]
+    return (x + 1, [(k, list(g)) for k, g in itertools.groupby(data)],
+            [k for k, _ in itertools.groupby("aabbbc")], [list(g) for g in groups],
+            [(k, len(list(g))) for k, g in itertools.groupby(range(7), key=lambda v: v // 3)],
+            list(itertools.groupby([])))
+
+
+@pytest.mark.parametrize("fn", [basics, grouping])
+def test_itertools_in_graph(fn):
+    check_same(fn, torch.ones(2))
+    assert stats()["graph_breaks"] == 0
+
+
+def lazy_data_dependent(x):
+    xs = [x * i for i in range(5)]
+    return sum(itertools.dropwhile(lambda t: t.sum() < 3, xs))
+
+
+def test_data_dependent_predicate_breaks():
+    check_same(lazy_data_dependent, torch.ones(2), graphs=None, fullgraph=False)
+
+
+def not_iterable(x):
+    return itertools.dropwhile(None, 5)
+
+
+def test_argument_checked_at_construction():
+    check_raises_same(not_iterable, torch.ones(2))
