@@ -294,6 +294,14 @@ def _wrap(tx, value, source) -> VariableTracker:
         name = wrap(tx, value.__name__, AttrSource(source, "__name__")).as_constant()
         return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), name)
 
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in ("_heapq", "_bisect"):
+        from ember.capture.polyfills.stdlib import pure_version
+        pure = pure_version(value)  # heapq/bisect: their reference Python versions, inlined
+        if pure is not None:
+            if source is not None:
+                guards.id_match(source, value)
+            return UserFunctionVariable(pure)
+
     if isinstance(value, types.BuiltinFunctionType):
         # Module-level functions of builtins/math/operator (and a few pure sys readers) are
         # BuiltinVariables, which fold on constants; any other C function is opaque.

@@ -361,6 +361,13 @@ class OpcodeMixin:
                 raise PythonException(e) from None  # eager raises this very exception
         elif isinstance(a, SetVariable) and isinstance(b, SetVariable):
             self.push(a.call_method(self, f"__{fn.__name__}__", [b], {}))
+        elif _plain_sequence(a) and _plain_sequence(b):
+            # lexicographic, identity first per item (heapq's `(priority, tensor)` entries): decided
+            # without data unless two different non-constant items meet
+            from ember.capture.variables.builtins import comparable, ordered
+            memo: dict = {}
+            ca, cb = comparable(a, memo), comparable(b, memo)
+            self.push(ConstantVariable(ordered(lambda: fn(ca, cb), "comparing sequences")))
         elif fn in (operator.eq, operator.ne) and isinstance(da := _dict_items_of(a, ("__eq__", "__ne__")) or a,
                                                               DictVariable) \
                 and isinstance(db := _dict_items_of(b, ("__eq__", "__ne__")) or b, DictVariable):
@@ -563,6 +570,11 @@ class OpcodeMixin:
 
 
 _MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+
+def _plain_sequence(vt) -> bool:
+    """A list or tuple (or namedtuple/structseq: they compare as tuples) tracker."""
+    return (type(vt) is TupleVariable) or (type(vt) is ListVariable and vt.list_cls is list)
 
 
 def _dict_base(vt):

@@ -232,3 +232,28 @@ def test_structseq_constructed_in_frame():
     from ember_test_helpers import stats
     check_same(structseq_built, torch.randn(3, 2), torch.randn(2, 4))
     assert stats()["graph_breaks"] == 0
+
+
+def sequence_comparisons(x, y):
+    a, b = (1, x), (2, y)
+    r = [a < b, (1, x) == (1, x), a == a, [1, 2] < [1, 3], (1,) < (1, 2), a != b, (x,) == (x,)]
+    try:
+        [1] < (1,)
+    except TypeError as e:
+        r.append(str(e))
+    return x + 1, r
+
+
+def test_sequence_comparisons_decided_by_constants():
+    from ember_test_helpers import stats
+    check_same(sequence_comparisons, torch.ones(2), torch.ones(2))
+    assert stats()["graph_breaks"] == 0
+
+
+def sequence_comparison_reads_data(x, y):
+    return x + 1, (1, x) < (1, y)
+
+
+def test_sequence_comparison_on_tensors_breaks():
+    from ember_test_helpers import check_raises_same
+    check_raises_same(sequence_comparison_reads_data, torch.ones(2), torch.zeros(2))  # eager: ambiguous bool

@@ -57,3 +57,25 @@ def not_iterable(x):
 
 def test_argument_checked_at_construction():
     check_raises_same(not_iterable, torch.ones(2))
+
+
+# -- heapq / bisect: their reference Python versions, inlined ------------------------------------------------
+def heaps_and_bisect(x):
+    import bisect
+    import heapq
+    h = []
+    for v in [5, 1, 4, 2, 3]:
+        heapq.heappush(h, (v, x * v))
+    popped = [heapq.heappop(h)[0] for _ in range(2)]
+    data = [9, 3, 7, 1]
+    heapq.heapify(data)
+    replaced = heapq.heapreplace(data, 0)
+    s = [1, 3, 5]
+    bisect.insort(s, 4)
+    return (x + h[0][1], [v for v, _ in h], popped, data, replaced, s, bisect.bisect_left(s, 3),
+            heapq.nlargest(2, [4, 1, 7, 3]), bisect.bisect([1, 2, 2, 3], 2))
+
+
+def test_heapq_and_bisect():
+    check_same(heaps_and_bisect, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

@@ -1,0 +1,42 @@
+"""The pure-Python versions CPython's ``heapq`` and ``bisect`` modules carry before their C
+accelerators replace them: loaded once from the modules' own source with the accelerator hidden, so
+the traced algorithm is exactly the reference one (same comparisons, same resulting order)."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+_PURE: dict = {}
+
+
+def _pure_module(name: str, accelerator: str) -> types.ModuleType:
+    if name not in _PURE:
+        spec = importlib.util.find_spec(name)
+        source = spec.loader.get_source(name)
+        missing = object()
+        saved = sys.modules.get(accelerator, missing)
+        sys.modules[accelerator] = None  # `from _heapq import *` fails: the Python versions stay
+        try:
+            mod = types.ModuleType(f"{name}")
+            mod.__file__ = spec.origin
+            exec(compile(source, spec.origin, "exec"), mod.__dict__)
+        finally:
+            if saved is missing:
+                del sys.modules[accelerator]
+            else:
+                sys.modules[accelerator] = saved
+        _PURE[name] = mod
+    return _PURE[name]
+
+
+def pure_version(fn):
+    """The Python function standing for the C function ``fn`` of heapq/bisect, or None."""
+    owner = {"_heapq": ("heapq", "_heapq"), "_bisect": ("bisect", "_bisect")}.get(getattr(fn, "__module__", None))
+    if owner is None:
+        return None
+    try:
+        pure = getattr(_pure_module(*owner), fn.__name__, None)
+    except Exception:  # noqa: BLE001 - no source available: the C function stays opaque
+        return None
+    return pure if isinstance(pure, types.FunctionType) else None
