@@ -11,6 +11,7 @@ import enum
 import functools
 import inspect
 import os
+import sys
 import types
 
 import torch
@@ -222,6 +223,11 @@ def _wrap(tx, value, source) -> VariableTracker:
         # methods through the class); its structure where the trace iterates or measures it.
         return _by_type(guards, NNModuleVariable(value, source), source, value)
 
+    if value is sys.version_info:
+        if source is not None:
+            guards.id_match(source, value)  # (sys.version_info itself never changes)
+        return ConstantVariable(value)  # an immutable structseq: compares and reads like the real one
+
     if isinstance(value, types.ModuleType):
         trusted = value.__name__.split(".")[0] in _TRUSTED_MODULES
         if source is not None and not trusted:
@@ -254,6 +260,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if value is object.__new__:
         from ember.capture.variables.new_object import ObjectNewFunction
         return ObjectNewFunction()
+    if value is tuple.__new__:
+        from ember.capture.variables.new_object import TupleNewFunction
+        return TupleNewFunction()
 
     if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(value, "__self__", None), torch.Tensor):

@@ -590,8 +590,17 @@ def _comparable_by_identity(vt) -> bool:
     from ember.capture.variables.functions import NestedFunctionVariable, UserFunctionVariable
     from ember.capture.variables.objects import ClassVariable, NNModuleVariable, PythonModuleVariable
     from ember.capture.variables.torch_fn import TorchFunctionVariable
-    return isinstance(vt, (NNModuleVariable, PythonModuleVariable, UserFunctionVariable, NestedFunctionVariable,
-                           ClassVariable, BuiltinVariable, TorchFunctionVariable))
+    if isinstance(vt, (NNModuleVariable, PythonModuleVariable, UserFunctionVariable, NestedFunctionVariable,
+                       ClassVariable, BuiltinVariable, TorchFunctionVariable)):
+        return True
+    # an object whose class keeps object's == (and != ): identity, exact for its tracker
+    from ember.capture.variables.new_object import NewObjectVariable
+    from ember.capture.variables.objects import UserObjectVariable
+    if isinstance(vt, (NewObjectVariable, UserObjectVariable)):
+        t = vt.python_type()
+        return t.__eq__ is object.__eq__ and t.__ne__ is object.__ne__ and getattr(vt, "items", None) is None
+    # a builtin scalar constant: its == with such an object is NotImplemented both ways, so identity
+    return vt.is_constant() and type(vt.as_constant()) in (int, float, complex, str, bytes, bool, type(None))
 
 
 # Arithmetic that cannot raise on ints and floats: an unspecialized scalar argument stays one

@@ -257,3 +257,29 @@ def sequence_comparison_reads_data(x, y):
 def test_sequence_comparison_on_tensors_breaks():
     from ember_test_helpers import check_raises_same
     check_raises_same(sequence_comparison_reads_data, torch.ones(2), torch.zeros(2))  # eager: ambiguous bool
+
+
+_NT = collections.namedtuple("_NT", "a b")
+
+
+class _O:
+    pass
+
+
+def object_identity_and_misc(x):
+    import sys
+    NT, O = _NT, _O
+    p = NT._make([1, x])
+    q = p._replace(a=5)
+    o1, o2 = O(), O()
+
+    def k(a, *, b=3):
+        return a
+    return (p.b + 1, q.a, p, o1 == o2, o1 != o2, o1 == o1, o1 == 3, sys.version_info >= (3, 8),
+            sys.version_info.major, k.__kwdefaults__)
+
+
+def test_default_equality_and_namedtuple_make():
+    from ember_test_helpers import stats
+    check_same(object_identity_and_misc, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

@@ -257,6 +257,15 @@ class NestedFunctionVariable(VariableTracker):
         if name == "__defaults__":
             from ember.capture.variables.containers import TupleVariable
             return TupleVariable(list(self.defaults_vts)) if self.defaults_vts else ConstantVariable(None)
+        if name == "__kwdefaults__":
+            from ember.capture.variables.containers import DictVariable
+            if not self.kwdefaults_vts:
+                return ConstantVariable(None)
+            d = DictVariable({})
+            for k, v in self.kwdefaults_vts.items():
+                d.set_item(ConstantVariable(k), v)
+            d.read_only = "changing a nested function's __kwdefaults__ through the dict"
+            return d
         if name == "__annotations__" and all(v.is_constant() for v in self.annotations[::2]):
             from ember.capture.variables.containers import DictVariable
             d = DictVariable({})

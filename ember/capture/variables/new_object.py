@@ -306,3 +306,21 @@ class ObjectSetattrFunction(VariableTracker):
         else:
             obj.setattr(tx, name.as_constant(), value)
         return ConstantVariable(None)
+
+
+class TupleNewFunction(VariableTracker):
+    """``tuple.__new__(cls, iterable)`` (a namedtuple's ``_make``): a tuple of ``cls`` from the items."""
+
+    def describe(self):
+        return "tuple.__new__"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.containers import TupleVariable
+        from ember.capture.variables.objects import ClassVariable
+        if not args or not isinstance(args[0], ClassVariable) or kwargs or len(args) > 2:
+            raise unsupported("tuple.__new__ with these arguments")
+        cls = args[0].value
+        if not (isinstance(cls, type) and issubclass(cls, tuple)) or (cls is not tuple and not hasattr(cls, "_fields")):
+            raise unsupported(f"tuple.__new__({getattr(cls, '__qualname__', cls)})")
+        items = args[1].iter(tx).unpack(tx) if len(args) > 1 else []
+        return TupleVariable(items, tuple_type=None if cls is tuple else cls)
