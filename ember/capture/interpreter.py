@@ -207,7 +207,7 @@ class Translator(OpcodeMixin):
 
     # -- helpers the trackers call back into ---------------------------------------
     def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
-        if name == "__class__" and type(obj).__name__ in _CLASS_FROM_TYPE:
+        if name == "__class__" and (type(obj).__name__ in _CLASS_FROM_TYPE or type(obj).__name__ in _LAZY_BUILTINS):
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(obj.python_type())  # (not a bound method named __class__)
         return obj.getattr(self, name)
@@ -613,6 +613,9 @@ def _exception_value(vt: VariableTracker):
 _CLASS_FROM_TYPE = frozenset({"ListVariable", "TupleVariable", "DictVariable", "SetVariable", "ConstantVariable",
                               "DequeVariable", "ListIteratorVariable", "DictViewVariable", "RangeVariable",
                               "SliceVariable", "NestedFunctionVariable"})
+
+
+_LAZY_BUILTINS = frozenset({"LazyListVariable"})
 
 
 def _real_object(vt: VariableTracker):

@@ -283,3 +283,22 @@ def test_default_equality_and_namedtuple_make():
     from ember_test_helpers import stats
     check_same(object_identity_and_misc, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+def rebuild_with_class(x):
+    updated = []
+    for v in x:
+        updated.append(v + 1)
+    return x.__class__(updated)
+
+
+def iterator_isinstance(y):
+    it = iter([])
+    return y + 1 if isinstance(it, list) else y + 2, isinstance(it, (int, str))
+
+
+def test_class_of_input_list_and_iterator_isinstance():
+    from ember_test_helpers import stats
+    check_same(rebuild_with_class, [torch.zeros(2), torch.ones(2)])
+    check_same(iterator_isinstance, torch.ones(2))
+    assert stats()["graph_breaks"] == 0
