@@ -233,3 +233,26 @@ def abstract_instantiation(x):
 def test_abstract_classes_raise():
     check_same(abstract_instantiation, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+# -- frozen dataclasses as dict keys and set elements (their generated __eq__/__hash__) ------------------
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class _Key:
+    x: float
+    y: float
+    z: int = dataclasses.field(default=0, compare=False)
+
+
+def dataclass_keys(x, outside):
+    dc = _Key(x=3.2, y=2.5)
+    d = {dc: 2, _Key(1.0, 2.0, z=9): 3}
+    s = {dc, _Key(1.0, 2.0), outside}
+    return x + dc.x + d[dc] + len(d) + len(s), _Key(3.2, 2.5) in d, outside in s, d.get(outside)
+
+
+def test_frozen_dataclass_keys():
+    check_same(dataclass_keys, torch.ones(2), _Key(3.2, 2.5))
+    assert stats()["graph_breaks"] == 0

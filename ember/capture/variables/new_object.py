@@ -33,6 +33,22 @@ def python_new(cls: type):
     return fn
 
 
+def dataclass_value_fields(cls: type):
+    """The compared fields of a dataclass whose ``__eq__`` and ``__hash__`` are the generated ones
+    (``eq=True`` with ``frozen=True`` or ``unsafe_hash=True``): two instances are equal keys iff they
+    have the same class and equal field tuples. None for any other class."""
+    import dataclasses
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is None or not params.eq or not (params.frozen or params.unsafe_hash):
+        return None
+    # (dataclasses makes them with exec: their code comes from "<string>")
+    generated = all(getattr(getattr(getattr(cls, n, None), "__code__", None), "co_filename", None) == "<string>"
+                    for n in ("__eq__", "__hash__"))
+    if not generated:
+        return None
+    return [f.name for f in dataclasses.fields(cls) if f.compare]
+
+
 def constructible(cls: type, any_new: bool = False) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
@@ -86,6 +102,9 @@ class NewObjectVariable(VariableTracker):
 
     def hash_key(self):
         if not hashed_by_identity(self.cls):
+            names = dataclass_value_fields(self.cls)
+            if names is not None and all(n in self.attrs and self.attrs[n].is_constant() for n in names):
+                return ("__dataclass__", self.cls, tuple(self.attrs[n].as_constant() for n in names))
             raise unsupported(f"a {self.cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
         return ("__new_object__", id(self))
 

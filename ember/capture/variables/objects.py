@@ -501,8 +501,14 @@ class UserObjectVariable(VariableTracker):
     identity_guard = None  # set by builder.wrap: installs the identity guard (type is guarded)
 
     def hash_key(self):
-        from ember.capture.variables.new_object import hashed_by_identity
+        from ember.capture.variables.new_object import dataclass_value_fields, hashed_by_identity
         if not hashed_by_identity(type(self.obj)):
+            names = dataclass_value_fields(type(self.obj))
+            if names is not None and self.identity_guard is not None:
+                values = tuple(raw_attribute(self.obj, n, _ABSENT) for n in names)
+                if all(type(v) in (int, float, str, bool, bytes, type(None)) for v in values):
+                    self.identity_guard()  # (a frozen instance: its fields are pinned with it)
+                    return ("__dataclass__", type(self.obj), values)
             raise unsupported(f"a {type(self.obj).__name__} object (its own __eq__/__hash__) as a dict key "
                               f"or set element")
         if self.identity_guard is not None:
