@@ -303,7 +303,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         name = wrap(tx, value.__name__, AttrSource(source, "__name__")).as_constant()
         return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), name)
 
-    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in ("_heapq", "_bisect"):
+    if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in ("_heapq", "_bisect",
+                                                                                               "_collections"):
         from ember.capture.polyfills.stdlib import pure_version
         pure = pure_version(value)  # heapq/bisect: their reference Python versions, inlined
         if pure is not None:

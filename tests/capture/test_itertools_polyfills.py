@@ -79,3 +79,38 @@ def heaps_and_bisect(x):
 def test_heapq_and_bisect():
     check_same(heaps_and_bisect, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+def counter_and_sentinel(x):
+    import collections
+    c = collections.Counter("abracadabra")
+    c.update(["a", "z"])
+    c2 = collections.Counter(a=1, b=2)
+    data = [1, 2, 3, 0, 5]
+    it = iter(data)
+    upto = list(iter(lambda: next(it), 0))
+    try:
+        iter(5, 0)
+    except TypeError as e:
+        upto.append(str(e))
+    return (x + c["a"], c.most_common(2), sorted(c.items()), c2["q"], dict(c2), (c + c2)["b"], upto, list(it))
+
+
+def test_counter_and_iter_sentinel():
+    check_same(counter_and_sentinel, torch.ones(2))
+    assert stats()["graph_breaks"] == 0
+
+
+class _Defaulting(dict):
+    def __missing__(self, key):
+        return len(key)
+
+
+def dict_subclass_missing(x):
+    d = _Defaulting(a=1)
+    return x + d["a"] + d["xyz"], "xyz" in d, d.get("q", 7)
+
+
+def test_dict_subclass_missing_made_in_frame():
+    check_same(dict_subclass_missing, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

@@ -30,8 +30,33 @@ def _pure_module(name: str, accelerator: str) -> types.ModuleType:
     return _PURE[name]
 
 
+def call_until(fn, sentinel):
+    """``iter(fn, sentinel)``: checks ``fn`` is callable now, then calls it lazily until it returns a
+    value equal to ``sentinel``."""
+    if not callable(fn):
+        raise TypeError("iter(v, w): v must be callable")
+    return _call_until(fn, sentinel)
+
+
+def _call_until(fn, sentinel):
+    while True:
+        value = fn()
+        if value == sentinel:
+            return
+        yield value
+
+
+def count_elements(mapping, iterable):
+    """``collections._count_elements`` (Counter's tally loop), as CPython's Python fallback does it."""
+    mapping_get = mapping.get
+    for elem in iterable:
+        mapping[elem] = mapping_get(elem, 0) + 1
+
+
 def pure_version(fn):
     """The Python function standing for the C function ``fn`` of heapq/bisect, or None."""
+    if getattr(fn, "__module__", None) == "_collections" and getattr(fn, "__name__", None) == "_count_elements":
+        return count_elements
     owner = {"_heapq": ("heapq", "_heapq"), "_bisect": ("bisect", "_bisect")}.get(getattr(fn, "__module__", None))
     if owner is None:
         return None

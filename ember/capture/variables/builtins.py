@@ -272,8 +272,10 @@ def _set(tx, iterable=None):
 
 
 def _dict(tx, arg=None, **kwargs):
+    from ember.capture.variables.containers import dict_operand
     d = DictVariable({})
     if arg is not None:
+        arg = dict_operand(arg) or arg  # (a dict subclass's instance made in the frame: its items)
         if isinstance(arg, DictVariable):
             arg._observe_order(tx)
             d = DictVariable(arg.items, arg.keys)
@@ -329,7 +331,11 @@ def _abs(tx, x):
 
 def _iter(tx, obj, *sentinel):
     if sentinel:
-        raise unsupported("iter(callable, sentinel)")
+        if len(sentinel) > 1:
+            raise PythonException(TypeError(f"iter expected at most 2 arguments, got {1 + len(sentinel)}"))
+        from ember.capture.polyfills.stdlib import call_until
+        from ember.capture.variables.functions import UserFunctionVariable
+        return UserFunctionVariable(call_until).call(tx, [obj, sentinel[0]], {})
     return obj.iter(tx)
 
 

@@ -405,6 +405,7 @@ class DictVariable(VariableTracker):
         return SizeCheckedIterator(self, "keys")  # changing the size while iterating raises
 
     read_only: str | None = None  # why the program may not mutate it (a view built from other state)
+    owner = None  # the dict subclass's instance made in the frame whose items these are
 
     def _mutable(self, what, tx=None):
         if self.read_only is not None:
@@ -487,10 +488,12 @@ class DictVariable(VariableTracker):
             if k not in items and self.default_factory is not None:
                 self._mutable(name, tx)
                 self.set_item(args[0], self.default_factory.call(tx, [], {}))
-            missing = _dict_override(self.dict_cls, "__missing__") if self.dict_cls is not dict else None
+            owner = self.owner  # (the items of a dict subclass's instance made in the frame: its class)
+            cls = owner.cls if owner is not None else self.dict_cls
+            missing = _dict_override(cls, "__missing__") if cls is not dict else None
             if k not in items and isinstance(missing, types.FunctionType):  # Counter: 0
                 from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-                return UserMethodVariable(UserFunctionVariable(missing), self).call(tx, [args[0]], {})
+                return UserMethodVariable(UserFunctionVariable(missing), owner or self).call(tx, [args[0]], {})
             if k not in items:
                 raise PythonException(KeyError(k))
             return items[k]
@@ -558,6 +561,10 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         if name == "clear":
             self._mutable(name, tx); items.clear(); self.keys.clear(); return ConstantVariable(None)
+        if name == "__init__":  # dict.__init__(d, ...) (a subclass's super().__init__()): update()
+            if len(args) > 1:
+                raise PythonException(TypeError(f"dict expected at most 1 argument, got {len(args)}"))
+            return self._call_method(tx, "update", args, kwargs)
         if name in ("__eq__", "__ne__") and len(args) == 1 and not kwargs:
             other = dict_operand(args[0])
             if other is None:

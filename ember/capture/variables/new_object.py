@@ -92,6 +92,8 @@ class NewObjectVariable(VariableTracker):
         self.attrs: dict[str, VariableTracker] = {}
         self.dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
         self.items = DictVariable({}, dict_cls=self.dict_base) if self.dict_base else None
+        if self.items is not None:
+            self.items.owner = self  # (d[missing] consults the subclass's __missing__)
         self._dict_view: DictVariable | None = None  # `obj.__dict__`, once read: shares `attrs`
 
     def python_type(self):
