@@ -366,7 +366,7 @@ class OpcodeMixin:
             # without data unless two different non-constant items meet
             from ember.capture.variables.builtins import comparable, ordered
             memo: dict = {}
-            ca, cb = comparable(a, memo), comparable(b, memo)
+            ca, cb = comparable(a, memo, self), comparable(b, memo, self)
             self.push(ConstantVariable(ordered(lambda: fn(ca, cb), "comparing sequences")))
         elif fn in (operator.eq, operator.ne) and isinstance(da := _dict_items_of(a, ("__eq__", "__ne__")) or a,
                                                               DictVariable) \

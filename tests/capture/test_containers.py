@@ -302,3 +302,45 @@ def test_class_of_input_list_and_iterator_isinstance():
     check_same(rebuild_with_class, [torch.zeros(2), torch.ones(2)])
     check_same(iterator_isinstance, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+# -- sorting objects whose class compares in Python (each comparison traced, in CPython's order) ------------
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass(order=True)
+class _Pri:
+    pri: int
+    name: str = dataclasses.field(compare=False)
+
+
+class _V:
+    calls = []
+
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, other):
+        _V.calls.append((self.v, other.v))
+        return self.v < other.v
+
+
+def sort_objects(x):
+    ps = [_Pri(3, "c"), _Pri(1, "a"), _Pri(2, "b")]
+    vs = [_V(5), _V(2), _V(9)]
+    s = sorted(ps)
+    m, mn = max(vs), min(vs)
+    vs.sort(reverse=True)
+    pairs = sorted([(1, _V(3)), (0, _V(4)), (1, _V(1))])
+    return x + 1, [p.name for p in s], m.v, mn.v, [v.v for v in vs], [(a, b.v) for a, b in pairs]
+
+
+def test_sort_objects_with_python_comparisons():
+    from ember_test_helpers import compile, stats
+    _V.calls.clear()
+    expected = sort_objects(torch.ones(2))
+    eager_calls = list(_V.calls)
+    _V.calls.clear()
+    got = compile(sort_objects)(torch.ones(2))
+    assert got[1:] == expected[1:] and _V.calls == eager_calls  # the same comparisons, in order
+    assert stats()["graph_breaks"] == 0
