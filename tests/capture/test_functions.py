@@ -408,3 +408,14 @@ def test_locals_reads_the_frame():
     check_same(reads_locals, torch.ones(2))
     check_same(kwargs_idiom, torch.ones(2), q=3)
     check_same(locals_after_break, torch.ones(2), graphs=None, fullgraph=False)
+
+
+def partial_as_key(x):
+    d = {}
+    p = functools.partial(_kw, q=1)
+    d[p] = 5
+    return x * d[p], p.keywords, p in d, functools.partial(_kw) in d, isinstance(p, functools.partial)
+
+
+def test_partial_made_in_frame_as_dict_key():
+    check_same(partial_as_key, torch.ones(2))

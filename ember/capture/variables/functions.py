@@ -388,12 +388,28 @@ class PartialVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         return self.func.call(tx, [*self.args, *args], {**self.kwargs, **kwargs})
 
+    def hash_key(self):
+        if self.source is not None:  # (one from outside would need its identity pinned)
+            raise unsupported(f"{self.describe()} from outside as a dict key")
+        return ("__partial__", id(self))  # made in the frame: hashed by identity, one tracker each
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
     def getattr(self, tx, name):
         if name == "func":
             return self.func
         if name == "args":
             from ember.capture.variables.containers import TupleVariable
             return TupleVariable(self.args)
+        if name == "keywords":
+            from ember.capture.variables.containers import DictVariable
+            d = DictVariable({})
+            for k, v in self.kwargs.items():
+                d.set_item(ConstantVariable(k), v)
+            d.read_only = "changing a partial's keywords through its dict"
+            return d
         return super().getattr(tx, name)
 
 
