@@ -1,5 +1,6 @@
 """``d.keys()`` / ``d.items()`` as sets: set operators and comparisons against sets, user set
 subclasses, other views and any iterable, compared with eager (variables/dict_views.py)."""
+import collections
 import operator
 
 import pytest
@@ -179,4 +180,26 @@ def dunder_methods(x):
 
 def test_dict_dunder_methods():
     check_same(dunder_methods, torch.randn(2))
+    assert stats()["graph_breaks"] == 0
+
+
+class _SD(dict):
+    pass
+
+
+class _Logged(dict):
+    def __setitem__(self, k, v):
+        super().__setitem__(k, (v, "logged"))
+
+
+def fromkeys_variants(x):
+    a = dict.fromkeys("ab", 0)
+    b = _SD.fromkeys([1, 2])
+    c = collections.OrderedDict.fromkeys("xy", x)
+    d = _Logged.fromkeys("k", 1)   # through the subclass's __setitem__
+    return x + 1, a, b, type(b).__name__, c, d, dict.fromkeys.__name__
+
+
+def test_fromkeys_on_subclasses():
+    check_same(fromkeys_variants, torch.ones(2))
     assert stats()["graph_breaks"] == 0

@@ -107,21 +107,35 @@ class DictFromKeysVariable(VariableTracker):
     def truth(self, tx):
         return True
 
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable("fromkeys" if name == "__name__" else "dict.fromkeys")
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         from ember.capture.variables.containers import DictVariable
         if kwargs or not 1 <= len(args) <= 2:
             raise unsupported("dict.fromkeys with unexpected arguments (TypeError)")
         value = args[1] if len(args) == 2 else ConstantVariable(None)
-        d = DictVariable({}, dict_cls=self.dict_cls)
+        if self.dict_cls in (dict, collections.OrderedDict):
+            d = DictVariable({}, dict_cls=self.dict_cls)
+            for key in args[0].iter(tx).unpack(tx):
+                d.set_item(key, value)
+            return d
+        # a subclass: `cls()` (its __init__ runs), then `d[key] = value` through its __setitem__
+        from ember.capture.variables.builtins import construct
+        d = construct(tx, self.dict_cls, [], {})
         for key in args[0].iter(tx).unpack(tx):
-            d.set_item(key, value)
+            d.call_method(tx, "__setitem__", [key, value], {})
         return d
 
 
 def class_attribute_override(cls, name):
     """A tracker for ``cls.name`` that the class-attribute lookup should not produce, or None."""
-    if name == "fromkeys" and cls in (dict, collections.OrderedDict):
-        return DictFromKeysVariable(cls)
+    if name == "fromkeys" and isinstance(cls, type) and issubclass(cls, dict) and \
+            getattr(cls, "fromkeys", None) is not None and getattr(cls.fromkeys, "__func__", cls.fromkeys).__name__ == "fromkeys" \
+            and not isinstance(getattr(cls.fromkeys, "__func__", None), types.FunctionType):
+        return DictFromKeysVariable(cls)  # dict's own classmethod, bound to cls
     import itertools
     if name == "from_iterable" and cls is itertools.chain:
         from ember.capture.variables.generators import ChainFromIterable
