@@ -364,7 +364,7 @@ class OpcodeMixin:
         elif _plain_sequence(a) and _plain_sequence(b):
             # lexicographic, identity first per item (heapq's `(priority, tensor)` entries): decided
             # without data unless two different non-constant items meet
-            from ember.capture.variables.builtins import comparable, ordered
+            from ember.capture.variables.ordering import comparable, ordered
             memo: dict = {}
             ca, cb = comparable(a, memo, self), comparable(b, memo, self)
             self.push(ConstantVariable(ordered(lambda: fn(ca, cb), "comparing sequences")))

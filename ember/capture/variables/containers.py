@@ -290,7 +290,7 @@ class ListVariable(BaseSequence):
             # A key function (a lambda, a method) is called once per item as Python does; the order
             # is decided here when it does not depend on data (constant keys, tuples with distinct
             # constant heads; comparing tensors would read data).
-            from ember.capture.variables.builtins import order_by_keys
+            from ember.capture.variables.ordering import order_by_keys
             order = order_by_keys(tx, items, kwargs.get("key"), kwargs.get("reverse"), "list.sort")
             self._mutable(name, tx)
             items[:] = [items[i] for i in order]
