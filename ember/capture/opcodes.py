@@ -73,9 +73,6 @@ def _dict_items_of(vt, dunders: tuple):
     return vt.items
 
 
-_DICT_OPERAND_TYPES = (int, float, complex, str, bytes, bool, type(None), tuple, list, set, frozenset)
-
-
 class OpcodeMixin:
     # -- stack -----------------------------------------------------------------
     def NOP(self, inst):

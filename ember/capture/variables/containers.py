@@ -362,6 +362,16 @@ class DictVariable(VariableTracker):
         self.order_source = source
         self.initial_keys = list(self.items) if source is not None else None
 
+    @classmethod
+    def sharing(cls, attrs: dict) -> "DictVariable":
+        """A dict tracker over ``attrs`` itself (name -> tracker: an object's ``__dict__``), so that
+        writes through either side are seen by the other. The owner adds a key it writes to
+        ``keys`` too."""
+        view = cls({})
+        view.items = attrs
+        view.keys = {k: ConstantVariable(k) for k in attrs}
+        return view
+
     def python_type(self):
         return self.dict_cls
 

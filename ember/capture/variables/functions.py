@@ -240,10 +240,7 @@ class NestedFunctionVariable(VariableTracker):
         if name == "__dict__":
             if self._dict_view is None:
                 from ember.capture.variables.containers import DictVariable
-                view = DictVariable({})
-                view.items = self.attrs  # the very dict: writes through either side are seen
-                view.keys = {k: ConstantVariable(k) for k in self.attrs}
-                self._dict_view = view
+                self._dict_view = DictVariable.sharing(self.attrs)
             return self._dict_view
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(self.name if name == "__name__" else self.qualname)

@@ -152,11 +152,7 @@ class NewObjectVariable(VariableTracker):
             if _has_slots(self.cls):  # (its slots are not in __dict__; `attrs` holds both)
                 raise unsupported(f"the __dict__ of a {self.cls.__name__} object (with slots) made in the frame")
             if self._dict_view is None:
-                # the very attribute dict: writes through either side are seen by the other
-                view = DictVariable({})
-                view.items = self.attrs
-                view.keys = {k: ConstantVariable(k) for k in self.attrs}
-                self._dict_view = view
+                self._dict_view = DictVariable.sharing(self.attrs)
             return self._dict_view
         from ember.capture.sources import AttrSource
         from ember.capture.variables.objects import class_member, class_source
