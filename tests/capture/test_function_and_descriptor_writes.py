@@ -130,3 +130,26 @@ def test_parameter_attribute_through_module():
     def f(x):
         return m(x) * getattr(m.weight, "scale", 1.0), hasattr(m.bias, "scale")
     check_same(f, torch.ones(2))
+
+
+class _Cached:
+    def __init__(self):
+        self.n = 0
+
+    @functools.cached_property
+    def val(self):
+        self.n += 1
+        return 7
+
+
+def read_cached(x, c):
+    return x + c.val + c.val, c.n
+
+
+def test_cached_property_without_pending_writes_compiles():
+    c1, c2 = _Cached(), _Cached()
+    expected = read_cached(torch.ones(2), c1)
+    got = compile(read_cached)(torch.ones(2), c2)
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] and c2.n == c1.n == 1
+    assert stats()["graph_breaks"] == 0

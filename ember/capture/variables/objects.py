@@ -117,9 +117,11 @@ def _class_attribute(tx, obj_vt, obj, name):
             _guard_not_on_instance(tx, obj_vt, obj, name)
         return member
     getter = _static_lookup(attr, "__get__")
-    if isinstance(getter, types.FunctionType) and obj_vt.source is not None:
-        # a descriptor class written in Python: its __get__(desc, obj, type) runs inlined, so it sees
-        # the frame's pending writes (run for real now, it would read the state before them)
+    if isinstance(getter, types.FunctionType) and obj_vt.source is not None and tx.side_effects:
+        # a descriptor class written in Python, read after the frame wrote something: its
+        # __get__(desc, obj, type) runs inlined, so it sees those pending writes (run for real now,
+        # it would read the state before them). With nothing pending, the real read below is
+        # what eager computes (functools.cached_property: its lock is not traceable).
         return UserFunctionVariable(getter).call(
             tx, [_class_attribute_raw(tx, obj_vt, obj, name), obj_vt, ClassVariable(type(obj), class_source(type(obj)))], {})
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
