@@ -394,6 +394,11 @@ class OpcodeMixin:
             raise unsupported("`in` on a tensor reads its data")
         if container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
             result = item.as_constant() in container.as_constant()
+        elif _iterated_for_contains(container):
+            # a class without __contains__: Python iterates it (identity first, then ==)
+            from ember.capture.polyfills.stdlib import contains_by_iteration
+            from ember.capture.variables.functions import UserFunctionVariable
+            result = UserFunctionVariable(contains_by_iteration).call(self, [container, item], {}).truth(self)
         else:
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
         self.push(ConstantVariable(result != bool(inst.arg)))
@@ -567,6 +572,17 @@ class OpcodeMixin:
 
 
 _MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+
+def _iterated_for_contains(vt) -> bool:
+    """A user object whose class has no ``__contains__`` but iterates (``__iter__`` or ``__getitem__``)."""
+    from ember.capture.variables.new_object import NewObjectVariable
+    from ember.capture.variables.objects import UserObjectVariable
+    if not isinstance(vt, (NewObjectVariable, UserObjectVariable)) or getattr(vt, "items", None) is not None:
+        return False
+    cls = vt.python_type()
+    has = [any(n in k.__dict__ for k in cls.__mro__[:-1]) for n in ("__contains__", "__iter__", "__getitem__")]
+    return not has[0] and (has[1] or has[2])
 
 
 def _plain_sequence(vt) -> bool:

@@ -114,3 +114,32 @@ def dict_subclass_missing(x):
 def test_dict_subclass_missing_made_in_frame():
     check_same(dict_subclass_missing, torch.ones(2))
     assert stats()["graph_breaks"] == 0
+
+
+class _OnlyGetItem:
+    def __init__(self, n):
+        self.n = n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError(i)
+        return i * 10
+
+
+class _OnlyIter:
+    def __iter__(self):
+        return iter([1, 2, 3])
+
+
+_OUTSIDE = _OnlyGetItem(2)
+
+
+def sequence_protocol(x):
+    o = _OnlyGetItem(3)
+    return (x + 1, list(o), 20 in o, 5 in o, [v for v in _OUTSIDE], 10 in _OUTSIDE, 2 in _OnlyIter(),
+            9 in _OnlyIter())
+
+
+def test_old_sequence_protocol_and_contains_by_iteration():
+    check_same(sequence_protocol, torch.ones(2))
+    assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0

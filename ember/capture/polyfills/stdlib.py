@@ -46,6 +46,27 @@ def _call_until(fn, sentinel):
         yield value
 
 
+def sequence_iter(obj):
+    """``iter(obj)`` for a class with ``__getitem__`` but no ``__iter__``: obj[0], obj[1], ... until
+    IndexError (or StopIteration)."""
+    i = 0
+    while True:
+        try:
+            value = obj[i]
+        except (IndexError, StopIteration):
+            return
+        yield value
+        i += 1
+
+
+def contains_by_iteration(obj, item):
+    """``item in obj`` for a class without ``__contains__``: its iteration, identity first."""
+    for value in obj:
+        if value is item or value == item:
+            return True
+    return False
+
+
 def count_elements(mapping, iterable):
     """``collections._count_elements`` (Counter's tally loop), as CPython's Python fallback does it."""
     mapping_get = mapping.get

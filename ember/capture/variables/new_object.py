@@ -233,6 +233,10 @@ class NewObjectVariable(VariableTracker):
         it = _lookup(self.cls, "__iter__")
         if isinstance(it, types.FunctionType):
             return self.getattr(tx, "__iter__").call(tx, [], {}).unpack(tx)
+        if it is None and isinstance(_lookup(self.cls, "__getitem__"), types.FunctionType):
+            from ember.capture.polyfills.stdlib import sequence_iter
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(sequence_iter).call(tx, [self], {}).unpack(tx)  # obj[0], obj[1] ...
         raise unsupported(f"iterating over {self.describe()}")
 
     def call(self, tx, args, kwargs):

@@ -538,6 +538,10 @@ class UserObjectVariable(VariableTracker):
                 and self.source is not None:
             # a dict subclass's own iteration: its keys, read now and guarded by re-reading them
             return RealDictReadVariable(self, "keys").call(tx, [], {}).iter(tx)
+        if it is None and isinstance(_static_lookup(self.obj, "__getitem__"), types.FunctionType):
+            from ember.capture.polyfills.stdlib import sequence_iter
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(sequence_iter).call(tx, [self], {}).iter(tx)  # obj[0], obj[1] ...
         raise unsupported(f"iterating over {type(self.obj).__name__} object")
 
     def unpack(self, tx):
