@@ -256,3 +256,18 @@ def dataclass_keys(x, outside):
 def test_frozen_dataclass_keys():
     check_same(dataclass_keys, torch.ones(2), _Key(3.2, 2.5))
     assert stats()["graph_breaks"] == 0
+
+
+def str_format_objects(x):
+    r, s = R(2), S(3)
+    out = ["v={} {!r} {:>3}".format(r, r, 5), "{a}-{b}".format(a=s, b=1)]
+    try:
+        "{:>4}".format(r)  # object.__format__ refuses a spec
+    except TypeError as e:
+        out.append(str(e))
+    return x + 1, out
+
+
+def test_str_format_of_user_objects():
+    check_same(str_format_objects, torch.ones(2))
+    assert stats()["graph_breaks"] == 0

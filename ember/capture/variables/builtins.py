@@ -602,7 +602,8 @@ class ConstantMethodVariable(VariableTracker):
                 raise PythonException(e) from None  # eager raises this very exception
             return wrap_constant(result)
         if isinstance(self.value, str) and self.name == "format":
-            raise unsupported("str.format with non-constant arguments")
+            from ember.capture.variables.user_operators import format_objects
+            return format_objects(tx, self.value, args, kwargs)
         op = getattr(operator, self.name.strip("_"), None) if self.name.startswith("__") else None
         if op is not None and len(args) == 1:
             return tx.binary_op(op, ConstantVariable(self.value), args[0])

@@ -15,8 +15,8 @@ import operator
 import sys
 import types
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker
-from ember.exc import PythonException
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import PythonException, Unsupported
 
 _BINARY = {
     operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
@@ -216,7 +216,6 @@ def checked_truth(method: str, result) -> bool:
     """``bool(obj)`` from what its ``__bool__`` / ``__len__`` returned, with CPython's checks:
     ``__bool__`` must return a bool, ``__len__`` a non-negative int (else eager's TypeError /
     ValueError)."""
-    from ember.capture.variables.base import unsupported
     if not result.is_constant():
         if method == "__bool__" and type(result).__name__ == "TensorVariable":
             raise PythonException(TypeError("__bool__ should return bool, returned Tensor"))
@@ -231,3 +230,55 @@ def checked_truth(method: str, result) -> bool:
     if value < 0:
         raise PythonException(ValueError("__len__() should return >= 0"))
     return value > 0
+
+
+def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
+    """``template.format(...)`` where some arguments are user objects whose class formats through
+    its Python ``__str__``/``__repr__``: the real ``str.format`` runs on stand-ins that answer with
+    the traced text (fields reading attributes or items of them are not modelled)."""
+    import string
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as e:
+        raise PythonException(e) from None
+    if any("." in f or "[" in f for f in fields):
+        raise unsupported("str.format with non-constant arguments and attribute/index fields")
+
+    class _Text:
+        def __init__(self, vt):
+            self.vt = vt
+
+        def _text(self, kind):
+            out = user_str(tx, kind, self.vt)
+            if out is None:
+                raise unsupported(f"str.format of {self.vt.describe()}")
+            return out.as_constant()
+
+        def __str__(self):
+            return self._text("str")
+
+        def __repr__(self):
+            return self._text("repr")
+
+        def __format__(self, spec):
+            t = self.vt.python_type()
+            if t.__format__ is not object.__format__:
+                raise unsupported(f"str.format of {self.vt.describe()} (its own __format__)")
+            if spec:
+                raise TypeError(f"unsupported format string passed to {t.__name__}.__format__")
+            return self._text("str")
+
+    def stand_in(vt):
+        if vt.is_constant():
+            return vt.as_constant()
+        if type(vt).__name__ == "TensorVariable":
+            raise unsupported("str.format of a tensor reads its data")
+        return _Text(vt)
+
+    try:
+        text = template.format(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise PythonException(e) from None  # eager raises this very exception
+    return ConstantVariable(text)
