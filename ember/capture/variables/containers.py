@@ -372,6 +372,17 @@ class DictVariable(VariableTracker):
         view.keys = {k: ConstantVariable(k) for k in attrs}
         return view
 
+    @classmethod
+    def read_only_of(cls, pairs, why: str) -> "DictVariable":
+        """A new dict of ``(key tracker or str, value tracker)`` pairs that the program may read but
+        not change (``why`` is the break's reason): a function's ``__kwdefaults__``, a partial's
+        ``keywords`` ..., whose writes would have to reach the object they describe."""
+        d = cls({})
+        for k, v in pairs:
+            d.set_item(k if isinstance(k, VariableTracker) else ConstantVariable(k), v)
+        d.read_only = why
+        return d
+
     def python_type(self):
         return self.dict_cls
 

@@ -258,18 +258,12 @@ class NestedFunctionVariable(VariableTracker):
             from ember.capture.variables.containers import DictVariable
             if not self.kwdefaults_vts:
                 return ConstantVariable(None)
-            d = DictVariable({})
-            for k, v in self.kwdefaults_vts.items():
-                d.set_item(ConstantVariable(k), v)
-            d.read_only = "changing a nested function's __kwdefaults__ through the dict"
-            return d
+            return DictVariable.read_only_of(self.kwdefaults_vts.items(),
+                                             "changing a nested function's __kwdefaults__ through the dict")
         if name == "__annotations__" and all(v.is_constant() for v in self.annotations[::2]):
             from ember.capture.variables.containers import DictVariable
-            d = DictVariable({})
-            for k, v in zip(self.annotations[::2], self.annotations[1::2]):
-                d.set_item(k, v)
-            d.read_only = "changing a nested function's __annotations__"
-            return d
+            return DictVariable.read_only_of(zip(self.annotations[::2], self.annotations[1::2]),
+                                             "changing a nested function's __annotations__")
         return super().getattr(tx, name)
 
 
@@ -402,11 +396,7 @@ class PartialVariable(VariableTracker):
             return TupleVariable(self.args)
         if name == "keywords":
             from ember.capture.variables.containers import DictVariable
-            d = DictVariable({})
-            for k, v in self.kwargs.items():
-                d.set_item(ConstantVariable(k), v)
-            d.read_only = "changing a partial's keywords through its dict"
-            return d
+            return DictVariable.read_only_of(self.kwargs.items(), "changing a partial's keywords through its dict")
         return super().getattr(tx, name)
 
 
