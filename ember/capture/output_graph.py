@@ -45,6 +45,7 @@ class OutputGraph:
         self.entry_grad_mode: bool | None = torch.is_grad_enabled()
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
+        self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
 
     # -- inputs -----------------------------------------------------------------
     def add_input(self, source, real: torch.Tensor) -> TensorVariable:
@@ -152,6 +153,12 @@ class OutputGraph:
             return TupleVariable(items, tuple_type=None if t is tuple else t)
         raise unsupported(f"operation returned {type(result).__name__}")
 
+    def add_submodule(self, module: torch.nn.Module, prefix: str) -> fx.Node:
+        """A ``get_attr`` node for ``module``, kept as an attribute of the finished GraphModule."""
+        name = f"{prefix}_{len(self.submodules)}"
+        self.submodules[name] = module
+        return self.graph.get_attr(name)
+
     def set_grad_enabled(self, mode: bool) -> None:
         if mode == torch.is_grad_enabled():
             return  # no change (`no_grad()` under no_grad): the graph runs in this mode already
@@ -165,6 +172,8 @@ class OutputGraph:
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
         self.graph.output(tuple(output_nodes))
+        from ember.capture.variables.autograd_function import drop_unused_bodies
+        drop_unused_bodies(self.graph)
         toggles = [n for n in self.graph.nodes if n.target is torch._C._set_grad_enabled]
         if toggles and self.entry_grad_mode is not None:
             # A graph that changes grad mode states the mode it starts in, so it means the same
@@ -179,7 +188,10 @@ class OutputGraph:
             else:
                 self.graph.erase_node(node)
         self.graph.lint()
-        gm = fx.GraphModule(torch.nn.Module(), self.graph)
+        root = torch.nn.Module()
+        for name, module in self.submodules.items():
+            root.add_module(name, module)
+        gm = fx.GraphModule(root, self.graph)
         return gm, keep_values, keep_sources
 
 

@@ -286,8 +286,8 @@ class UserMethodVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if isinstance(self.func, UserFunctionVariable) and self.func.fn is _FUNCTION_APPLY:
-            # Its forward would run (with its Python side effects) at trace time: break at the call.
-            raise unsupported("torch.autograd.Function.apply runs eagerly")
+            from ember.capture.variables.autograd_function import trace_function_apply
+            return trace_function_apply(tx, self.obj, args, kwargs)
         if getattr(self.func, "fn", None) in _CONTEXT_CLONES:  # `@torch.inference_mode()` decorators
             return UserFunctionVariable(self.func.fn).call(tx, [self.obj, *args], kwargs)
         return self.func.call(tx, [self.obj, *args], kwargs)

@@ -1,0 +1,98 @@
+"""Tracing a callable into a subgraph of the frame's graph (autograd.Function forward, cond branches).
+
+The callable is inlined as usual, so its operations land at the end of the frame's graph; the nodes
+it added are then copied into a GraphModule of their own. The caller checks that nothing escaped the
+callable other than through its result (no side effects, no in-place change to the callable's
+inputs) and decides what happens to the original nodes.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from ember.capture.variables.base import unsupported
+
+
+class Region:
+    """Marks where a traced region starts; afterwards tells what it added and changed."""
+
+    def __init__(self, tx, inputs: list):
+        self.tx = tx
+        self.graph = tx.output.graph
+        self._before = set(self.graph.nodes)
+        self._effects = side_effect_state(tx)
+        self._inputs = [t for t in inputs if hasattr(t, "fake")]
+        self._versions = [t.fake._version for t in self._inputs]
+
+    def nodes(self) -> list[fx.Node]:
+        """The nodes added since the start, in order (placeholders are inputs: not counted)."""
+        return [n for n in self.graph.nodes if n not in self._before and n.op != "placeholder"]
+
+    def check_pure(self, what: str) -> None:
+        if side_effect_state(self.tx) != self._effects:
+            raise unsupported(f"{what} has side effects")
+        if [t.fake._version for t in self._inputs] != self._versions:
+            raise unsupported(f"{what} changes an input in place")
+        for n in self.nodes():
+            if n.op not in ("call_function", "call_method"):
+                raise unsupported(f"{what} uses {n.op} nodes")
+
+    def external_inputs(self, body: list[fx.Node], known: set, extra_uses=()) -> list[fx.Node]:
+        """Tensors from before the region that ``body`` (or ``extra_uses``) reads and that are not in
+        ``known``, in first-use order."""
+        inside = set(body)
+        found: list[fx.Node] = []
+
+        def note(node):
+            if node in inside or node in known or node in found:
+                return
+            if not isinstance(node.meta.get("example_value"), torch.Tensor):
+                raise unsupported("a traced region uses a non-tensor graph value")
+            found.append(node)
+        for n in body:
+            for i in n.all_input_nodes:
+                note(i)
+        for node in extra_uses:
+            note(node)
+        return found
+
+    def erase(self) -> None:
+        """Remove the region's nodes (refused if something after it uses them)."""
+        for n in reversed(self.nodes()):
+            if n.users:
+                raise unsupported("a value computed in a traced region escapes it")
+            self.graph.erase_node(n)
+
+
+def side_effect_state(tx):
+    se = tx.side_effects
+    return (tuple((k, id(v[2])) for k, v in se._attrs.items()),
+            tuple((k, id(v[2])) for k, v in se._globals.items()),
+            tuple(se._containers), len(se._calls))
+
+
+def extract(body: list[fx.Node], inputs: list[fx.Node | None], outputs: list[fx.Node]) -> fx.GraphModule:
+    """GraphModule ``(*inputs) -> tuple(outputs)`` computing ``body``. An input of None is a placeholder
+    the body does not use; an input listed twice is read from its first placeholder."""
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for i, node in enumerate(inputs):
+        ph = g.placeholder(f"arg{i}")
+        if node is not None and node not in env:
+            ph.meta.update({k: v for k, v in node.meta.items() if k == "example_value"})
+            env[node] = ph
+    for n in body:
+        env[n] = g.node_copy(n, lambda x: env[x])
+    g.output(tuple(env[o] for o in outputs))
+    return fx.GraphModule(torch.nn.Module(), g)
+
+
+class GradDisabled:
+    """Grad mode off while tracing, without a graph node (the region runs under no_grad anyway)."""
+
+    def __enter__(self):
+        self.prior = torch.is_grad_enabled()
+        torch._C._set_grad_enabled(False)
+
+    def __exit__(self, *exc):
+        torch._C._set_grad_enabled(self.prior)

@@ -1,0 +1,309 @@
+"""``MyFunction.apply(*args)`` of a ``torch.autograd.Function`` traced into the graph.
+
+Eager runs ``forward`` with grad disabled and records one autograd node whose backward is the
+user's ``backward``. ember does the same in three steps:
+
+1. ``forward`` is inlined (with a `FunctionCtxVariable` standing in for ``ctx``) under grad
+   disabled. Its operations land in the frame's graph as nodes ``R``; what it stores on the ctx
+   (saved tensors, attributes, non-differentiable outputs, materialize flag) is recorded.
+2. ``backward`` is inlined once on stand-in gradients to check that it is traceable and to install
+   the guards it needs (the globals it reads); its nodes are then dropped.
+3. ``R`` is copied into a GraphModule that a generated ``autograd.Function`` runs in its forward;
+   its backward calls the user's backward with a ctx rebuilt from what step 1 recorded. The graph
+   calls that Function's ``apply``: the eager backend runs it as is, AOT traces through it (the
+   joint trace calls the user's backward on fake tensors, so the backward graph is the user's).
+
+``R`` stays in the frame's graph under a no-grad region, for any of its values that escape the
+forward in other ways (stored in a list): unused, it is removed when the graph is finished.
+Anything else (a graph break inside forward or backward, side effects, ``mark_dirty``, in-place
+changes to inputs, outputs that are not tensors or tuples) breaks the graph at the call, which then
+runs eagerly, as before.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.fx as fx
+
+from ember.capture.subgraph import GradDisabled, Region, extract
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.tensor import TensorVariable
+from ember.exc import PythonException
+
+_CTX_METHODS = ("save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty",
+                "save_for_forward")
+
+
+class FunctionCtxVariable(VariableTracker):
+    """The ``ctx`` of a traced ``autograd.Function``: records what forward stores on it."""
+
+    def __init__(self, fn_cls, needs_input_grad: tuple):
+        self.fn_cls = fn_cls
+        self.attrs: dict[str, VariableTracker] = {}
+        self.saved: list | None = None
+        self.non_differentiable: list[VariableTracker] = []
+        self.materialize = True
+        self.needs_input_grad = needs_input_grad
+
+    def python_type(self):
+        return self.fn_cls._backward_cls
+
+    def describe(self):
+        return f"ctx of {self.fn_cls.__qualname__}"
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.containers import TupleVariable
+        from ember.capture.variables.functions import BoundMethodVariable
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "needs_input_grad":
+            return TupleVariable([ConstantVariable(b) for b in self.needs_input_grad])
+        if name in ("saved_tensors", "saved_variables"):
+            if self.saved is None:
+                return TupleVariable([])
+            return TupleVariable(list(self.saved))
+        if name in _CTX_METHODS:
+            return BoundMethodVariable(self, name)
+        if name == "__class__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.python_type())
+        raise unsupported(f"attribute {name!r} of an autograd.Function ctx")
+
+    def setattr(self, tx, name, value):
+        if name in _CTX_METHODS or name in ("needs_input_grad", "saved_tensors", "saved_variables"):
+            raise unsupported(f"assigning ctx.{name}")
+        self.attrs[name] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        if kwargs:
+            raise unsupported(f"ctx.{name} with keyword arguments")
+        if name == "save_for_backward":
+            for a in args:
+                if not (isinstance(a, TensorVariable) or a.is_constant() and a.as_constant() is None):
+                    raise unsupported("ctx.save_for_backward of a value that is not a tensor or None")
+            self.saved = list(args)
+            return ConstantVariable(None)
+        if name == "mark_non_differentiable":
+            if not all(isinstance(a, TensorVariable) for a in args):
+                raise unsupported("ctx.mark_non_differentiable of a value that is not a tensor")
+            self.non_differentiable.extend(args)
+            return ConstantVariable(None)
+        if name == "set_materialize_grads":
+            value = args[0] if args else ConstantVariable(True)
+            if not value.is_constant():
+                raise unsupported("ctx.set_materialize_grads with a non-constant value")
+            self.materialize = bool(value.as_constant())
+            return ConstantVariable(None)
+        if name in ("mark_dirty", "save_for_forward"):
+            raise unsupported(f"ctx.{name} in a traced autograd.Function")
+        return super().call_method(tx, name, args, kwargs)
+
+
+def _user_backward(fn_cls):
+    """What autograd calls for ``fn_cls``'s backward (``vjp`` when only that is overridden)."""
+    base = torch.autograd.Function
+    backward, vjp = fn_cls.backward, fn_cls.vjp
+    if backward is not base.backward and vjp is not base.vjp:
+        raise unsupported("an autograd.Function overriding both backward and vjp")
+    chosen = vjp if vjp is not base.vjp else backward
+    if chosen is base.backward:
+        raise unsupported("an autograd.Function without a backward")
+    return chosen
+
+
+def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
+    from ember.capture.variables.containers import TupleVariable
+    fn_cls = getattr(cls_vt, "value", None)
+    if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
+        raise unsupported("torch.autograd.Function.apply on an unknown class")
+    if kwargs:
+        raise unsupported("torch.autograd.Function.apply with keyword arguments")
+    if getattr(fn_cls, "_compiled_autograd_should_lift", True) is False or "jvp" in vars(fn_cls):
+        raise unsupported(f"{fn_cls.__qualname__} (forward-mode AD)")
+    backward_fn = _user_backward(fn_cls)
+    output = tx.output
+    grad_on = torch.is_grad_enabled()
+    ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
+                                            for a in args))
+    tensor_args = [a for a in args if isinstance(a, TensorVariable)]
+    region = Region(tx, tensor_args)
+    setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
+    uses_setup_context = (getattr(setup_context, "__func__", setup_context)
+                          is not torch.autograd.function._SingleLevelFunction.setup_context)
+
+    # 1. forward, under no_grad as in eager
+    with GradDisabled():
+        forward = tx.getattr(cls_vt, "forward")
+        if uses_setup_context:
+            out = forward.call(tx, list(args), {})
+            tx.getattr(cls_vt, "setup_context").call(tx, [ctx, TupleVariable(list(args)), out], {})
+        else:
+            out = forward.call(tx, [ctx, *args], {})
+    region.check_pure(f"{fn_cls.__qualname__}.forward")
+    body = region.nodes()
+
+    # the outputs: a tensor, or a tuple of tensors and constants
+    if isinstance(out, TensorVariable):
+        out_items, out_is_tuple = [out], False
+    elif isinstance(out, TupleVariable) and out.tuple_type is None:
+        out_items, out_is_tuple = list(out.items), True
+        for o in out_items:
+            if not (isinstance(o, TensorVariable) or o.is_constant()):
+                raise unsupported(f"{fn_cls.__qualname__}.forward returns a {o.describe()}")
+    else:
+        raise unsupported(f"{fn_cls.__qualname__}.forward returns {out.describe()}")
+    tensor_outs = [o for o in out_items if isinstance(o, TensorVariable)]
+    if not tensor_outs:
+        raise unsupported(f"{fn_cls.__qualname__}.forward returns no tensor")
+    for name, value in ctx.attrs.items():
+        if not (isinstance(value, TensorVariable) or value.is_constant()):
+            raise unsupported(f"ctx.{name} holds a {value.describe()}")
+    non_diff = []
+    for t in ctx.non_differentiable:
+        hits = [i for i, o in enumerate(tensor_outs) if o.node is t.node]
+        if not hits:
+            raise unsupported("ctx.mark_non_differentiable of a tensor that is not an output")
+        non_diff.append(hits[0])
+
+    # 2. backward, traced once for its guards (and to know it is traceable), then dropped
+    _check_backward(tx, fn_cls, backward_fn, ctx, out_items)
+
+    # 3. the generated Function over a copy of the forward's nodes
+    ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
+    ctx_tensors += [v for v in ctx.attrs.values() if isinstance(v, TensorVariable)]
+    extras = region.external_inputs(body, {a.node for a in tensor_args},
+                                    [v.node for v in [*tensor_outs, *ctx_tensors]])
+
+    call_args: list[VariableTracker] = []
+    for a in args:
+        call_args.append(a if isinstance(a, TensorVariable) or a.is_constant() else ConstantVariable(None))
+    for node in extras:  # values from outside used inside: eager gives them no gradient here
+        vt = TensorVariable(node, node.meta["example_value"])
+        if vt.fake.requires_grad:
+            vt = output.call_method("detach", [vt], {})
+        call_args.append(vt)
+
+    gm = extract(body, [a.node if isinstance(a, TensorVariable) else None for a in args] + extras,
+                 [v.node for v in [*tensor_outs, *ctx_tensors]])
+    ref_of = {id(v): ("out", k) for k, v in enumerate([*tensor_outs, *ctx_tensors])}
+    saved_refs = None if ctx.saved is None else [
+        ref_of[id(v)] if isinstance(v, TensorVariable) else None for v in ctx.saved]
+    attr_refs = {name: (ref_of[id(v)] if isinstance(v, TensorVariable) else ("const", v.as_constant()))
+                 for name, v in ctx.attrs.items()}
+    out_positions = [i for i, o in enumerate(out_items) if isinstance(o, TensorVariable)]
+    wrapper = _make_function(fn_cls, backward_fn, gm, len(tensor_outs), out_is_tuple, saved_refs, attr_refs,
+                             non_diff, ctx.materialize, len(args), len(out_items), out_positions)
+    _mark_body(output, body, grad_on)
+    result = output.call_function(_apply_of(wrapper), call_args, {})
+    results = [result] if isinstance(result, TensorVariable) else list(result.items)
+    if not out_is_tuple:
+        return results[0]
+    it = iter(results)
+    return TupleVariable([next(it) if isinstance(o, TensorVariable) else o for o in out_items])
+
+
+def _check_backward(tx, fn_cls, backward_fn, ctx, out_items):
+    from ember.capture.variables.functions import UserFunctionVariable
+    region = Region(tx, [])
+    fn = getattr(backward_fn, "__wrapped__", backward_fn)  # once_differentiable's body
+    try:
+        with GradDisabled():
+            grads = [tx.output.call_function(torch.zeros_like, [o], {}) if isinstance(o, TensorVariable)
+                     else ConstantVariable(None) for o in out_items]
+            result = UserFunctionVariable(fn).call(tx, [ctx, *grads], {})
+    except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
+        raise unsupported(f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} while tracing") from None
+    region.check_pure(f"{fn_cls.__qualname__}.backward")
+    region.erase()
+    items = list(result.items) if isinstance(getattr(result, "items", None), list) else [result]
+    if len(items) != len(ctx.needs_input_grad):
+        raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for "
+                          f"{len(ctx.needs_input_grad)} inputs")
+
+
+def _mark_body(output, body, grad_on):
+    """Keep the forward's nodes (for values that escape it) under no_grad; `finish` drops unused ones."""
+    if not body:
+        return
+    tag = object()
+    for n in body:
+        n.meta["ember_fn_body"] = tag
+    if grad_on:
+        graph = output.graph
+        with graph.inserting_before(body[0]):
+            off = graph.call_function(torch._C._set_grad_enabled, (False,))
+        with graph.inserting_after(body[-1]):
+            on = graph.call_function(torch._C._set_grad_enabled, (True,))
+        off.meta["ember_fn_body"] = on.meta["ember_fn_body"] = tag
+
+
+def drop_unused_bodies(graph: fx.Graph) -> None:
+    """Remove the kept forward nodes nothing uses (and their no-grad region when it is empty)."""
+    tagged = [n for n in graph.nodes if "ember_fn_body" in n.meta]
+    if not tagged:
+        return
+    toggles = [n for n in tagged if n.target is torch._C._set_grad_enabled]
+    for n in reversed(tagged):
+        if n.target is not torch._C._set_grad_enabled and not n.users:
+            graph.erase_node(n)
+    live = {n.meta["ember_fn_body"] for n in graph.nodes
+            if "ember_fn_body" in n.meta and n.target is not torch._C._set_grad_enabled}
+    for n in toggles:
+        if n.meta["ember_fn_body"] not in live:
+            graph.erase_node(n)
+
+
+def _apply_of(wrapper):
+    """``wrapper.apply`` as a plain function fx names by itself (a bound ``apply`` reports torch's module,
+    and fx would write it as ``torch.autograd.function.apply``)."""
+    def apply(*args):
+        return wrapper.apply(*args)
+    apply.__name__ = apply.__qualname__ = f"{wrapper.__name__.lower()}_apply"
+    apply.__module__ = __name__
+    apply.ember_function = wrapper
+    return apply
+
+
+def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, attr_refs, non_diff,
+                   materialize, n_args, n_user_outs, out_positions):
+    def resolve(ref, inputs, values):
+        kind, i = ref
+        return values[i] if kind == "out" else inputs[i]
+
+    class EmberFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *inputs):
+            values = gm(*inputs)
+            outs = values[:n_out]
+            if saved_refs is not None:
+                ctx.save_for_backward(*[None if r is None else resolve(r, inputs, values) for r in saved_refs])
+            for name, ref in attr_refs.items():
+                setattr(ctx, name, ref[1] if ref[0] == "const" else resolve(ref, inputs, values))
+            if non_diff:
+                ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
+            if not materialize:
+                ctx.set_materialize_grads(False)
+            return tuple(outs) if out_is_tuple else outs[0]
+
+        @staticmethod
+        def backward(ctx, *grads):
+            full = [None] * n_user_outs
+            for pos, g in zip(out_positions, grads):
+                full[pos] = g
+            result = backward_fn(ctx, *full)
+            if not isinstance(result, tuple):
+                result = (result,)
+            if len(result) != n_args:
+                raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
+                                   f"gradients (expected {n_args}, got {len(result)})")
+            return (*result, *([None] * (ctx_inputs_count(ctx) - n_args)))
+
+    def ctx_inputs_count(ctx):
+        return len(ctx.needs_input_grad)
+
+    EmberFunction.__name__ = EmberFunction.__qualname__ = f"Ember_{fn_cls.__name__}"
+    return EmberFunction
