@@ -65,6 +65,8 @@ def _is_view(node: torch.fx.Node) -> bool:
 
 def recomputable(node: torch.fx.Node) -> bool:
     """May the backward recompute this node (cheap, deterministic, functional)?"""
+    if node.op == "get_attr":  # a subgraph (cond's branches): each graph reads its own
+        return True
     if node.op != "call_function":
         return False
     if node.meta.get("ember_must_save") or node.meta.get("partitioner_tag") == "must_be_in_forward":

@@ -185,4 +185,5 @@ def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     saved = [n for n in joint.graph.nodes
              if n in fw_nodes and (n in returned_by_bw or any(
                  u in bw_only and not parts.skip_edge(u, n) for u in n.users))]
-    return assemble(parts, fw_nodes, saved, bw_only)
+    attrs = {n for n in saved if n.op == "get_attr"}  # a subgraph is not saved: the backward reads it too
+    return assemble(parts, fw_nodes, [n for n in saved if n not in attrs], bw_only | attrs)

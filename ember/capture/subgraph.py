@@ -34,7 +34,8 @@ class Region:
         if [t.fake._version for t in self._inputs] != self._versions:
             raise unsupported(f"{what} changes an input in place")
         for n in self.nodes():
-            if n.op not in ("call_function", "call_method"):
+            if n.op not in ("call_function", "call_method") and not (
+                    n.op == "get_attr" and n.target in self.tx.output.submodules):
                 raise unsupported(f"{what} uses {n.op} nodes")
 
     def external_inputs(self, body: list[fx.Node], known: set, extra_uses=()) -> list[fx.Node]:
@@ -71,9 +72,11 @@ def side_effect_state(tx):
             tuple(se._containers), len(se._calls))
 
 
-def extract(body: list[fx.Node], inputs: list[fx.Node | None], outputs: list[fx.Node]) -> fx.GraphModule:
+def extract(body: list[fx.Node], inputs: list[fx.Node | None], outputs: list[fx.Node],
+            submodules: dict | None = None) -> fx.GraphModule:
     """GraphModule ``(*inputs) -> tuple(outputs)`` computing ``body``. An input of None is a placeholder
-    the body does not use; an input listed twice is read from its first placeholder."""
+    the body does not use; an input listed twice is read from its first placeholder. ``submodules``:
+    the frame graph's GraphModules, for the ``get_attr`` nodes of a nested cond."""
     g = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for i, node in enumerate(inputs):
@@ -84,7 +87,11 @@ def extract(body: list[fx.Node], inputs: list[fx.Node | None], outputs: list[fx.
     for n in body:
         env[n] = g.node_copy(n, lambda x: env[x])
     g.output(tuple(env[o] for o in outputs))
-    return fx.GraphModule(torch.nn.Module(), g)
+    root = torch.nn.Module()
+    for n in body:
+        if n.op == "get_attr":
+            root.add_module(n.target, submodules[n.target])
+    return fx.GraphModule(root, g)
 
 
 class GradDisabled:

@@ -176,7 +176,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
     ctx_tensors += [v for v in ctx.attrs.values() if isinstance(v, TensorVariable)]
     extras = region.external_inputs(body, {a.node for a in tensor_args},
-                                    [v.node for v in [*tensor_outs, *ctx_tensors]])
+                                    [v.node for v in [*tensor_outs, *ctx_tensors]], output.submodules)
 
     call_args: list[VariableTracker] = []
     for a in args:
@@ -188,7 +188,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
         call_args.append(vt)
 
     gm = extract(body, [a.node if isinstance(a, TensorVariable) else None for a in args] + extras,
-                 [v.node for v in [*tensor_outs, *ctx_tensors]])
+                 [v.node for v in [*tensor_outs, *ctx_tensors]], output.submodules)
     ref_of = {id(v): ("out", k) for k, v in enumerate([*tensor_outs, *ctx_tensors])}
     saved_refs = None if ctx.saved is None else [
         ref_of[id(v)] if isinstance(v, TensorVariable) else None for v in ctx.saved]

@@ -98,6 +98,9 @@ class TorchFunctionVariable(VariableTracker):
             from ember.capture.variables.grad_modes import GradModeVariable
             GradModeVariable.create(tx, torch.set_grad_enabled, [args[0].as_constant()])
             return ConstantVariable(None)
+        if fn is torch.cond:
+            from ember.capture.variables.cond import trace_cond
+            return trace_cond(tx, args, kwargs)
         if fn is torch.get_default_dtype:
             tx.guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
                                    "torch.get_default_dtype()")
