@@ -176,7 +176,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
     ctx_tensors += [v for v in ctx.attrs.values() if isinstance(v, TensorVariable)]
     extras = region.external_inputs(body, {a.node for a in tensor_args},
-                                    [v.node for v in [*tensor_outs, *ctx_tensors]], output.submodules)
+                                    [v.node for v in [*tensor_outs, *ctx_tensors]])
 
     call_args: list[VariableTracker] = []
     for a in args:
