@@ -158,6 +158,8 @@ def _classify_outputs(f_args: list, f_outs: list, input_info: list[InputInfo]):
                 kind, base_idx = OutputKind.ALIAS_OF_INPUT, inp_storage[storage]
                 if not input_info[base_idx].mutates_metadata:
                     view_metas = _view_metas(o)
+        elif (o._base is not None or alias_count[storage] > 1) and _is_custom_function_output(o):
+            kind = OutputKind.CUSTOM_FUNCTION_VIEW  # regenerating the view would drop its custom backward
         elif o._base is not None and (o.requires_grad and o._base.requires_grad or alias_count[storage] > 1):
             # (without grad, views of one intermediate are still regenerated from it when
             # several outputs share it, so that they keep aliasing each other as in eager)

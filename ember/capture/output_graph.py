@@ -102,7 +102,8 @@ class OutputGraph:
         node_kwargs, fake_kwargs = _lower(kwargs)
         try:
             with self.fake.mode:
-                if kind == "call_function" and isinstance(target, types.FunctionType):
+                if kind == "call_function" and isinstance(target, types.FunctionType) \
+                        and not hasattr(target, "ember_function"):
                     with _AutogradStateWatch(target):
                         result = target(*fake_args, **fake_kwargs)
                 elif kind == "call_function":

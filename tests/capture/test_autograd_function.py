@@ -325,3 +325,127 @@ def test_inductor_backend():
     expected.sum().backward()
     actual.sum().backward()
     assert_same([a.grad for a in comp_args], [a.grad for a in eager_args], rtol=1e-4, atol=1e-5)
+
+
+# ---- cases a probe found (each was wrong, crashed, or fell back before the fix) -----------------
+
+class ViewOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view(-1)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.view(2, 2) * 4
+
+
+class Counting(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.calls = 0
+        ctx.scale = 2.0
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.calls += 1  # what backward writes on ctx is not part of what forward recorded
+        scale = ctx.scale
+        ctx.scale = None
+        return g * (1 + ctx.calls) * scale
+
+
+G = torch.randn(4)
+
+
+class ReadsGlobal(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * G
+
+    @staticmethod
+    def backward(ctx, g):
+        assert len(ctx.needs_input_grad) == 1
+        return tuple(g * 2 if n else None for n in ctx.needs_input_grad)
+
+
+class SavesOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * (1 - y * y) * 7
+
+
+class Defaults(torch.autograd.Function):
+    @staticmethod
+    def forward(x, scale=2.0):
+        return x * scale
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        _, ctx.scale = inputs
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale * 3, None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", [
+    lambda x: (Identity.apply(x * 3), x * 3),
+    lambda x: (lambda h: (Identity.apply(h), h))(x * 3),
+    lambda x: (lambda h: (ViewOut.apply(h.reshape(2, 2)), h))(x * 3),
+    lambda x: Counting.apply(x),
+    lambda x: ReadsGlobal.apply(x),
+    lambda x: SavesOutput.apply(x),
+    lambda x: Defaults.apply(x),
+], ids=["identity_of_intermediate", "output_aliases_returned_tensor", "view_output_aliases_returned_tensor",
+        "backward_writes_ctx", "needs_input_grad_without_outside_tensors", "saves_output", "setup_context_defaults"])
+def test_probe_findings(case, backend):
+    reset()
+    _compare(case, torch.randn(4, requires_grad=True), backend=backend)
+    assert stats()["graph_breaks"] == 0 and stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_patching_backward_recompiles(backend):
+    class Patched(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    compiled = ember.compile(lambda x: Patched.apply(x), backend=backend)
+    for factor in (2, -9):
+        if factor == -9:
+            Patched.backward = staticmethod(lambda ctx, g: g * -9)
+        x = torch.randn(3, requires_grad=True)
+        compiled(x).sum().backward()
+        assert_same(x.grad, torch.full((3,), float(factor)))
+
+
+S = torch.tensor(3.0)
+
+
+class BackwardReadsGlobalTensor(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * S
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_reading_an_outside_tensor_runs_eagerly(backend):
+    reset()
+    _compare(lambda x: BackwardReadsGlobalTensor.apply(x) + 1, torch.randn(3, requires_grad=True), backend=backend)
+    assert stats()["fallbacks"] == 0

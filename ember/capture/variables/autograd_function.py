@@ -21,6 +21,7 @@ runs eagerly, as before.
 """
 from __future__ import annotations
 
+import copy
 import inspect
 
 import torch
@@ -115,25 +116,38 @@ def _user_backward(fn_cls):
     return chosen
 
 
+def _with_defaults(forward, args: list, kwargs: dict) -> list:
+    try:
+        bound = inspect.signature(forward).bind(*args, **kwargs)
+    except TypeError:
+        raise unsupported("torch.autograd.Function.apply with arguments forward does not take") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise unsupported("torch.autograd.Function.apply with keyword-only arguments")
+    return [a if isinstance(a, VariableTracker) else ConstantVariable(a) for a in bound.args]
+
+
 def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
-    from ember.capture.variables.containers import TupleVariable
+    from ember.capture.variables.containers import ListVariable, TupleVariable
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
         raise unsupported("torch.autograd.Function.apply on an unknown class")
-    if kwargs:
-        raise unsupported("torch.autograd.Function.apply with keyword arguments")
     if getattr(fn_cls, "_compiled_autograd_should_lift", True) is False or "jvp" in vars(fn_cls):
         raise unsupported(f"{fn_cls.__qualname__} (forward-mode AD)")
     backward_fn = _user_backward(fn_cls)
+    setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
+    uses_setup_context = (getattr(setup_context, "__func__", setup_context)
+                          is not torch.autograd.function._SingleLevelFunction.setup_context)
+    if uses_setup_context:  # eager's apply binds forward's defaults first: setup_context sees them
+        args = _with_defaults(fn_cls.forward, args, kwargs)
+    elif kwargs:
+        raise unsupported("torch.autograd.Function.apply with keyword arguments")
     output = tx.output
     grad_on = torch.is_grad_enabled()
     ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
                                             for a in args))
     tensor_args = [a for a in args if isinstance(a, TensorVariable)]
     region = Region(tx, tensor_args)
-    setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
-    uses_setup_context = (getattr(setup_context, "__func__", setup_context)
-                          is not torch.autograd.function._SingleLevelFunction.setup_context)
 
     # 1. forward, under no_grad as in eager
     with GradDisabled():
@@ -170,7 +184,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
         non_diff.append(hits[0])
 
     # 2. backward, traced once for its guards (and to know it is traceable), then dropped
-    _check_backward(tx, fn_cls, backward_fn, ctx, out_items)
+    _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items)
 
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
@@ -181,11 +195,9 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     call_args: list[VariableTracker] = []
     for a in args:
         call_args.append(a if isinstance(a, TensorVariable) or a.is_constant() else ConstantVariable(None))
-    for node in extras:  # values from outside used inside: eager gives them no gradient here
-        vt = TensorVariable(node, node.meta["example_value"])
-        if vt.fake.requires_grad:
-            vt = output.call_method("detach", [vt], {})
-        call_args.append(vt)
+    # Tensors from outside that forward reads (globals, closures, list members) go in one list: autograd
+    # gives tensors inside a list no gradient and no needs_input_grad entry of their own, as in eager.
+    call_args.append(ListVariable([TensorVariable(node, node.meta["example_value"]) for node in extras]))
 
     gm = extract(body, [a.node if isinstance(a, TensorVariable) else None for a in args] + extras,
                  [v.node for v in [*tensor_outs, *ctx_tensors]], output.submodules)
@@ -206,20 +218,32 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     return TupleVariable([next(it) if isinstance(o, TensorVariable) else o for o in out_items])
 
 
-def _check_backward(tx, fn_cls, backward_fn, ctx, out_items):
+def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
     from ember.capture.variables.functions import UserFunctionVariable
+    # read through the class (as forward was): patching Fn.backward later must recompile
+    name = "vjp" if backward_fn is fn_cls.vjp and backward_fn is not fn_cls.backward else "backward"
+    fn_vt = tx.getattr(cls_vt, name)
+    wrapped = getattr(backward_fn, "__wrapped__", None)  # once_differentiable's body
+    if wrapped is not None:
+        fn_vt = UserFunctionVariable(wrapped)
+    inputs_before = len(tx.output.placeholders)
+    bctx = copy.copy(ctx)  # what backward assigns on ctx must not reach the forward's record
+    bctx.attrs = dict(ctx.attrs)
     region = Region(tx, [])
-    fn = getattr(backward_fn, "__wrapped__", backward_fn)  # once_differentiable's body
     try:
         with GradDisabled():
             grads = [tx.output.call_function(torch.zeros_like, [o], {}) if isinstance(o, TensorVariable)
                      else ConstantVariable(None) for o in out_items]
-            result = UserFunctionVariable(fn).call(tx, [ctx, *grads], {})
+            result = fn_vt.call(tx, [bctx, *grads], {})
     except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
         raise unsupported(f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} while tracing") from None
     region.check_pure(f"{fn_cls.__qualname__}.backward")
     region.erase()
-    items = list(result.items) if isinstance(getattr(result, "items", None), list) else [result]
+    if len(tx.output.placeholders) != inputs_before:
+        # AOT would run the real backward on fake tensors, where a real tensor from outside cannot go
+        raise unsupported(f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
+    from ember.capture.variables.containers import TupleVariable
+    items = list(result.items) if isinstance(result, TupleVariable) else [result]  # (eager: not a tuple -> (r,))
     if len(items) != len(ctx.needs_input_grad):
         raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for "
                           f"{len(ctx.needs_input_grad)} inputs")
@@ -270,40 +294,34 @@ def _apply_of(wrapper):
 
 def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, attr_refs, non_diff,
                    materialize, n_args, n_user_outs, out_positions):
-    def resolve(ref, inputs, values):
-        kind, i = ref
-        return values[i] if kind == "out" else inputs[i]
+    """An ``autograd.Function`` named like ``fn_cls`` (autograd's messages name it) taking the user's
+    arguments plus one list of the outside tensors forward reads."""
+    def forward(ctx, *inputs):
+        values = gm(*inputs[:-1], *inputs[-1])
+        outs = values[:n_out]
+        if saved_refs is not None:
+            ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
+        for name, ref in attr_refs.items():
+            setattr(ctx, name, ref[1] if ref[0] == "const" else values[ref[1]])
+        if non_diff:
+            ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
+        if not materialize:
+            ctx.set_materialize_grads(False)
+        return tuple(outs) if out_is_tuple else outs[0]
 
-    class EmberFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *inputs):
-            values = gm(*inputs)
-            outs = values[:n_out]
-            if saved_refs is not None:
-                ctx.save_for_backward(*[None if r is None else resolve(r, inputs, values) for r in saved_refs])
-            for name, ref in attr_refs.items():
-                setattr(ctx, name, ref[1] if ref[0] == "const" else resolve(ref, inputs, values))
-            if non_diff:
-                ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
-            if not materialize:
-                ctx.set_materialize_grads(False)
-            return tuple(outs) if out_is_tuple else outs[0]
+    def backward(ctx, *grads):
+        full = [None] * n_user_outs
+        for pos, g in zip(out_positions, grads):
+            full[pos] = g
+        ctx.needs_input_grad = ctx.needs_input_grad[:n_args]  # (not the list of outside tensors)
+        result = backward_fn(ctx, *full)
+        if not isinstance(result, tuple):
+            result = (result,)
+        if len(result) != n_args:
+            raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
+                               f"gradients (expected {n_args}, got {len(result)})")
+        return (*result, None)
 
-        @staticmethod
-        def backward(ctx, *grads):
-            full = [None] * n_user_outs
-            for pos, g in zip(out_positions, grads):
-                full[pos] = g
-            result = backward_fn(ctx, *full)
-            if not isinstance(result, tuple):
-                result = (result,)
-            if len(result) != n_args:
-                raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
-                                   f"gradients (expected {n_args}, got {len(result)})")
-            return (*result, *([None] * (ctx_inputs_count(ctx) - n_args)))
-
-    def ctx_inputs_count(ctx):
-        return len(ctx.needs_input_grad)
-
-    EmberFunction.__name__ = EmberFunction.__qualname__ = f"Ember_{fn_cls.__name__}"
-    return EmberFunction
+    return type(fn_cls.__name__, (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward),
+                 "__module__": __name__, "__qualname__": f"ember.{fn_cls.__qualname__}"})
