@@ -78,9 +78,15 @@ def recomputable(node: torch.fx.Node) -> bool:
         return False
     if t._schema.is_mutable or torch.Tag.nondeterministic_seeded in t.tags:
         return False
-    if isinstance(node.meta.get("val"), (tuple, list)):
+    if isinstance(node.meta.get("val"), (tuple, list)) and not checkpointed(node):
         return False
-    return torch.Tag.pointwise in t.tags or t.is_view or t in _CHEAP
+    return torch.Tag.pointwise in t.tags or t.is_view or t in _CHEAP or checkpointed(node)
+
+
+def checkpointed(node: torch.fx.Node) -> bool:
+    """Made inside ``torch.utils.checkpoint`` (tagged by capture): recompute rather than save."""
+    from torch.utils.checkpoint import CheckpointPolicy
+    return node.meta.get("recompute") in (CheckpointPolicy.PREFER_RECOMPUTE, CheckpointPolicy.MUST_RECOMPUTE)
 
 
 def _capacity(node: torch.fx.Node) -> float:
@@ -91,6 +97,8 @@ def _capacity(node: torch.fx.Node) -> float:
         return math.inf  # a tuple cannot be saved (its getitems can)
     if _is_view(node) and node.op == "call_function":
         return math.inf  # saving a view keeps its base alive: save the base instead
+    if checkpointed(node) and recomputable(node):
+        return math.inf  # a checkpointed intermediate: the backward recomputes it
     return _tensor_bytes(val)
 
 

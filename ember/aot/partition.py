@@ -179,11 +179,14 @@ def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     leaked = fw_nodes & set(parts.tangents)
     if leaked:
         raise AssertionError(f"forward returns depend on tangents: {leaked}")
-    bw_nodes = ancestors(parts.grads + parts.bw_copies, stop=fw_nodes, skip_edge=parts.skip_edge)
-    bw_only = bw_nodes - fw_nodes
-    returned_by_bw = {g for g in parts.grads if isinstance(g, torch.fx.Node) and g in fw_nodes}
+    from ember.aot.mincut import checkpointed, recomputable
+    # what torch.utils.checkpoint made is recomputed by the backward (see capture/variables/checkpoint.py)
+    kept = fw_nodes - {n for n in fw_nodes if checkpointed(n) and recomputable(n)}
+    bw_nodes = ancestors(parts.grads + parts.bw_copies, stop=kept, skip_edge=parts.skip_edge)
+    bw_only = bw_nodes - kept
+    returned_by_bw = {g for g in parts.grads if isinstance(g, torch.fx.Node) and g in kept}
     saved = [n for n in joint.graph.nodes
-             if n in fw_nodes and (n in returned_by_bw or any(
+             if n in kept and (n in returned_by_bw or any(
                  u in bw_only and not parts.skip_edge(u, n) for u in n.users))]
     attrs = {n for n in saved if n.op == "get_attr"}  # a subgraph is not saved: the backward reads it too
     return assemble(parts, fw_nodes, [n for n in saved if n not in attrs], bw_only | attrs)

@@ -56,6 +56,11 @@ def _is_compiler_api(module: str) -> bool:
     return parts[0] == "torch" and len(parts) > 1 and parts[1] in ("compiler", "_dynamo")
 
 
+def _checkpoint():
+    import torch.utils.checkpoint
+    return torch.utils.checkpoint.checkpoint
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -98,6 +103,9 @@ class TorchFunctionVariable(VariableTracker):
             from ember.capture.variables.grad_modes import GradModeVariable
             GradModeVariable.create(tx, torch.set_grad_enabled, [args[0].as_constant()])
             return ConstantVariable(None)
+        if fn is _checkpoint():
+            from ember.capture.variables.checkpoint import trace_checkpoint
+            return trace_checkpoint(tx, args, kwargs)
         if fn is torch.cond:
             from ember.capture.variables.cond import trace_cond
             return trace_cond(tx, args, kwargs)
