@@ -493,7 +493,8 @@ class OpcodeMixin:
 
     # -- raising ----------------------------------------------------------------------------------
     def LOAD_ASSERTION_ERROR(self, inst):
-        self.push(ConstantVariable(AssertionError))
+        from ember.capture.builder import wrap
+        self.push(wrap(self, AssertionError, None))  # the builtin, as a global read of it would give
 
     # -- class statements -------------------------------------------------------------------------
     def LOAD_BUILD_CLASS(self, inst):

@@ -1,6 +1,7 @@
 """Unsupported constructs: fullgraph=True raises ember.Unsupported naming
 file:line; otherwise the answer is still eager's (the frame falls back).
 Calling with bad arguments raises exactly what eager raises."""
+import builtins
 import inspect
 import os
 
@@ -179,3 +180,32 @@ def test_user_exception_raised_in_program_propagates():
     with pytest.raises(ValueError, match="want 3 rows, got 2"):
         compiled(t(2))
     torch.testing.assert_close(compiled(t(3)), t(3) + 1)
+
+
+_ASSERTS = """
+def caught(x):
+    try:
+        assert x.shape[0] == 99, "nope"
+    except AssertionError as e:
+        return x + 1, str(e)
+    return x
+
+def passes(x):
+    assert x.shape[0] == 3, f"bad {x.shape}"
+    return x * 2
+
+def fails(x):
+    y = x + 1
+    assert y.shape[0] == 99
+    return y
+"""
+
+
+def test_assert_statement_caught_and_uncaught():
+    # `assert` loads AssertionError with its own opcode: it must behave like a raised builtin.
+    # (Compiled from source: pytest rewrites the assert statements of test modules.)
+    scope = {}
+    exec(builtins.compile(_ASSERTS, "<asserts>", "exec"), scope)
+    check_same(scope["caught"], torch.ones(3), graphs=1)
+    check_same(scope["passes"], torch.ones(3), graphs=1)
+    check_raises_same(scope["fails"], torch.ones(3))
