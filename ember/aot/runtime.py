@@ -50,6 +50,16 @@ def _unwrap(x):
     return x.t if isinstance(x, _Opaque) else x
 
 
+def _no_ambient_autocast():
+    """The traced graphs carry autocast's casts explicitly (traced under the guarded autocast state,
+    regions inside that change it included): run them with autocast off, or the dispatcher would
+    apply the ambient autocast again (a ``with torch.autocast(enabled=False)`` region inside a frame
+    called under autocast came out in bfloat16)."""
+    if torch._C._is_any_autocast_enabled():
+        return torch._C._DisableAutocast()
+    return contextlib.nullcontext()
+
+
 def boxed(compiled: Callable) -> Callable[[list], Any]:
     """Normalise a compiler's result to the boxed convention ``f(list_of_args)``."""
     if getattr(compiled, "_boxed_call", False):
@@ -284,11 +294,13 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 g = grads[i]
                 tangents.append(g.contiguous() if g is not None else g)
             if prunable:
-                return planned_backward(ctx, tangents)
+                with _no_ambient_autocast():
+                    return planned_backward(ctx, tangents)
             if none_aware and tangents[0] is None:
                 return _fill_absent(ctx, (None,) * ctx.num_args)
             args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
-            return tuple(bw(args))
+            with _no_ambient_autocast():
+                return tuple(bw(args))
 
     return CompiledFunction
 
@@ -392,15 +404,17 @@ class CompiledGraph:
                     if isinstance(a, torch.Tensor) and a.requires_grad:
                         fn_args[i] = a.detach()
             try:
-                if self.enables_grad and not torch.is_grad_enabled():
-                    with torch.enable_grad():
+                with _no_ambient_autocast():
+                    if self.enables_grad and not torch.is_grad_enabled():
+                        with torch.enable_grad():
+                            returns = self.autograd_function.apply(*fn_args)
+                    else:
                         returns = self.autograd_function.apply(*fn_args)
-                else:
-                    returns = self.autograd_function.apply(*fn_args)
             except _WrapperError as e:
                 raise self._internal_error(e.cause, "wrapper (saving tensors for the backward)", False) from None
         else:
-            returns = self.forward(list(args))  # a boxed callee may clear its list
+            with _no_ambient_autocast():
+                returns = self.forward(list(args))  # a boxed callee may clear its list
         # The epilogue is ember's code: its errors are internal. Safe to run the frame eagerly
         # instead before the first input is mutated; after that, nothing can undo the mutations.
         try:

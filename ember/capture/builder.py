@@ -254,6 +254,14 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.constant_match(AttrSource(source, "prior"), value.prior)
         return GradModeExitVariable(value.prior, source)
 
+    from ember.capture.variables.autocast_breaks import AutocastExit, AutocastExitVariable
+    if type(value) is AutocastExit:
+        if source is not None:
+            guards.type_match(source, value)
+            for attr in ("device", "prior", "block"):
+                guards.constant_match(AttrSource(source, attr), getattr(value, attr))
+        return AutocastExitVariable(value, source)
+
     if value is object.__setattr__:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()

@@ -28,6 +28,7 @@ from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.skipfiles import compile_disabled
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
+from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
@@ -166,8 +167,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
                 output.graph.call_function(torch._C._set_grad_enabled, (grad_mode,))
             if output.active_contexts and tx.reached_break is None:
                 raise _NotBreakable("autocast entered and not exited by the end of the frame")
-            if output.active_contexts:
-                raise _NotBreakable("graph break inside a `with torch.autocast` block")
+            if len(output.active_contexts) != len(output.active_autocasts):
+                raise _NotBreakable("graph break inside an autocast block entered another way")
+            after_graph = finish_autocast(output, tx.reached_break is not None)
             plan = _ReturnPlan(guards.scope)
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
@@ -184,8 +186,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
         raise
     finally:
         torch._C._set_grad_enabled(grad_mode)
-        for ctx in reversed(output.active_contexts):  # a trace that stopped inside `with autocast`
-            ctx.__exit__(None, None, None)
+        restore_tracing_state(output)  # a trace that stopped inside `with autocast` (or left one)
 
     compiled = None
     if output.has_compute():
@@ -213,6 +214,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     if block_grad_mode is not None:
         scope["___set_grad"] = torch._C._set_grad_enabled
         body.append(f"___set_grad({block_grad_mode})")
+    for i, action in enumerate(after_graph):  # autocast blocks a break cut (variables/autocast_breaks.py)
+        scope[f"___autocast_{i}"] = action
+        body.append(f"___autocast_{i}()")
     if residual_call is not None and block_grad_mode is not None:
         body += ["try:", f"    return {ret_expr}", "except BaseException:", f"    ___set_grad({grad_mode})",
                  "    raise"]

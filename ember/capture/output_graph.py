@@ -43,6 +43,8 @@ class OutputGraph:
         self._by_tensor: dict[int, TensorVariable] = {}
         self.source_memo: dict = {}
         self.entry_grad_mode: bool | None = torch.is_grad_enabled()
+        self.active_autocasts: list = []  # their trackers (see variables/autocast_breaks.py)
+        self.autocast_exits: list = []  # autocast blocks entered before the frame that it left
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)

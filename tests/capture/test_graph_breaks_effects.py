@@ -636,12 +636,14 @@ def test_break_inside_inference_mode():
         assert stats()["fallbacks"] >= 1, stats()
 
 
-def test_break_inside_autocast_runs_eagerly():
+def test_break_inside_autocast_resumes_compiled():
+    # the graph before the break leaves the block; the residual and the resume function run inside
+    # it (see ember/capture/variables/autocast_breaks.py)
     x, w = t(2, 3, grad=True), t(3, 4, grad=True)
     cnt = check_same(break_in_autocast, x, w, graphs=None, fullgraph=False, atol=1e-2, rtol=1e-2)
+    assert cnt.frame_count >= 1
     if not REFERENCE:
-        assert cnt.frame_count == 0
-        assert stats()["fallbacks"] >= 1, stats()
+        assert stats()["fallbacks"] == 0 and stats()["graph_breaks"] >= 1, stats()
 
 
 def pending_call_below_break(x):

@@ -195,6 +195,10 @@ class _WithExit(VariableTracker):
         if isinstance(self.ctx, GradModeVariable):
             from ember.capture.graph_break import GradModeExit
             return bind(plan.scope, GradModeExit(self.ctx.prior), "grad_exit")
+        from ember.capture.variables.grad_modes import AutocastVariable
+        if isinstance(self.ctx, AutocastVariable):
+            from ember.capture.variables.autocast_breaks import AutocastExit
+            return bind(plan.scope, AutocastExit(self.ctx.device_type, self.ctx.prior, self.ctx.block), "autocast_exit")
         if isinstance(self.ctx, RecordFunctionVariable):
             # A profiler label: the part of the block after the break just runs unlabelled.
             return bind(plan.scope, _no_exit, "no_exit")

@@ -94,16 +94,25 @@ class AutocastVariable(VariableTracker):
     def describe(self):
         return f"autocast({self.device_type}, {self.dtype}, enabled={self.enabled})"
 
+    @property
+    def block(self) -> tuple:
+        """(enabled, dtype, cache_enabled) inside the block."""
+        return (self.enabled, self.dtype, self.cache_enabled)
+
     def enter(self, tx):
+        from ember.capture.variables.autocast_breaks import autocast_state
+        self.prior = autocast_state(self.device_type)
         vals = (self.device_type, self.dtype, self.enabled, self.cache_enabled)
         self.node = tx.output.graph.call_function(torch.amp._enter_autocast, vals)
         self.real = torch.amp.autocast_mode._UnmanagedAutocast(*vals)
         self.real.__enter__()
         tx.output.active_contexts.append(self.real)
+        tx.output.active_autocasts.append(self)
         return ConstantVariable(None)
 
     def exit(self, tx):
         tx.output.graph.call_function(torch.amp._exit_autocast, (self.node,))
         self.real.__exit__(None, None, None)
         tx.output.active_contexts.remove(self.real)
+        tx.output.active_autocasts.remove(self)
         return ConstantVariable(None)

@@ -1,0 +1,100 @@
+"""Graph breaks inside ``with torch.autocast`` (ember/capture/variables/autocast_breaks.py), and
+graphs called under an ambient autocast (the AOT runtime runs traced casts with autocast off)."""
+import pytest
+import torch
+
+import ember
+from ember_test_helpers import assert_same, reset, stats
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+TOL = dict(rtol=2e-2, atol=2e-2)  # bfloat16 matmuls; the dtypes are compared exactly
+LOG = []
+
+
+def _lin():
+    torch.manual_seed(0)
+    return torch.nn.Linear(4, 4)
+
+
+def _check(fn, x, backend, calls=2):
+    compiled = ember.compile(fn, backend=backend)
+    for _ in range(calls):
+        xe, xc = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+        expected, actual = fn(xe), compiled(xc)
+        assert [getattr(t, "dtype", t) for t in actual] == [getattr(t, "dtype", t) for t in expected]
+        assert_same(actual, expected, **TOL)
+        assert torch.is_autocast_enabled("cpu") is False
+        sum(t.float().sum() for t in expected if isinstance(t, torch.Tensor)).backward()
+        sum(t.float().sum() for t in actual if isinstance(t, torch.Tensor)).backward()
+        assert_same(xc.grad, xe.grad, **TOL)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_inside_autocast_block(backend):
+    lin = _lin()
+
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = lin(x)
+            LOG.append((torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu")))
+            print("", end="")  # a graph break inside the block
+            z = lin(y)
+            inside = torch.is_autocast_enabled("cpu")
+        w = lin(z.float())
+        return z, w, inside, torch.is_autocast_enabled("cpu")
+    LOG.clear()
+    reset()
+    _check(fn, torch.randn(2, 4), backend)
+    assert LOG == [(True, torch.bfloat16)] * 4  # the residual runs under autocast, eager and compiled
+    assert stats()["graph_breaks"] >= 1 and stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_break_inside_nested_autocast_blocks(backend):
+    lin = _lin()
+
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a = lin(x)
+            with torch.autocast("cpu", enabled=False):
+                b = lin(a.float())
+                print("", end="")
+                c = lin(b)
+            d = lin(c)
+        return a, b, c, d
+    reset()
+    _check(fn, torch.randn(2, 4), backend)
+    assert stats()["fallbacks"] == 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_exception_raised_after_a_break_leaves_autocast(backend):
+    lin = _lin()
+
+    def fn(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = lin(x)
+            print("", end="")
+            if y.shape[0] == 2:
+                raise ValueError("boom")
+        return y
+    for f in (fn, ember.compile(fn, backend=backend)):
+        with pytest.raises(ValueError, match="boom"):
+            f(torch.randn(2, 4))
+        assert torch.is_autocast_enabled("cpu") is False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_disabled_region_under_ambient_autocast(backend):
+    lin = _lin()
+
+    def fn(x):
+        with torch.autocast("cpu", enabled=False):
+            inner = lin(x.float())
+        return inner, lin(x)
+    x = torch.randn(2, 4)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = fn(x)
+        actual = ember.compile(fn, backend=backend)(x)
+    assert [t.dtype for t in actual] == [t.dtype for t in expected] == [torch.float32, torch.bfloat16]
+    assert_same(actual, expected, **TOL)
