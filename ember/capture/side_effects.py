@@ -25,6 +25,8 @@ class SideEffects:
         # objects whose __dict__ the trace holds as a dict tracker: an attribute write after that
         # would not show in it (and one before it is not in the real dict it was read from)
         self._dict_read: set[int] = set()
+        # the birth numbers (containers.BIRTHS) of the list/dict trackers written, in order
+        self.container_writes: list[int] = []
 
     def __bool__(self) -> bool:
         return bool(self._attrs or self._globals or self._containers or self._calls)

@@ -21,6 +21,9 @@ class Region:
         self.graph = tx.output.graph
         self._before = set(self.graph.nodes)
         self._effects = side_effect_state(tx)
+        from ember.capture.variables.containers import BIRTHS
+        self._birth = next(BIRTHS)  # containers made before the region have smaller numbers
+        self._writes = len(tx.side_effects.container_writes)
         self._inputs = [t for t in inputs if hasattr(t, "fake")]
         self._versions = [t.fake._version for t in self._inputs]
 
@@ -29,7 +32,8 @@ class Region:
         return [n for n in self.graph.nodes if n not in self._before and n.op != "placeholder"]
 
     def check_pure(self, what: str) -> None:
-        if side_effect_state(self.tx) != self._effects:
+        if side_effect_state(self.tx) != self._effects or any(
+                born < self._birth for born in self.tx.side_effects.container_writes[self._writes:]):
             raise unsupported(f"{what} has side effects")
         if [t.fake._version for t in self._inputs] != self._versions:
             raise unsupported(f"{what} changes an input in place")

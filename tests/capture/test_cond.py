@@ -110,3 +110,57 @@ def test_branches_with_different_shapes_break_like_eager_refuses():
             ember.compile(fn, backend="eager")(x)
     else:
         assert_same(ember.compile(fn, backend="eager")(x), expected)
+
+
+# ---- cases a probe found -------------------------------------------------------------------------
+
+def test_branch_writing_a_frame_list_is_a_side_effect():
+    # eager torch.cond refuses branches with side effects; ember must not apply both branches' writes
+    def fn(x):
+        seen = []
+        torch.cond(x.sum() > 0, lambda a: (seen.append("t"), a * 2)[1], lambda a: (seen.append("e"), a * 3)[1],
+                   (x,))
+        return seen
+    x = torch.rand(3) + 0.1
+    try:
+        expected = fn(x)
+    except Exception as e:  # noqa: BLE001 — eager's own refusal: ember (running the call eagerly) agrees
+        with pytest.raises(type(e)):
+            ember.compile(fn, backend="eager")(x)
+    else:
+        assert ember.compile(fn, backend="eager")(x) == expected
+
+
+@pytest.mark.parametrize("branch", [lambda a: a, lambda a: a.view(-1), lambda a: (a * 2, a * 2)[0].detach()],
+                         ids=["operand", "view_of_operand", "detached"])
+def test_branch_returning_an_alias_is_refused_like_eager(branch):
+    def fn(x):
+        return torch.cond(x.sum() > 0, branch, lambda a: a * 2, (x,))
+    x = torch.rand(3) + 0.1
+    try:
+        expected = fn(x)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)):
+            ember.compile(fn, backend="eager")(x)
+    else:
+        assert_same(ember.compile(fn, backend="eager")(x), expected)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_operand_no_branch_reads_gets_no_gradient(backend):
+    y = torch.randn(3, requires_grad=True)
+
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda a: y * 2, lambda a: y.exp(), (x,))
+    for f in (fn, ember.compile(fn, backend=backend)):
+        x = torch.rand(3, requires_grad=True)
+        f(x).sum().backward()
+        assert x.grad is None
+
+
+def test_explicit_empty_operands():
+    w = torch.randn(3)
+
+    def fn(x):
+        return torch.cond(x.sum() > 0, lambda: w * 2, lambda: w - 1, ()) + x
+    check_same(fn, torch.randn(3), graphs=1)

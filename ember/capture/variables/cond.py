@@ -28,6 +28,20 @@ def _flat_result(vt, which: str):
     raise unsupported(f"torch.cond's {which} returns {vt.describe()} (a tensor or a tuple of tensors is supported)")
 
 
+def _check_no_aliasing(operands, body, outputs, which: str) -> None:
+    """torch.cond refuses a branch whose outputs alias its inputs or each other (an output that is an
+    operand, a view of one, a closed-over tensor, or one tensor returned twice): eager raises."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    inside = set(body)
+    storages = [StorageWeakRef(o.fake.untyped_storage()) for o in operands]
+    seen = []
+    for t in outputs:
+        s = StorageWeakRef(t.fake.untyped_storage())
+        if t.node not in inside or s in storages or s in seen:
+            raise unsupported(f"torch.cond's {which} returns a tensor that aliases an input or another output")
+        seen.append(s)
+
+
 def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     names = ("pred", "true_fn", "false_fn", "operands")
@@ -42,6 +56,8 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
         raise unsupported("torch.cond without pred, true_fn and false_fn")
     pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
     operands_vt = bound.get("operands", TupleVariable([]))
+    if operands_vt.is_constant() and operands_vt.as_constant() in ((), []):
+        operands_vt = TupleVariable([])
     if not isinstance(operands_vt, (TupleVariable, ListVariable)) or not all(
             isinstance(o, TensorVariable) for o in operands_vt.items):
         raise unsupported("torch.cond operands that are not a flat tuple/list of tensors")
@@ -73,19 +89,27 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
         fa, fb = a.fake, b.fake
         if fa.shape != fb.shape or fa.dtype != fb.dtype or fa.device != fb.device:
             raise unsupported("torch.cond branches return tensors of different shape, dtype or device")
+    _check_no_aliasing(operands, b_true, f_true, "true branch")
+    _check_no_aliasing(operands, b_false, f_false, "false branch")
     known = {o.node for o in operands}
     extras = r_true.external_inputs(b_true, known, [t.node for t in f_true])
     for node in r_false.external_inputs(b_false, known | set(b_true), [t.node for t in f_false]):
         if node not in extras:
             extras.append(node)
-    inputs = [o.node for o in operands] + extras
+    # operands neither branch reads are not passed (they get no gradient, as in eager), each once
+    used = {i for n in (*b_true, *b_false) for i in n.all_input_nodes}
+    inputs = []
+    for o in operands:
+        if o.node in used and o.node not in inputs:
+            inputs.append(o.node)
+    inputs += extras
     output = tx.output
     true_gm = extract(b_true, inputs, [t.node for t in f_true], output.submodules)
     false_gm = extract(b_false, inputs, [t.node for t in f_false], output.submodules)
     r_false.erase()  # (the false branch's nodes come after the true branch's)
     r_true.erase()
 
-    fakes = [o.fake for o in operands] + [n.meta["example_value"] for n in extras]
+    fakes = [n.meta["example_value"] for n in inputs]
     try:
         with output.fake.mode:
             result = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, tuple(fakes))

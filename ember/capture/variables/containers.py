@@ -9,6 +9,7 @@ with a reason, and the frame runs eagerly.
 from __future__ import annotations
 
 import collections
+import itertools
 import operator
 import types
 from typing import Any
@@ -38,12 +39,19 @@ def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
     raise unsupported(f"indexing {seq_vt.describe()} with {idx.describe()}")
 
 
+#: Creation order of list/tuple/dict trackers: a traced region (a cond branch) that writes a container
+#: born before it has a side effect (see SideEffects.container_writes, capture/subgraph.py).
+BIRTHS = itertools.count()
+
+
 class BaseSequence(VariableTracker):
     python_cls: type = tuple
+    born = -1  # (see BIRTHS; trackers of outside containers built without __init__ count as old)
 
     def __init__(self, items: list, source=None):
         self.items = list(items)
         self.source = source
+        self.born = next(BIRTHS)
 
     def python_type(self):
         return self.python_cls
@@ -246,6 +254,8 @@ class ListVariable(BaseSequence):
         return ListIteratorVariable(self)
 
     def _mutable(self, what: str, tx=None):
+        if tx is not None:
+            tx.side_effects.container_writes.append(self.born)
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 
@@ -356,6 +366,7 @@ class DictVariable(VariableTracker):
         self.keys = dict(keys) if keys is not None else {k: ConstantVariable(k) for k in items}
         self.source = source
         self.dict_cls = dict_cls
+        self.born = next(BIRTHS)
         self.default_factory: VariableTracker | None = None  # for collections.defaultdict
         # Where the key order comes from, kept when `source` is dropped (a **kwargs dict is the
         # frame's own, but its order is the caller's), and the order it had then.
@@ -426,11 +437,14 @@ class DictVariable(VariableTracker):
         return SizeCheckedIterator(self, "keys")  # changing the size while iterating raises
 
     read_only: str | None = None  # why the program may not mutate it (a view built from other state)
+    born = -1
     owner = None  # the dict subclass's instance made in the frame whose items these are
 
     def _mutable(self, what, tx=None):
         if self.read_only is not None:
             raise unsupported(self.read_only)
+        if tx is not None:
+            tx.side_effects.container_writes.append(self.born)
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 
