@@ -25,6 +25,7 @@ The backward is compiled on first use; saved tensors go through
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable
 
 import torch
@@ -48,6 +49,31 @@ class _Opaque:
 
 def _unwrap(x):
     return x.t if isinstance(x, _Opaque) else x
+
+
+def _first_order_only(backward):
+    """Like ``once_differentiable``, but also when no incoming gradient requires grad: a backward run
+    with ``create_graph=True`` (a gradient penalty) returns gradients that require grad, as eager's
+    do, and differentiating them raises. (``once_differentiable`` returns them as constants then:
+    the second-order term silently vanished.) The compiled backward is not differentiable."""
+    @functools.wraps(backward)
+    def wrapper(ctx, *args):
+        with torch.no_grad():
+            outputs = backward(ctx, *args)
+        if not torch.is_grad_enabled():
+            return outputs
+        outputs = tuple(outputs)
+        err_fn = torch._C._functions.DelayedError(
+            b"ember: differentiating the gradient of a compiled graph (double backward, create_graph=True) "
+            b"is not supported; run this part eagerly (torch.compiler.disable)", len(outputs))
+
+        def marked(v):
+            if isinstance(v, torch.Tensor):
+                v = v.detach()
+                v.requires_grad = True
+            return v
+        return err_fn(*[marked(v) for v in outputs])
+    return wrapper
 
 
 def _no_ambient_autocast():
@@ -115,11 +141,35 @@ class LazyBackward:
         if self.compiled is None:
             with compile_lock:
                 if self.compiled is None:  # (not compiled by another thread meanwhile)
+                    self._match_layouts(args)
                     with metrics.timed("aot"), metrics.timed("backend_compile"):
                         compiled = self._compile()
                     self.example_inputs = None
                     self.compiled = compiled
         return self.compiled(args)
+
+    def _match_layouts(self, args: list) -> None:
+        """Example inputs with the strides the saved tensors really have: a compiled forward may lay
+        them out otherwise than tracing did (inductor saves a conv's input channels-last), and a
+        backward compiled for the traced strides would assert on them."""
+        if self.fake_mode is None:
+            return
+        examples = list(self.example_inputs)
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        changed = False
+        for i, (ex, real) in enumerate(zip(examples, args)):
+            if not (isinstance(ex, torch.Tensor) and isinstance(real, torch.Tensor)):
+                continue
+            if ex.shape != real.shape or ex.stride() == real.stride() and ex.storage_offset() == real.storage_offset():
+                continue
+            with self.fake_mode:
+                examples[i] = torch.empty_strided(real.shape, real.stride(), dtype=ex.dtype, device=ex.device,
+                                                  requires_grad=ex.requires_grad)
+            if i < len(placeholders) and "val" in placeholders[i].meta:
+                placeholders[i].meta["val"] = examples[i]
+            changed = True
+        if changed:
+            self.example_inputs = examples
 
     def _compile(self) -> Callable[[list], Any]:
         try:
@@ -287,7 +337,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 raise _WrapperError(e) from None
 
         @staticmethod
-        @torch.autograd.function.once_differentiable
+        @_first_order_only
         def backward(ctx, *grads):
             tangents = []
             for i in tangent_positions:
@@ -459,7 +509,9 @@ class CompiledGraph:
                 if info.mutations_hidden_from_autograd:
                     with torch.no_grad(), torch.autograd._unsafe_preserve_version_counter(inp):
                         inp.copy_(upd)
-                elif info.mutations_under_no_grad:
+                elif info.mutations_under_no_grad or inp.is_leaf and inp.requires_grad:
+                    # (a leaf that requires grad can only have been written where autograd does not
+                    # see it, e.g. through `w.detach().clamp_()`: eager raises for any other write)
                     with torch.no_grad():
                         inp.copy_(upd)
                 else:

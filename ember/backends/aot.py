@@ -91,6 +91,9 @@ _inductor_graph_ids = itertools.count()
 
 @functools.lru_cache(None)
 def _inductor_decompositions() -> dict:
+    # Some of Inductor's decompositions read torch._inductor.lowering (max_pool2d_with_indices asks
+    # it whether to fall back) without importing it: it must be loaded before tracing with them.
+    import torch._inductor.lowering  # noqa: F401
     from torch._inductor.decomposition import select_decomp_table
     return select_decomp_table()
 
@@ -127,8 +130,10 @@ def _inductor_context(example_inputs, enter_fake_mode: bool = True):
     if fake_mode is None:
         yield
         return
+    from torch._inductor.virtualized import V
     with contextlib.ExitStack() as stack:
         stack.enter_context(tracing(TracingContext(fake_mode)))
+        stack.enter_context(V.set_fake_mode(fake_mode))  # (passes such as the seed fusion read V.fake_mode)
         if enter_fake_mode:
             stack.enter_context(fake_mode)
             stack.enter_context(enable_python_dispatcher())

@@ -289,6 +289,10 @@ class NNModuleVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         """``module(*args)``: a class's own ``__call__`` (overriding Module's) is inlined, as
         eager runs it; otherwise `standard_call`."""
+        from torch.nn.modules.lazy import LazyModuleMixin
+        if isinstance(self.module, LazyModuleMixin) and self.module.has_uninitialized_params():
+            # its first call builds the parameters (and changes its class): that call runs eagerly
+            raise unsupported(f"calling {type(self.module).__name__} before its parameters exist (lazy module)")
         own_call = _static_lookup(self.module, "__call__")
         if own_call is not torch.nn.Module.__call__ and isinstance(own_call, types.FunctionType):
             return _class_attribute(tx, self, self.module, "__call__").call(tx, args, kwargs)
@@ -356,6 +360,11 @@ class NNModuleVariable(VariableTracker):
             key = args[0].as_constant()
             if isinstance(key, slice) or (isinstance(key, int) and key < 0):
                 self.guard_structure(tx)  # which members these are depends on how many there are
+            try:
+                m[key]
+            except Exception as e:  # a missing key / an index out of range: eager's exception
+                self.guard_structure(tx)
+                raise PythonException(e) from None
             if isinstance(key, slice) and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
                                                          torch.nn.ParameterList)):
                 from ember.capture.variables.module_slices import slice_container
