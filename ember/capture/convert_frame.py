@@ -327,7 +327,7 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     if offset_map is not None:  # a resume function: speak in the root function's offsets
         bp.offset = offset_map[bp.offset]
     inst = bp.inst
-    from ember.capture.graph_break import _STORE_OPS, _VALUE_OPS, value_op_consumed
+    from ember.capture.graph_break import _STORE_OPS, _VALUE_OPS, eager_here, value_op_consumed
     if bp.opname == "CALL":
         consumed = inst.arg + 2
     elif bp.opname == "CALL_FUNCTION_EX":
@@ -336,7 +336,9 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         consumed = value_op_consumed(inst)
     else:
         consumed = 1
-    if bp.opname in ("CALL", "CALL_FUNCTION_EX") or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
+    if eager_here(bp.opname):
+        after = []  # the frame goes on eagerly from the breaking instruction itself
+    elif bp.opname in ("CALL", "CALL_FUNCTION_EX") or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
         after = [tx.instructions[tx.ip + 0].offset]
     else:
         after = [tx.instructions[tx.ip + 0].offset, inst.argval]

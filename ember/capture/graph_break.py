@@ -19,6 +19,10 @@ Callees at a breaking call site that are Python functions are called through
 an ember-compiled wrapper, so a break inside a helper compiles the helper on
 its own (as Dynamo does for the callee's frame).
 
+At an instruction that is neither a call, a branch, a value op nor a store (``with lock:``,
+``for v in opaque:``), the residual instead calls an *uncompiled* resume function that starts at
+that instruction: the rest of the frame runs eagerly (Dynamo's partial graph does the same).
+
 Inside a ``try`` or grad-mode ``with`` block the residual carries an exception
 table entry that continues at the original handler (in a resume function). A
 break is refused (the whole frame runs eagerly instead) where this scheme
@@ -74,6 +78,21 @@ _VALUE_OPS = ("BINARY_SUBSCR", "FORMAT_VALUE", "BINARY_OP", "COMPARE_OP", "CONTA
 _STORE_OPS = {"STORE_ATTR": 2, "STORE_SUBSCR": 3, "DELETE_ATTR": 1, "DELETE_SUBSCR": 2}
 
 
+# Any other instruction that cannot be traced (``with lock:``, ``for x in opaque:``, ...): the graph
+# covers what comes before it, and the frame goes on *eagerly* from that instruction, in an
+# uncompiled resume function that starts there (as Dynamo's partial graph + original bytecode).
+_NOT_RESUMABLE = frozenset({"RESUME", "PRECALL", "KW_NAMES", "PUSH_NULL", "EXTENDED_ARG", "CACHE", "NOP",
+                            "MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "SEND", "YIELD_VALUE",
+                            "POP_EXCEPT", "RERAISE", "PUSH_EXC_INFO", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
+                            "PREP_RERAISE_STAR", "CHECK_EG_MATCH", "CLEANUP_THROW", "END_SEND"})
+
+
+def eager_here(opname: str) -> bool:
+    """A break at ``opname`` runs the rest of the frame eagerly, starting with that instruction."""
+    return opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS \
+        and opname not in _STORE_OPS
+
+
 def value_op_consumed(inst) -> int:
     """How many stack items a `_VALUE_OPS` or `_STORE_OPS` instruction pops."""
     if inst.opname in _STORE_OPS:
@@ -90,7 +109,7 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
     import inspect
     if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
         return "graph break inside a generator"
-    if opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS and opname not in _STORE_OPS:
+    if opname in _NOT_RESUMABLE:
         return f"graph break at {opname} is not supported"
     if opname == "LOAD_ATTR" and sys.version_info >= (3, 12):
         return "graph break at LOAD_ATTR is not supported"  # (it may also push a method there)
@@ -309,13 +328,23 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             return "___exc_before"  # the exception current when the frame was entered (traced as None)
         return f"___stack{p}"
 
-    if handling_exception:
+    if eager_here(bp.opname):
+        if handling_exception:
+            raise unsupported("graph break inside an except block at an instruction that cannot be traced")
+        nulls = tuple(p for p in range(depth) if isinstance(stack[p], NullVariable))
+        resume_fn, rc = resumes.resume(bp.offset, depth, live_here, nulls, eager=True)
+        ins += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
+        ins += _load_arguments(rc, [stack_value(p) for p in arg_positions])
+        ins += versions.call(len(rc.argnames)) + versions.return_value()
+        varnames = arg_names + live_args
+        handler = None
+    elif handling_exception:
         varnames.append("___exc_before")
         ins += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=_current_exception)])
         ins += versions.call(0)
         ins += [create_instruction("STORE_FAST", argval="___exc_before"),
                 create_instruction("LOAD_FAST", argval="___exc"), create_instruction("POP_EXCEPT")]
-    for p in range(base, depth):
+    for p in (range(base, depth) if not eager_here(bp.opname) else ()):
         if isinstance(stack[p], NullVariable):
             ins.append(create_instruction("PUSH_NULL"))
         else:
@@ -332,7 +361,9 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         out += versions.return_value()
         return out
 
-    if is_call:
+    if eager_here(bp.opname):
+        pass
+    elif is_call:
         if bp.opname == "CALL":
             nargs = n_consumed - 2
             breaking = versions.call(nargs, bp.kw_names)

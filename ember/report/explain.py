@@ -87,8 +87,9 @@ def _all_caches(root) -> list:
         seen.add(id(cache))
         order.append(cache)
         # ResumeCache keeps (compiled resume function, its resume code) per resume point
-        todo.extend(v[0] if isinstance(v, tuple) else v for v in cache.resumes._resume.values())
-        todo.extend(cache.resumes._callees.values())
+        # (an eager one, which runs the rest of a frame uncompiled, is a plain function: no cache)
+        found = [v[0] if isinstance(v, tuple) else v for v in cache.resumes._resume.values()]
+        todo.extend(c for c in [*found, *cache.resumes._callees.values()] if hasattr(c, "resumes"))
     return order
 
 
