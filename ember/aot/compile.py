@@ -52,6 +52,9 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
     return [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
 
 
+from ember.aot.trace_patches import tracing_patches  # noqa: E402
+
+
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                 fw_compiler: Callable = nop,
                 bw_compiler: Callable | None = None,
@@ -77,9 +80,14 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
         return AOTCallable(gm, list(example_inputs), options)
 
 
-def _compile_program(fn: Callable, fake_args: list, fake_mode, options: dict, *, lifted: list, out_spec_box: list,
-                     static_input_indices: list[int], meta=None) -> CompiledGraph:
+def _compile_program(*args, **kwargs) -> CompiledGraph:
     """Metadata (unless given), trace, partition and compile one flat program."""
+    with tracing_patches():
+        return _compile_program_patched(*args, **kwargs)
+
+
+def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: dict, *, lifted: list,
+                             out_spec_box: list, static_input_indices: list[int], meta=None) -> CompiledGraph:
     if meta is None:
         meta = collect_metadata(fn, fake_args, fake_mode,
                                 keep_input_mutations=options["keep_inference_input_mutations"])
@@ -202,8 +210,9 @@ class AOTCallable:
         self.lifted = prog.lifted
         self.num_lifted = len(prog.lifted)
         args = prog.lifted + example_inputs
-        meta = collect_metadata(prog.fn, prog.fake_args, prog.fake_mode,
-                                keep_input_mutations=options["keep_inference_input_mutations"])
+        with tracing_patches():
+            meta = collect_metadata(prog.fn, prog.fake_args, prog.fake_mode,
+                                    keep_input_mutations=options["keep_inference_input_mutations"])
         self.out_spec = prog._spec_box[0]
         info = meta.input_info
         self.data_mutated = frozenset(i for i, x in enumerate(info) if x.mutates_data)

@@ -135,6 +135,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
     guards.global_state("autocast_cpu", _autocast_state, _autocast_state(), "autocast state (cpu)")
+    # factories and Python-scalar promotion read it without the frame naming it
+    guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
+                        "torch.get_default_dtype()")
     cells = {}
     fn_source = ConstSource(fn, "FN")
     for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__ or ())):

@@ -663,7 +663,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls in _HANDLERS or cls in _PURE_BUILTINS:
         return BuiltinVariable(cls).call(tx, args, kwargs)
     if cls is torch.Size:
-        return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)]))
+        return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)] if args else ()))
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # namedtuple
         bound = [*args] + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
         if len(bound) != len(cls._fields):

@@ -61,6 +61,14 @@ def _checkpoint():
     return torch.utils.checkpoint.checkpoint
 
 
+_STATE_READERS = {torch.get_default_dtype: "default_dtype",
+                  torch.are_deterministic_algorithms_enabled: "deterministic",
+                  torch.is_deterministic_algorithms_warn_only_enabled: "deterministic_warn_only",
+                  torch.get_float32_matmul_precision: "matmul_precision",
+                  torch.is_anomaly_enabled: "anomaly", torch.is_anomaly_check_nan_enabled: "anomaly_nan",
+                  torch.get_num_threads: "num_threads"}
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -109,10 +117,11 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.cond:
             from ember.capture.variables.cond import trace_cond
             return trace_cond(tx, args, kwargs)
-        if fn is torch.get_default_dtype:
-            tx.guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
-                                   "torch.get_default_dtype()")
-            return ConstantVariable(torch.get_default_dtype())
+        if fn in _STATE_READERS and not args and not kwargs:
+            # a read of process-wide state: its value now, guarded (a change recompiles)
+            key = _STATE_READERS[fn]
+            tx.guards.global_state(key, fn, fn(), f"torch.{fn.__name__}()")
+            return ConstantVariable(fn())
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
         if _is_compiler_api(module):
