@@ -73,7 +73,7 @@ def wrap(tx, value, source) -> VariableTracker:
     hit = memo.get(source)
     if hit is not None and hit[0] is value:
         return hit[1]
-    mutable = type(value) in _ALIASABLE
+    mutable = _aliasable(value)
     if mutable:
         # One mutable object reached from two sources (`f(lst, lst)`, or a resume function's
         # arguments after a graph break) is one tracker: a mutation through one name shows through
@@ -100,6 +100,29 @@ def wrap(tx, value, source) -> VariableTracker:
 # attribute of the frame commonly holds: their trackers are shared by identity (see wrap).
 _MAX_DISTINCT_GUARDS = 32
 _ALIASABLE = frozenset({list, dict, set, type(iter([])), type(iter(())), type(iter(range(0)))})
+_NOT_ALIASABLE: dict[type, bool] = {}
+
+
+def _aliasable(value) -> bool:
+    """Also subclasses of the mutable builtins (Counter, OrderedDict, defaultdict), deques, and
+    instances of Python classes (their attributes are written through one name, read through
+    another); not modules, tensors, functions or classes (tracked by identity another way)."""
+    t = type(value)
+    if t in _ALIASABLE:
+        return True
+    known = _NOT_ALIASABLE.get(t)
+    if known is None:
+        if issubclass(t, (torch.Tensor, torch.nn.Module, type, types.ModuleType, types.FunctionType,
+                          types.MethodType, types.BuiltinFunctionType, enum.Enum, tuple, str, bytes,
+                          int, float, frozenset, functools.partial)):
+            known = False
+        elif issubclass(t, (list, dict, set, collections.deque)):
+            known = True
+        else:
+            known = t.__module__ not in ("builtins", "torch") and not t.__module__.startswith("torch.") \
+                and hasattr(t, "__dict__") and "__dict__" in dir(t) and not getattr(t, "__slots__", None)
+        _NOT_ALIASABLE[t] = known
+    return known
 
 
 def _wrap(tx, value, source) -> VariableTracker:

@@ -1,0 +1,75 @@
+"""One mutable object reached through two names (two arguments, or a stack item and a local at a
+graph break) is one object in the trace: a write through one name is seen through the other."""
+import collections
+
+import pytest
+import torch
+
+import ember
+
+
+class Obj:
+    def __init__(self):
+        self.v = 0
+
+
+def write_list_read_other(x, a, b):
+    a.append(1)
+    return x + len(b)
+
+
+def write_dict_read_other(x, a, b):
+    a["k"] = 1
+    return x + len(b), dict(b)
+
+
+def write_attr_read_other(x, a, b):
+    a.v = 5
+    return x + b.v
+
+
+MAKERS = {"list": (write_list_read_other, list), "dict": (write_dict_read_other, dict),
+          "counter": (write_dict_read_other, collections.Counter),
+          "ordered": (write_dict_read_other, collections.OrderedDict),
+          "defaultdict": (write_dict_read_other, lambda: collections.defaultdict(int)),
+          "object": (write_attr_read_other, Obj)}
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+def test_two_arguments_same_object_then_distinct(kind):
+    fn, make = MAKERS[kind]
+    ember.reset()
+    compiled = ember.compile(fn)
+    for same in (False, True, True, False):
+        outs = []
+        for f in (fn, compiled):
+            a = make()
+            b = a if same else make()
+            state = vars(a) if kind == "object" else (list(a) if kind == "list" else dict(a))
+            outs.append((f(torch.zeros(1), a, b), state))
+        torch.testing.assert_close(outs[1], outs[0])
+    assert ember.stats()["recompiles"] <= 1
+
+
+@pytest.mark.parametrize("make", [collections.Counter, collections.OrderedDict, Obj], ids=lambda m: m.__name__)
+def test_object_live_across_a_graph_break_keeps_identity(make):
+    def f(x):
+        d = make()
+        z = [d, int(x.sum() > 0), d]  # int(tensor): a break while d is on the stack and in z
+        if isinstance(d, Obj):
+            z[0].v = 1
+            return d.v, d is z[0], z[0] is z[2]
+        z[0]["pos"] = 1
+        return dict(d), d is z[0], z[0] is z[2]
+    ember.reset()
+    assert ember.compile(f)(torch.ones(2)) == f(torch.ones(2))
+    assert ember.stats()["graph_breaks"] == 1
+
+
+def test_counter_augmented_assignment_across_a_break():
+    def f(x):
+        stats = collections.Counter()
+        stats["pos"] += int(x.sum() > 0)
+        return dict(stats)
+    ember.reset()
+    assert ember.compile(f)(torch.ones(2)) == f(torch.ones(2)) == {"pos": 1}
