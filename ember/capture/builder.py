@@ -436,6 +436,8 @@ def pin_identity(tx, vt) -> None:
         tx.guards.id_match(vt.source, vt.module)
     elif isinstance(vt, UserObjectVariable):
         tx.guards.id_match(vt.source, vt.obj)
+    elif type(vt).__name__ == "TensorVariable" and vt.node.op == "placeholder":
+        tx.output.observe_tensor_identity(vt.source)
 
 
 def _stateless(m: torch.nn.Module) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import types
 from typing import Any
 
@@ -120,6 +121,9 @@ class GuardSet:
         self._guards.pop((GuardKind.TYPE_MATCH, source, None), None)  # checked here as well
         if isinstance(value, float) and value != value:  # NaN never equals itself
             code = f"___type({e}) is {tname} and {e} != {e}"
+        elif isinstance(value, float) and value == 0.0:  # -0.0 == 0.0, but copysign/1/x tell them apart
+            sign = bind(self.scope, math.copysign, "copysign")
+            code = f"___type({e}) is {tname} and {e} == 0.0 and {sign}(1.0, {e}) == {math.copysign(1.0, value)}"
         else:
             code = f"___type({e}) is {tname} and {e} == {bind(self.scope, value, 'value')}"
         self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}", code)
@@ -139,8 +143,18 @@ class GuardSet:
         self._add(GuardKind.LENGTH, source, ("min", n), f"len({source.name()}) >= {n}", f"___len({e}) >= {n}")
 
     def dict_keys(self, source: Source, keys: list, ordered: bool) -> None:
-        """Key set of a dict; key order too when the program observes it."""
+        """Key set of a dict; key order too when the program observes it. Numeric keys by type too
+        (``{1: a}``, ``{True: a}`` and ``{1.0: a}`` have equal key sets)."""
         e = source.expr(self.scope)
+        if any(isinstance(k, (int, float, complex)) for k in keys):
+            typed = [(k, type(k)) for k in keys]
+            name = bind(self.scope, typed if ordered else frozenset(typed), "typed_keys")
+            wrap = "___list" if ordered else bind(self.scope, frozenset, "frozenset")
+            self.scope.setdefault("___list", list)
+            self._add(GuardKind.DICT_KEYS, source, "ordered" if ordered else "set",
+                      f"{'list' if ordered else 'set'}({source.name()}.keys()) == {keys!r} (key types too)",
+                      f"{wrap}((k, ___type(k)) for k in {e}) == {name}")
+            return
         if ordered:
             name = bind(self.scope, list(keys), "keys")
             self._add(GuardKind.DICT_KEYS, source, "ordered", f"list({source.name()}.keys()) == {keys!r}",
@@ -154,10 +168,24 @@ class GuardSet:
         ea, eb = a.expr(self.scope), b.expr(self.scope)
         self._add(GuardKind.DUPLICATE_INPUT, a, b, f"{a.name()} is {b.name()}", f"{ea} is {eb}")
 
+    def all_distinct(self, sources: list) -> None:
+        """No two of ``sources`` are the same object (one guard, linear in their number)."""
+        items = ", ".join(src.expr(self.scope) for src in sources)
+        self.scope.setdefault("___id", id)
+        self._add(GuardKind.DUPLICATE_INPUT, None, ("all_distinct", tuple(sources)),
+                  f"the {len(sources)} tensor inputs are distinct objects",
+                  f"___len({{___id(o) for o in ({items},)}}) == {len(sources)}")
+
     def distinct_objects(self, a: Source, b: Source) -> None:
         ea, eb = a.expr(self.scope), b.expr(self.scope)
         self._add(GuardKind.DUPLICATE_INPUT, a, ("not", b), f"{a.name()} is not {b.name()}",
                   f"{ea} is not {eb}")
+
+    def storage_offset(self, source: Source, t: torch.Tensor) -> None:
+        e = source.expr(self.scope)
+        self._add(GuardKind.TENSOR_MATCH, source, "storage_offset",
+                  f"{source.name()}.storage_offset() == {t.storage_offset()}",
+                  f"{e}.storage_offset() == {t.storage_offset()}")
 
     def tensor_match(self, source: Source, t: torch.Tensor) -> None:
         """Everything about a tensor input that the graph specializes on."""

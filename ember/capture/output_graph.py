@@ -9,6 +9,8 @@ that feed each input on later calls.
 """
 from __future__ import annotations
 
+import functools
+
 import operator
 import types
 
@@ -57,6 +59,8 @@ class OutputGraph:
                 self.guards.same_object(source, hit.source)
             return hit
         self.guards.tensor_match(source, real)
+        if self.observes_storage_offsets:
+            self.guards.storage_offset(source, real)
         fake = self.fake.fake(real)
         name = _placeholder_name(source)
         if self.placeholders:
@@ -75,8 +79,27 @@ class OutputGraph:
         self.input_sources.append(source)
         self.input_values.append(real)
         vt = TensorVariable(node, fake, source, cls=type(real), real=real)
+        vt.on_identity = functools.partial(self.observe_tensor_identity, source)  # (hashed: a set, a key)
         self._by_tensor[id(real)] = vt
         return vt
+
+    observes_storage_offsets = False
+    observes_tensor_identity = False
+
+    def observe_tensor_identity(self, source) -> None:
+        """The program hashes or compares by identity an input tensor (a set of tensors, a dict keyed
+        by parameters): a call where two inputs are the same tensor must not reuse the graph traced
+        with them distinct. One guard at the end checks all tensor inputs are distinct objects
+        (inputs that were the same tensor are one input, guarded so already)."""
+        self.observes_tensor_identity = True
+
+    def observe_storage_offsets(self) -> None:
+        """The program reads a ``storage_offset()``: every input's offset is guarded (tensor guards
+        leave it out; a view of an input at another offset would otherwise reuse the answer)."""
+        if not self.observes_storage_offsets:
+            self.observes_storage_offsets = True
+            for source, real in zip(self.input_sources, self.input_values):
+                self.guards.storage_offset(source, real)
 
     # -- operations ---------------------------------------------------------------
     def call_function(self, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -175,6 +198,8 @@ class OutputGraph:
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
         self.graph.output(tuple(output_nodes))
+        if self.observes_tensor_identity and len(self.input_sources) > 1:
+            self.guards.all_distinct(self.input_sources)
         from ember.capture.variables.autograd_function import drop_unused_bodies
         drop_unused_bodies(self.graph)
         toggles = [n for n in self.graph.nodes if n.target is torch._C._set_grad_enabled]

@@ -6,12 +6,13 @@ refused with a reason.
 """
 from __future__ import annotations
 
-import sys
+import abc
 import collections
 import collections.abc
 import functools
 import math
 import operator
+import sys
 import types
 
 import torch
@@ -158,6 +159,9 @@ def wrap_constant(value) -> VariableTracker:
 
 def _isinstance(tx, obj, classes):
     cls = classes.as_constant()
+    if any(isinstance(c, abc.ABCMeta) for c in (cls if isinstance(cls, tuple) else (cls,))):
+        # ABC.register() between calls changes the answer: guard on abc's registration counter
+        tx.guards.global_state("abc_token", abc.get_cache_token, abc.get_cache_token(), "abc.get_cache_token()")
     try:
         t = obj.python_type()
     except Exception:
@@ -695,6 +699,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return AutocastVariable.create(args, kwargs)
     if cls is functools.partial:
         from ember.capture.variables.functions import PartialVariable
+        inner = args[0] if args else None
+        if isinstance(inner, PartialVariable):  # partial(partial(f, a, k=1), b) is partial(f, a, b, k=1)
+            return PartialVariable(inner.func, [*inner.args, *args[1:]], {**inner.kwargs, **kwargs})
         return PartialVariable(args[0], args[1:], kwargs)
     if cls is collections.defaultdict:
         factory = args[0] if args else ConstantVariable(None)
@@ -703,6 +710,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         d.default_factory = None if factory.is_constant() and factory.as_constant() is None else factory
         return d
     if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
+        from ember.capture.variables.operator_getters import OperatorGetterVariable
         return OperatorGetterVariable(cls, args, kwargs)
     if cls is collections.deque:
         from ember.capture.variables.deques import construct_deque
@@ -763,38 +771,3 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if new_fn is not None:
         return construct_with_new(tx, cls, new_fn, args, kwargs)
     raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
-
-
-
-class OperatorGetterVariable(VariableTracker):
-    """``operator.itemgetter(...)`` / ``attrgetter(...)`` / ``methodcaller(...)`` made in the frame."""
-
-    def __init__(self, kind, args, kwargs):
-        self.kind = kind
-        self.args = list(args)
-        self.kwargs = dict(kwargs)
-
-    def describe(self):
-        return f"operator.{self.kind.__name__}"
-
-    def truth(self, tx):
-        return True
-
-    def call(self, tx, args, kwargs):
-        (obj,) = args
-        results = []
-        if self.kind is operator.methodcaller:
-            name = self.args[0].as_constant()
-            return tx.getattr(obj, name).call(tx, self.args[1:], self.kwargs)
-        for a in self.args:
-            if self.kind is operator.itemgetter:
-                if isinstance(obj, TensorVariable):
-                    results.append(tx.output.call_function(operator.getitem, [obj, a], {}))
-                else:
-                    results.append(obj.call_method(tx, "__getitem__", [a], {}))
-            else:
-                value = obj
-                for part in a.as_constant().split("."):
-                    value = tx.getattr(value, part)
-                results.append(value)
-        return results[0] if len(results) == 1 else TupleVariable(results)

@@ -144,6 +144,10 @@ class NewObjectVariable(VariableTracker):
         from ember.capture.builder import wrap
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
         from ember.capture.variables.objects import ClassVariable, MissingAttribute
+        descriptor = self._python_data_descriptor(tx, name, "__get__")
+        if descriptor is not None:  # a data descriptor on the class wins over the instance's dict
+            desc_vt, method = descriptor
+            return UserFunctionVariable(method).call(tx, [desc_vt, self, ClassVariable(self.cls)], {})
         if name in self.attrs:
             return self.attrs[name]
         if name == "__class__":
@@ -194,7 +198,31 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
+        descriptor = self._python_data_descriptor(tx, name, "__set__")
+        if descriptor is not None:  # `obj.x = v` calls the class's descriptor: its __set__ decides
+            from ember.capture.variables.functions import UserFunctionVariable
+            desc_vt, method = descriptor
+            UserFunctionVariable(method).call(tx, [desc_vt, self, value], {})
+            return
         self.object_setattr(name, value)
+
+    def _python_data_descriptor(self, tx, name, method_name):
+        """(tracker of the descriptor, its Python ``method_name``) when the class attribute ``name``
+        is a data descriptor (it has ``__set__`` or ``__delete__``) of a Python class; None if it is
+        none, or a builtin one (property, slots) handled elsewhere."""
+        attr = _lookup(self.cls, name)
+        if attr is None or isinstance(attr, (property, types.MemberDescriptorType, types.GetSetDescriptorType)):
+            return None
+        kind = type(attr)
+        if not (hasattr(kind, "__set__") or hasattr(kind, "__delete__")):
+            return None
+        method = getattr(kind, method_name, None)
+        if not isinstance(method, types.FunctionType):
+            raise unsupported(f"descriptor {name!r} of {self.cls.__name__} without a Python {method_name}")
+        from ember.capture.builder import wrap
+        from ember.capture.sources import AttrSource
+        from ember.capture.variables.objects import class_source
+        return wrap(tx, attr, AttrSource(class_source(self.cls), name)), method
 
     def _write_attr(self, name, value):
         self.attrs[name] = value

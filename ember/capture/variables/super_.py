@@ -79,7 +79,12 @@ class SuperVariable(VariableTracker):
                     return RealReadMethodVariable(attr, self.obj)
                 if attr is object.__init__ or isinstance(attr, (types.WrapperDescriptorType,)):
                     raise unsupported(f"super().{name} resolves to a builtin slot")
-                return wrap(tx, attr, None)
+                # a plain class attribute: read through the same lookup, so it is guarded (a later
+                # `Base.attr = 5` recompiles)
+                from ember.capture.sources import AttrSource, ConstSource
+                sup = _super_object(self.cls, real_type)
+                return wrap(tx, attr, AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
+                                                                  f"{real_type.__qualname__})"), name))
         raise unsupported(f"super() has no attribute {name!r}")
 
 

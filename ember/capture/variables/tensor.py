@@ -61,6 +61,9 @@ class TensorVariable(VariableTracker):
         raise unsupported("data-dependent branch: the truth value of a tensor depends on its data")
 
     def hash_key(self):
+        observe = getattr(self, "on_identity", None)
+        if observe is not None:
+            observe()
         return ("__tensor__", id(self.fake))
 
     def _own_attribute(self, tx, name):
@@ -129,6 +132,8 @@ class TensorVariable(VariableTracker):
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
             return ConstantVariable(len(self.fake))
+        if name == "storage_offset":
+            tx.output.observe_storage_offsets()
         if name == "__deepcopy__":  # (the copy module traced as a frame of its own)
             from ember.capture.variables.copying import deepcopy_tensor
             return deepcopy_tensor(tx, self, {})

@@ -45,6 +45,8 @@ try:
     _CONSTANT_ANSWERS[_st.is_fx_tracing] = False
 except (ImportError, AttributeError):
     pass
+if hasattr(torch._utils, "is_compiling"):  # (the deprecated spelling)
+    _CONSTANT_ANSWERS[torch._utils.is_compiling] = True
 if hasattr(torch.compiler, "is_exporting"):
     _CONSTANT_ANSWERS[torch.compiler.is_exporting] = False
 
@@ -66,7 +68,7 @@ _STATE_READERS = {torch.get_default_dtype: "default_dtype",
                   torch.is_deterministic_algorithms_warn_only_enabled: "deterministic_warn_only",
                   torch.get_float32_matmul_precision: "matmul_precision",
                   torch.is_anomaly_enabled: "anomaly", torch.is_anomaly_check_nan_enabled: "anomaly_nan",
-                  torch.get_num_threads: "num_threads"}
+                  torch.get_num_threads: "num_threads", torch.autograd._profiler_enabled: "profiler"}
 
 
 class TorchFunctionVariable(VariableTracker):

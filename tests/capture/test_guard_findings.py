@@ -1,0 +1,143 @@
+"""Guards the trace needed and did not have (each was a stale answer on a later call)."""
+import abc
+import functools
+import math
+
+import torch
+
+import ember
+
+
+def _same(fn, *args):
+    return fn(*args)
+
+
+def test_negative_zero_is_not_zero():
+    def f(x, v):
+        return x * math.copysign(1.0, v)
+    ember.reset()
+    c = ember.compile(f)
+    for v in (0.0, -0.0, 0.0, -0.0):
+        torch.testing.assert_close(c(torch.ones(1), v), f(torch.ones(1), v))
+
+
+def test_dict_keys_compared_with_their_types():
+    def f(x, d):
+        return x, repr(d)
+    ember.reset()
+    c = ember.compile(f)
+    for d in ({1: "a"}, {True: "a"}, {1.0: "a"}, {1: "a"}):
+        assert c(torch.ones(1), d)[1] == f(torch.ones(1), d)[1]
+
+
+def test_isinstance_of_an_abc_sees_a_later_register():
+    class Plug(abc.ABC):
+        pass
+
+    class Impl:
+        pass
+
+    def f(x, o):
+        return x + 1 if isinstance(o, Plug) else x - 1
+    ember.reset()
+    c = ember.compile(f)
+    torch.testing.assert_close(c(torch.zeros(1), Impl()), torch.tensor([-1.0]))
+    Plug.register(Impl)
+    torch.testing.assert_close(c(torch.zeros(1), Impl()), torch.tensor([1.0]))
+
+
+def test_storage_offset_is_guarded_when_read():
+    def f(x):
+        return x + x.storage_offset()
+    ember.reset()
+    c = ember.compile(f)
+    base = torch.arange(10.0)
+    for view in (base[:3], base[3:6], base[:3]):
+        torch.testing.assert_close(c(view), f(view))
+
+
+def test_set_of_input_tensors_guards_their_distinctness():
+    g1 = torch.randn(4)
+
+    def f(a, b, c):
+        return a + len({g1, a, b, c})
+    ember.reset()
+    c = ember.compile(f)
+    x, y, z = torch.randn(4), torch.randn(4), torch.randn(4)
+    for args in ((x, y, z), (x, x, x), (x, y, x), (x, y, z)):
+        torch.testing.assert_close(c(*args), f(*args))
+
+
+def test_class_attribute_read_through_super_is_guarded():
+    class A:
+        a = 4
+
+    class B(A):
+        def f(self, x):
+            return super().a * x
+    b = B()
+    ember.reset()
+    c = ember.compile(b.f)
+    torch.testing.assert_close(c(torch.ones(2)), b.f(torch.ones(2)))
+    A.a = 5
+    torch.testing.assert_close(c(torch.ones(2)), b.f(torch.ones(2)))
+
+
+def test_global_state_reads_are_guarded():
+    def f(x):
+        return x + 1, torch.zeros(2).dtype, torch.are_deterministic_algorithms_enabled(), \
+            torch.autograd._profiler_enabled()
+    ember.reset()
+    c = ember.compile(f)
+    assert c(torch.ones(1))[1:] == f(torch.ones(1))[1:]
+    old = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float64)
+        torch.use_deterministic_algorithms(True)
+        assert c(torch.ones(1))[1:] == f(torch.ones(1))[1:] == (torch.float64, True, False)
+    finally:
+        torch.set_default_dtype(old)
+        torch.use_deterministic_algorithms(False)
+    with torch.autograd.profiler.profile():
+        assert c(torch.ones(1))[3] is True
+
+
+def test_python_data_descriptor_on_an_object_made_in_the_frame():
+    class Positive:
+        def __get__(self, obj, objtype=None):
+            return self if obj is None else obj._v
+
+        def __set__(self, obj, value):
+            if value < 0:
+                raise ValueError(f"must be >= 0, got {value}")
+            obj._v = value * 10
+
+    class Acct:
+        bal = Positive()
+
+    def f(x, v):
+        a = Acct()
+        a.bal = v
+        return x * a.bal
+    ember.reset()
+    c = ember.compile(f)
+    torch.testing.assert_close(c(torch.ones(2), 3), f(torch.ones(2), 3))
+    for fn in (f, c):
+        try:
+            fn(torch.ones(2), -1)
+            raise AssertionError("no ValueError")
+        except ValueError as e:
+            assert str(e) == "must be >= 0, got -1"
+
+
+def test_partial_of_a_partial_flattens_like_functools():
+    def mul(a, b, c=1):
+        return a * b * c
+
+    def f(x):
+        q = functools.partial(functools.partial(mul, b=2), c=10)
+        return q(x), q.keywords, q.func is mul
+    ember.reset()
+    got, expected = ember.compile(f)(torch.ones(1)), f(torch.ones(1))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1:] == expected[1:]
