@@ -216,8 +216,14 @@ def _wrap(tx, value, source) -> VariableTracker:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
                                    torch.device)) or _identity_key(k)):
                 raise unsupported(f"dict with a key of type {type(k).__name__}")
-        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        vt = DictVariable(items, source=source, dict_cls=t)
+        items, keys = {}, {}
+        for k, v in value.items():
+            # keys as the trace hashes them (an object, a module: by identity), with their trackers
+            key_vt = ConstantVariable(k) if not _identity_object(k) else wrap(tx, k, None)
+            hk = key_vt.hash_key() if _identity_object(k) else k
+            items[hk] = wrap(tx, v, ItemSource(source, k) if source is not None else None)
+            keys[hk] = key_vt
+        vt = DictVariable(items, keys, source=source, dict_cls=t)
         if isinstance(value, collections.defaultdict):  # `d[missing]` calls it, as in eager
             factory_src = AttrSource(source, "default_factory") if source is not None else None
             if value.default_factory is not None:
@@ -415,6 +421,14 @@ def _set_item_by_value(v) -> bool:
     identity (a function, a builtin, a class)."""
     return type(v) in (str, int, float, bool, type(None), complex, bytes) or _identity_key(v) or \
         isinstance(v, types.BuiltinFunctionType)
+
+
+def _identity_object(k) -> bool:
+    """A dict key the trace keys by identity under a tuple (``("__module__", id)``): a module or a
+    user object (not a class or a function, which are their own keys)."""
+    return _identity_key(k) and not isinstance(k, (type, types.FunctionType, types.BuiltinFunctionType,
+                                                    types.MethodType, enum.Enum)) \
+        and (isinstance(k, torch.nn.Module) or _aliasable(k))
 
 
 def _identity_key(k) -> bool:

@@ -611,7 +611,9 @@ class _ReturnPlan:
                 return inner if vt.items else "set()"
             return f"{bind(s, vt.set_cls, 'set_type')}({inner})"  # frozenset, or a subclass made in the frame
         if isinstance(vt, DictVariable):
-            parts = [f"{codegen.literal(k, s, bind)}: {self.expr(v)}" for k, v in vt.items.items()]
+            # (a key tracker, not its hash key: an object's key is ('__object__', id), not the object)
+            parts = [f"{self.expr(vt.keys[k]) if k in vt.keys else codegen.literal(k, s, bind)}: {self.expr(v)}"
+                     for k, v in vt.items.items()]
             inner = "{" + ", ".join(parts) + "}"
             if vt.dict_cls is dict:
                 return inner

@@ -193,7 +193,10 @@ class OutputGraph:
 
     # -- finishing -------------------------------------------------------------------
     def has_compute(self) -> bool:
-        return any(n.op not in ("placeholder", "output") for n in self.graph.nodes)
+        """Whether there is a graph to compile: grad-mode toggles alone are not (graphs restore the
+        mode they start in; a mode left changed is set by the entry after the graph)."""
+        return any(n.op not in ("placeholder", "output") and n.target is not torch._C._set_grad_enabled
+                   for n in self.graph.nodes)
 
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
@@ -336,6 +339,10 @@ def _contains_tensor(value) -> bool:
     return False
 
 
+# Python scalar types torch accepts where it takes a dtype (fx cannot print the class into code).
+_PYTHON_SCALAR_TYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
+
+
 def _lower(value):
     """Trackers → (fx argument, fake value) with the same structure."""
     if isinstance(value, TensorVariable):
@@ -356,6 +363,8 @@ def _lower(value):
     if isinstance(value, VariableTracker):
         if value.is_constant():
             c = value.as_constant()
+            if type(c) is type and c in _PYTHON_SCALAR_TYPES:  # x.to(bool): the dtype torch reads it as
+                return _PYTHON_SCALAR_TYPES[c], c
             return c, c
         raise unsupported(f"passing {value.describe()} to a torch operation")
     return value, value

@@ -141,3 +141,47 @@ def test_partial_of_a_partial_flattens_like_functools():
     got, expected = ember.compile(f)(torch.ones(1)), f(torch.ones(1))
     torch.testing.assert_close(got[0], expected[0])
     assert got[1:] == expected[1:]
+
+
+def test_dicts_keyed_by_modules_and_objects():
+    lin = torch.nn.Linear(2, 2)
+
+    class O:
+        pass
+    o = O()
+    outside = {lin: 10, o: 20}
+
+    def f(x):
+        d = {lin: 1, o: 2, "a": 3}
+        return x + outside[lin] + outside[o], d
+    ember.reset()
+    got, expected = ember.compile(f)(torch.ones(1)), f(torch.ones(1))
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] and list(got[1])[0] is lin
+    assert ember.stats()["graph_breaks"] == 0 and ember.stats()["fallbacks"] == 0
+
+
+def test_python_scalar_types_as_dtypes():
+    def f(x):
+        return x.to(bool).to(float).to(int) + 8, torch.zeros(2, dtype=float), x.new_ones(2, dtype=int)
+    for backend in ("eager", "aot_eager"):
+        ember.reset()
+        got, expected = ember.compile(f, backend=backend)(torch.randn(3)), f(torch.randn(3))
+        for g, e in zip(got, expected):
+            assert g.dtype == e.dtype
+        torch.testing.assert_close(got[1:], expected[1:])
+        assert ember.stats()["fallbacks"] == 0
+
+
+def test_grad_mode_toggles_alone_are_not_a_graph():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        print("break", end="")
+        with torch.enable_grad():
+            pass
+        return y
+    ember.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(ember.compile(f)(torch.ones(2)), f(torch.ones(2)))
+    assert ember.stats()["graphs"] == 1

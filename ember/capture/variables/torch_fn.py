@@ -126,6 +126,8 @@ class TorchFunctionVariable(VariableTracker):
             return ConstantVariable(fn())
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
+        if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
+            raise unsupported(f"{module}.{name} is the other compiler's internals (runs eagerly)")
         if _is_compiler_api(module):
             # the compiler's own API (graph_break, mark_dynamic, disable, ...): never a graph op
             if name == "is_compiling":
