@@ -98,7 +98,13 @@ def internal_error(where: str, cause: BaseException) -> BaseException:
     """What call-time code raises for an ember-internal error at a safe point: the error itself
     in strict mode (``ember.config.strict``), else ``RunEagerly`` (the frame runs eagerly)."""
     from ember.config import config
-    return cause if config.strict else RunEagerly(where, cause)
+    if config.strict:
+        try:
+            cause.ember_internal = True  # (so a compiled entry does not take it for the program's)
+        except AttributeError:
+            pass
+        return cause
+    return RunEagerly(where, cause)
 
 
 def where_raised(exc: BaseException) -> str:

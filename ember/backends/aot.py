@@ -49,7 +49,11 @@ def _compile(gm, example_inputs, **kwargs):
     kwargs.setdefault("backward_pass_autocast", config.backward_pass_autocast)
     try:
         with compile_lock:
-            return aot_compile(gm, example_inputs, **kwargs)
+            compiled = aot_compile(gm, example_inputs, **kwargs)
+        # Input mutations happen after the whole graph ran (not inside it): a graph that raises
+        # half-way changed nothing (see ember/capture/rerun.py).
+        compiled.mutations_after_graph = not kwargs.get("keep_inference_input_mutations", False)
+        return compiled
     except BackendCompilerFailed:
         raise
     except Exception as e:  # noqa: BLE001 — every compile failure reaches the caller as one type

@@ -13,6 +13,7 @@ import inspect
 import os
 import sys
 import types
+import weakref
 
 import torch
 
@@ -100,7 +101,7 @@ def wrap(tx, value, source) -> VariableTracker:
 # attribute of the frame commonly holds: their trackers are shared by identity (see wrap).
 _MAX_DISTINCT_GUARDS = 32
 _ALIASABLE = frozenset({list, dict, set, type(iter([])), type(iter(())), type(iter(range(0)))})
-_NOT_ALIASABLE: dict[type, bool] = {}
+_NOT_ALIASABLE: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()  # (classes die)
 
 
 def _aliasable(value) -> bool:
@@ -451,7 +452,7 @@ def pin_identity(tx, vt) -> None:
     elif isinstance(vt, UserObjectVariable):
         tx.guards.id_match(vt.source, vt.obj)
     elif type(vt).__name__ == "TensorVariable" and vt.node.op == "placeholder":
-        tx.output.observe_tensor_identity(vt.source)
+        tx.output.observe_tensor_identity()
 
 
 def _stateless(m: torch.nn.Module) -> bool:

@@ -33,7 +33,8 @@ from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, 
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import BackendCompilerFailed, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised,
+                       without_tracebacks)
 from ember.fake.convert import FakeContext
 from ember.fake.quiet import quiet_meta_errors
 
@@ -210,7 +211,16 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     body = _guard_block(guards)
     if compiled is not None:
         scope["___compiled"] = compiled
-        body.append(f"___o = ___compiled({args})")
+        from ember.capture.rerun import rerun_safe
+        if rerun_safe(gm, compiled):
+            # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
+            # errors go to the safety net; the rerun happens outside the handler (no __context__)
+            scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)
+            body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", "    raise",
+                     "except Exception as ___e:", "    if getattr(___e, 'ember_internal', False):", "        raise",
+                     "    ___failed = True", "if ___failed:", f"    return ___eager_rerun({forward_call(fn.__code__)})"]
+        else:
+            body.append(f"___o = ___compiled({args})")
     body.extend(plan.prelude)
     body.extend(effect_lines)
     body.extend(plan.after_effects)

@@ -10,9 +10,9 @@ that feed each input on later calls.
 from __future__ import annotations
 
 import functools
-
 import operator
 import types
+import weakref
 
 import torch
 import torch.fx as fx
@@ -79,14 +79,14 @@ class OutputGraph:
         self.input_sources.append(source)
         self.input_values.append(real)
         vt = TensorVariable(node, fake, source, cls=type(real), real=real)
-        vt.on_identity = functools.partial(self.observe_tensor_identity, source)  # (hashed: a set, a key)
+        vt.on_identity = functools.partial(_observe_identity, weakref.ref(self))  # (hashed: a set, a key)
         self._by_tensor[id(real)] = vt
         return vt
 
     observes_storage_offsets = False
     observes_tensor_identity = False
 
-    def observe_tensor_identity(self, source) -> None:
+    def observe_tensor_identity(self) -> None:
         """The program hashes or compares by identity an input tensor (a set of tensors, a dict keyed
         by parameters): a call where two inputs are the same tensor must not reuse the graph traced
         with them distinct. One guard at the end checks all tensor inputs are distinct objects
@@ -337,6 +337,13 @@ def _contains_tensor(value) -> bool:
     if isinstance(value, dict):
         return any(_contains_tensor(v) for v in value.values())
     return False
+
+
+def _observe_identity(graph_ref) -> None:
+    """(Weakly: a tracker must not keep its output graph, and so every input, alive.)"""
+    graph = graph_ref()
+    if graph is not None:
+        graph.observes_tensor_identity = True
 
 
 # Python scalar types torch accepts where it takes a dtype (fx cannot print the class into code).

@@ -1,0 +1,43 @@
+"""A graph that raises at run time (an index out of range, invalid probabilities, a singular
+matrix): eager had already done everything before the failing op — appended to lists, set
+attributes, updated inputs in place — and ember's deferred side effects had not. The entry then
+runs the frame again, eagerly, from its start, which leaves exactly eager's state and raises
+eager's exception. Only for graphs whose partial run changed nothing observable: no in-place op
+(run before the failure, it would be applied twice) and no random op (the RNG moved on)."""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+_MUTATING_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                       operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+                       operator.ixor, operator.ilshift, operator.irshift, operator.imatmul, operator.delitem}
+_RANDOM_PARTS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "exponential", "poisson",
+                 "uniform", "cauchy", "geometric", "log_normal", "random", "seed", "rng", "shuffle", "perm")
+
+
+def _name(target) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", "") or ""
+
+
+def _changes_state(node: torch.fx.Node, mutations_after: bool) -> bool:
+    if node.op in ("placeholder", "output"):
+        return False
+    if node.op != "call_function" and node.op != "call_method":
+        return True  # get_attr of a subgraph (cond, checkpoint), call_module: not looked into
+    target = node.target
+    if getattr(target, "ember_function", None) is not None:
+        return True
+    name = _name(target).lower()
+    if not mutations_after and (target in _MUTATING_FUNCTIONS or (name.endswith("_") and not name.endswith("__"))
+                                or "out" in node.kwargs or node.kwargs.get("inplace") is True):
+        return True
+    return any(part in name for part in _RANDOM_PARTS)
+
+
+def rerun_safe(gm: torch.fx.GraphModule, compiled) -> bool:
+    """Whether running ``gm`` (as ``compiled``) partly, up to an op that raises, leaves nothing
+    behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``)."""
+    after = getattr(compiled, "mutations_after_graph", False) is True
+    return not any(_changes_state(n, after) for n in gm.graph.nodes)

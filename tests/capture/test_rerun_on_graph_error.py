@@ -1,0 +1,53 @@
+"""A graph that raises at run time: the state eager leaves behind (appends, attributes, in-place
+updates of inputs and buffers before the failing op) and eager's exception (ember/capture/rerun.py)."""
+import pytest
+import torch
+
+import ember
+
+
+def list_append_then_error(x, idx, log):
+    log.append("called")
+    return x.gather(0, idx)
+
+
+class Counter:
+    steps = 0
+
+
+def attr_then_error(x, idx, obj):
+    obj.steps += 1
+    return x.index_select(0, idx)
+
+
+def mutate_input_then_error(x, idx, buf):
+    buf.add_(1)
+    return x.gather(0, idx) + buf.sum()
+
+
+def _state(arg):
+    return list(arg) if isinstance(arg, list) else (arg.steps if isinstance(arg, Counter) else arg.clone())
+
+
+@pytest.mark.parametrize("fn,make", [(list_append_then_error, list), (attr_then_error, Counter),
+                                     (mutate_input_then_error, lambda: torch.zeros(2))],
+                         ids=["list", "attr", "inplace_input"])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_state_before_the_failing_op_is_eagers(fn, make, backend):
+    ember.reset()
+    compiled = ember.compile(fn, backend=backend)
+    ok_idx, bad_idx = torch.tensor([0, 1]), torch.tensor([0, 7])
+    expected_state, got_state = make(), make()
+    torch.testing.assert_close(compiled(torch.ones(4), ok_idx, got_state), fn(torch.ones(4), ok_idx, expected_state))
+    for f, state in ((fn, expected_state), (compiled, got_state)):
+        with pytest.raises((RuntimeError, IndexError)) as info:
+            f(torch.ones(4), bad_idx, state)
+        if f is fn:
+            eager_error = (type(info.value), str(info.value))
+        else:
+            assert (type(info.value), str(info.value)) == eager_error
+    # (the eager backend runs the graph's in-place ops as it goes, as eager does: no rerun there,
+    # which would add twice)
+    assert _state(got_state) == _state(expected_state) if not isinstance(got_state, torch.Tensor) \
+        else torch.equal(got_state, expected_state)
+    assert ember.stats()["recompiles"] == 0
