@@ -467,7 +467,7 @@ def _made_in_frame(vt) -> bool:
     from ember.capture.variables.new_object import NewObjectVariable
     if isinstance(vt, (ListVariable, DictVariable, SetVariable, TupleVariable)):
         return vt.source is None
-    if isinstance(vt, NewObjectVariable):
+    if isinstance(vt, NewObjectVariable) or type(vt).__name__ == "DequeVariable":
         return True
     from ember.capture.variables.containers import IteratorVariable
     if isinstance(vt, IteratorVariable) or type(vt).__name__ == "NestedFunctionVariable":

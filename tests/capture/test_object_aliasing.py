@@ -73,3 +73,26 @@ def test_counter_augmented_assignment_across_a_break():
         return dict(stats)
     ember.reset()
     assert ember.compile(f)(torch.ones(2)) == f(torch.ones(2)) == {"pos": 1}
+
+
+def test_deque_live_across_a_graph_break_keeps_identity():
+    def f(x):
+        q = collections.deque()
+        pair = (q, int(x.sum() > 0))
+        pair[0].append(1)
+        return list(q), len(pair[0]), q is pair[0]
+    ember.reset()
+    assert ember.compile(f)(torch.ones(2)) == f(torch.ones(2)) == ([1], 1, True)
+
+
+def test_dict_of_a_chainmap():
+    def f(x, d1, d2):
+        cm = collections.ChainMap(d1, d2)
+        cm["c"] = 9
+        return x * cm["a"], dict(cm)
+    ember.reset()
+    got = ember.compile(f)(torch.ones(1), {"a": 1}, {"b": 2})
+    expected = f(torch.ones(1), {"a": 1}, {"b": 2})
+    torch.testing.assert_close(got[0], expected[0])
+    assert got[1] == expected[1] and list(got[1]) == list(expected[1])
+    assert ember.stats()["fallbacks"] == 0

@@ -276,6 +276,14 @@ def _set(tx, iterable=None):
     return SetVariable(_iter_items(tx, iterable) if iterable is not None else [])
 
 
+def _has_keys_method(vt) -> bool:
+    try:
+        t = vt.python_type()
+    except Exception:
+        return False
+    return isinstance(t, type) and not issubclass(t, (torch.Tensor, list, tuple, str)) and hasattr(t, "keys")
+
+
 def _dict(tx, arg=None, **kwargs):
     from ember.capture.variables.containers import dict_operand
     d = DictVariable({})
@@ -284,6 +292,9 @@ def _dict(tx, arg=None, **kwargs):
         if isinstance(arg, DictVariable):
             arg._observe_order(tx)
             d = DictVariable(arg.items, arg.keys)
+        elif _has_keys_method(arg):  # a mapping (ChainMap, a Mapping subclass): keys(), then [k]
+            for k in _iter_items(tx, tx.getattr(arg, "keys").call(tx, [], {})):
+                d.set_item(k, tx.getattr(arg, "__getitem__").call(tx, [k], {}))
         else:
             for pair in _iter_items(tx, arg):
                 k, v = pair.unpack(tx)
