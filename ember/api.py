@@ -16,6 +16,7 @@ import functools
 import inspect
 import sys
 import types
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -68,6 +69,29 @@ def _frame_target(fn) -> tuple[types.FunctionType | None, tuple]:
     return None, ()
 
 
+# Compiled code lives with the function (per backend and settings), not with one ``ember.compile``
+# result, as torch keeps it on the code object: compiling the same function again, or another
+# instance of the same module class, reuses the entries (their guards decide). Weak values: a cache
+# lives as long as some compiled wrapper uses it.
+_SHARED_CACHES: "weakref.WeakValueDictionary[tuple, FrameCache]" = weakref.WeakValueDictionary()
+
+
+def _shared_cache(frame: types.FunctionType, settings: _Settings, label: str = "") -> FrameCache:
+    backend = settings.backend
+    try:
+        key = (id(frame), backend if isinstance(backend, str) else ("id", id(backend)), settings.fullgraph,
+               settings.dynamic, settings.mode, repr(settings.options))
+        hash(key)
+    except TypeError:
+        return FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label)
+    cache = _SHARED_CACHES.get(key)
+    if cache is None or cache.fn is not frame or (not isinstance(backend, str) and cache.settings_backend is not backend):
+        cache = FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label)
+        cache.settings_backend = backend  # (keeps it alive, so its id in the key stays its own)
+        _SHARED_CACHES[key] = cache
+    return cache
+
+
 class CompiledFunction:
     """What ``ember.compile(fn)`` returns for anything callable that is not an ``nn.Module``."""
 
@@ -89,7 +113,7 @@ class CompiledFunction:
             # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
             self._call = fn
             return
-        self._cache = FrameCache(target, settings.resolve_backend(), settings.fullgraph)
+        self._cache = _shared_cache(target, settings)
         self._call = functools.partial(self._cache, *lead) if lead else self._cache
 
     def __call__(self, /, *args, **kwargs):
@@ -141,8 +165,7 @@ class CompiledModule(torch.nn.Module):
         frame = call if via_call else type(module).forward
         # A frame that is not a plain function (a forward already compiled by a decorator, a
         # partialmethod, a builtin) is not compiled here: the module runs as it is.
-        cache = FrameCache(frame, settings.resolve_backend(), settings.fullgraph,
-                           label=f"{type(module).__name__}.{frame.__name__}") \
+        cache = _shared_cache(frame, settings, label=f"{type(module).__name__}.{frame.__name__}") \
             if isinstance(frame, types.FunctionType) else None
         object.__setattr__(self, "_ember_cache", cache)
         object.__setattr__(self, "_ember_via_call", via_call)

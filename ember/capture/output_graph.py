@@ -27,11 +27,12 @@ from ember.fake.convert import FakeContext
 
 
 def _placeholder_name(source) -> str:
-    text = source.name()
-    out = "".join(c if c.isalnum() else "_" for c in text)
+    """The source's name with each run of other characters as one ``_`` (``L['x']`` → ``L_x_``), as
+    Dynamo names its placeholders (graph printouts compare equal)."""
+    out = "".join(c if c.isascii() and c.isalnum() else "_" for c in source.name())
     while "__" in out:
         out = out.replace("__", "_")
-    return out.strip("_") or "input"
+    return out if out.strip("_") and not out[0].isdigit() else "input"
 
 
 class OutputGraph:
