@@ -155,7 +155,9 @@ class TensorVariable(VariableTracker):
             if flag.is_constant() and bool(flag.as_constant()) == fake.requires_grad and (
                     not fake.requires_grad or fake.is_leaf):
                 return self
-            raise unsupported("Tensor.requires_grad_() changes autograd metadata (runs eagerly)")
+            raise unsupported("Tensor.requires_grad_() changes autograd metadata (runs eagerly at a graph "
+                              "break); for a new leaf made from a computed tensor, call it on `.detach()` "
+                              "outside the compiled function")
         if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view():
             return self
         raise unsupported("Tensor.detach_() changes autograd metadata (runs eagerly)")
