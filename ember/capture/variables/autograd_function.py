@@ -132,7 +132,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
         raise unsupported("torch.autograd.Function.apply on an unknown class")
-    if getattr(fn_cls, "_compiled_autograd_should_lift", True) is False or "jvp" in vars(fn_cls):
+    if "jvp" in vars(fn_cls):
         raise unsupported(f"{fn_cls.__qualname__} (forward-mode AD)")
     backward_fn = _user_backward(fn_cls)
     setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
