@@ -51,3 +51,17 @@ def test_state_before_the_failing_op_is_eagers(fn, make, backend):
     assert _state(got_state) == _state(expected_state) if not isinstance(got_state, torch.Tensor) \
         else torch.equal(got_state, expected_state)
     assert ember.stats()["recompiles"] == 0
+
+
+def test_the_frames_own_handler_catches_an_error_raised_in_the_graph():
+    def f(x, idx):
+        try:
+            y = x.gather(0, idx)
+        except RuntimeError:
+            y = torch.zeros(2)
+        return y + 1
+    ember.reset()
+    compiled = ember.compile(f)
+    for idx in (torch.tensor([0, 1]), torch.tensor([0, 9]), torch.tensor([1, 2])):
+        torch.testing.assert_close(compiled(torch.ones(4), idx), f(torch.ones(4), idx))
+    assert ember.stats()["recompiles"] == 0 and ember.stats()["fallbacks"] == 0
