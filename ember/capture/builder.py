@@ -101,7 +101,7 @@ def wrap(tx, value, source) -> VariableTracker:
 # attribute of the frame commonly holds: their trackers are shared by identity (see wrap).
 _MAX_DISTINCT_GUARDS = 32
 _ALIASABLE = frozenset({list, dict, set, type(iter([])), type(iter(())), type(iter(range(0)))})
-_NOT_ALIASABLE: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()  # (classes die)
+_ALIASABLE_BY_TYPE: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()  # (classes die)
 
 
 def _aliasable(value) -> bool:
@@ -111,7 +111,7 @@ def _aliasable(value) -> bool:
     t = type(value)
     if t in _ALIASABLE:
         return True
-    known = _NOT_ALIASABLE.get(t)
+    known = _ALIASABLE_BY_TYPE.get(t)
     if known is None:
         if issubclass(t, (torch.Tensor, torch.nn.Module, type, types.ModuleType, types.FunctionType,
                           types.MethodType, types.BuiltinFunctionType, enum.Enum, tuple, str, bytes,
@@ -122,7 +122,7 @@ def _aliasable(value) -> bool:
         else:
             known = t.__module__ not in ("builtins", "torch") and not t.__module__.startswith("torch.") \
                 and hasattr(t, "__dict__") and "__dict__" in dir(t) and not getattr(t, "__slots__", None)
-        _NOT_ALIASABLE[t] = known
+        _ALIASABLE_BY_TYPE[t] = known
     return known
 
 

@@ -8,10 +8,6 @@ import torch
 import ember
 
 
-def _same(fn, *args):
-    return fn(*args)
-
-
 def test_negative_zero_is_not_zero():
     def f(x, v):
         return x * math.copysign(1.0, v)
