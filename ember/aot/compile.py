@@ -54,7 +54,7 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
 
 from ember.aot.trace_patches import tracing_patches  # noqa: E402
 from ember.aot.errors import AOTCompileError  # noqa: E402
-from ember.aot.version_check import eager_backward_fails  # noqa: E402
+from ember.aot.version_check import eager_backward_check  # noqa: E402
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
@@ -215,7 +215,7 @@ class AOTCallable:
         with tracing_patches():
             meta = collect_metadata(prog.fn, prog.fake_args, prog.fake_mode,
                                     keep_input_mutations=options["keep_inference_input_mutations"])
-        why = eager_backward_fails(prog, meta)
+        why, meta.final_saves = eager_backward_check(prog, meta)
         if why is not None:
             raise AOTCompileError(f"eager's backward would fail on this program ({why}): it runs eagerly")
         self.out_spec = prog._spec_box[0]

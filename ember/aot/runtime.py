@@ -208,6 +208,17 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
 
+    # inputs whose final value an eager op saved (see ember.aot.version_check): their version after
+    # the epilogue's copy_ is checked when a gradient arrives that reaches that op
+    final_checks = []
+    for i, returns_ in meta.final_saves.items():
+        bits = 0
+        for r in returns_:
+            if mask[r]:
+                bits |= 1 << tangent_positions.index(r)
+        if bits:
+            final_checks.append((i, bits, 0 if meta.input_info[i].mutations_hidden_from_autograd else 1))
+
     deferred = plan.deferred if plan is not None else ()
     kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
     rebase = plan.rebase if plan is not None else ()
@@ -258,6 +269,16 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             ctx.mark_non_differentiable(*non_differentiable)
         return tuple(returns)
 
+    def check_final_versions(ctx, present: int) -> None:
+        for t, expected, bits in getattr(ctx, "final_checks", ()):
+            if bits & present and t._version != expected:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: [{t.type()} {list(t.shape)}], which is saved by CompiledFunctionBackward, "
+                    f"is at version {t._version}; expected version {expected} instead. Hint: enable anomaly "
+                    "detection to find the operation that failed to compute its gradient, with "
+                    "torch.autograd.set_detect_anomaly(True).")
+
     prunable = plan is not None and bool(plan.dep)
     plan_dynamic = prunable and any(m is None for m in plan.tangent_meta)
     # with one tangent, it either arrives or none does: no zeros to make either way
@@ -281,6 +302,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 present |= 1 << j
         if not present:
             return _fill_absent(ctx, (None,) * ctx.num_args)
+        check_final_versions(ctx, present)
         runner = None if present == plan.all_tangents else backward_for(present)
         if runner is None:
             for j, g in enumerate(tangents):
@@ -329,6 +351,9 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         def forward(ctx, *args):
             outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
             ctx.num_args = len(args)
+            if final_checks:  # detached: shares the version counter, holds no autograd history
+                ctx.final_checks = [(args[i].detach(), args[i]._version + bump, bits)
+                                    for i, bits, bump in final_checks]
             if none_aware:
                 ctx.zero_if_absent = _zero_if_absent(args)
             try:
@@ -348,6 +373,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                     return planned_backward(ctx, tangents)
             if none_aware and tangents[0] is None:
                 return _fill_absent(ctx, (None,) * ctx.num_args)
+            check_final_versions(ctx, -1)
             args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
             with _no_ambient_autocast():
                 return tuple(bw(args))

@@ -137,6 +137,9 @@ class ViewAndMutationMeta:
     traced_tangents: list = field(default_factory=list)
     #: True when the graph was traced for training (joint forward + backward)
     is_train: bool = False
+    #: input position -> forward returns whose gradient reaches an eager op that saved the
+    #: input's final value (``ember.aot.version_check``); the runtime checks its version
+    final_saves: dict = field(default_factory=dict)
 
     # ---- derived ---------------------------------------------------------
     @property

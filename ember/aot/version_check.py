@@ -4,9 +4,18 @@ Eager autograd checks, at backward, that each tensor an op saved still has the v
 when saved; ``x.mul_(2)`` after ``y = x.sin()`` makes backward raise "one of the variables needed
 for gradient computation has been modified by an inplace operation". A functional graph reads the
 old value instead, so the compiled program would quietly return gradients eager never computes.
-Only a graph that changes the data of an input requiring grad can get there: it is run once on
-fake tensors, forward and backward, with eager's autograd; if that backward fails the check, the
-frame runs eagerly (and raises there, at backward, as the program does)."""
+Only a graph that changes the data of an input requiring grad can get there. Such a graph is run
+once on fake tensors, forward and backward, with eager's autograd:
+
+* if that backward fails the check, the frame runs eagerly (and raises there, at backward, as
+  the program does);
+* if an op saved the input's *final* value (``y.add_(1); z = y * y``), the program may still
+  modify ``y`` after the frame and before the backward, which eager rejects too. The graph keeps
+  its own copy of that value, so the runtime must check ``y``'s version itself: ``final_saves``
+  says, per such input, which forward returns lead (through the backward) to an op that saved
+  it — the check applies when one of their gradients arrives, as eager's applies when the op's
+  backward runs (see ``runtime.make_autograd_function``).
+"""
 from __future__ import annotations
 
 import torch
@@ -15,10 +24,33 @@ from torch.utils import _pytree as pytree
 _MESSAGE = "modified by an inplace operation"
 
 
-def eager_backward_fails(prog, meta) -> str | None:
-    """The error eager's backward would raise, or None."""
+def _root(t: torch.Tensor) -> torch.Tensor:
+    return t._base if t._base is not None else t
+
+
+class _SaveLog:
+    """Saved-tensor hooks that note which input (by position) each saved tensor belongs to."""
+
+    def __init__(self, args: list, candidates: list[int]) -> None:
+        self.root_of = {id(_root(args[i])): i for i in candidates}
+        self.packs: list = []  # (input position or None, version at save time)
+        self.unpacked: set = set()
+
+    def pack(self, t):
+        self.packs.append((self.root_of.get(id(_root(t))), t._version))
+        return len(self.packs) - 1, t
+
+    def unpack(self, packed):
+        self.unpacked.add(packed[0])
+        return packed[1]
+
+
+def eager_backward_check(prog, meta) -> tuple[str | None, dict]:
+    """(the error eager's backward would raise or None, ``final_saves``: input position ->
+    frozenset of forward-return positions whose gradient reaches an op that saved the input's
+    final value)."""
     if not meta.is_train or not any(i.mutates_data and i.requires_grad for i in meta.input_info):
-        return None
+        return None, {}
     with prog.fake_mode, torch.enable_grad():
         leaves, args = [], []
         for a in prog.fake_args:
@@ -30,13 +62,48 @@ def eager_backward_fails(prog, meta) -> str | None:
                 args.append(a.clone())
             else:
                 args.append(a)
+        candidates = [i for i, info in enumerate(meta.input_info)
+                      if info.mutates_data and info.requires_grad and isinstance(args[i], torch.Tensor)]
+        log = _SaveLog(args, candidates)
         try:
-            outs = [o for o in pytree.tree_leaves(prog.fn(*args))
+            with torch.autograd.graph.saved_tensors_hooks(log.pack, log.unpack):
+                flat = pytree.tree_leaves(prog.fn(*args))
+            outs = [o for o in flat
                     if isinstance(o, torch.Tensor) and o.requires_grad and o.grad_fn is not None]
             if outs:
-                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True)
+                torch.autograd.grad(outs, leaves, [torch.ones_like(o) for o in outs], allow_unused=True,
+                                    retain_graph=True)
         except RuntimeError as e:
-            return str(e).splitlines()[0] if _MESSAGE in str(e) else None
+            return (str(e).splitlines()[0] if _MESSAGE in str(e) else None), {}
         except Exception:  # noqa: BLE001 - only the version check is this function's business
-            return None
-    return None
+            return None, {}
+        final = {k for k, (i, v) in enumerate(log.packs) if i is not None and v == args[i]._version}
+        if not final:
+            return None, {}
+        # which forward return's gradient unpacks each of those saves
+        returns = [args[i] for i in meta.mutated_input_indices]
+        if len(flat) == meta.num_outputs:
+            returns += flat
+        else:  # unexpected structure: every return counts
+            returns += [None] * meta.num_outputs
+        returns += [None] * meta.num_intermediate_bases
+        final_saves: dict = {}
+        for r, value in enumerate(returns):
+            if not meta.tangent_mask[r]:
+                continue
+            if isinstance(value, torch.Tensor) and value.requires_grad and value.grad_fn is not None:
+                log.unpacked = set()
+                try:
+                    torch.autograd.grad([value], leaves, [torch.ones_like(value)], allow_unused=True,
+                                        retain_graph=True)
+                except Exception:  # noqa: BLE001
+                    reached = final
+                else:
+                    reached = final & log.unpacked
+            elif value is None:
+                reached = final
+            else:
+                continue
+            for k in reached:
+                final_saves.setdefault(log.packs[k][0], set()).add(r)
+    return None, {i: frozenset(rs) for i, rs in final_saves.items()}

@@ -38,3 +38,95 @@ def test_mutation_after_a_use_that_saves_nothing_still_compiles():
     torch.testing.assert_close(x2.grad, x1.grad)
     torch.testing.assert_close(b, a)
     assert ember.stats()["fallbacks"] == 0 and ember.stats()["graphs"] == 1
+
+
+# ---- the input's final value is saved, and the program changes the input after the frame ----
+
+def _run(fn, after, compiled, backend="aot_eager"):
+    """(error message or None, leaf gradients, outputs) for fn, then ``after`` on its inputs."""
+    torch.manual_seed(0)
+    leaves = [torch.randn(3, requires_grad=True) for _ in range(2)]
+    y, w = leaves[0] * 1, leaves[1] * 1
+    f = ember.compile(fn, backend=backend) if compiled else fn
+    outs = f(y, w)
+    try:
+        loss = after(y, w, outs)
+        loss.backward()
+    except RuntimeError as e:
+        return str(e), None
+    return None, [l.grad for l in leaves]
+
+
+def _square_after_add(y, w):
+    y.add_(1)
+    return y * y, w * 2  # mul saves y at its final version
+
+
+def _exp_after_add(y, w):
+    y.add_(1)
+    return y.exp(), w * 2  # exp saves its result, not y
+
+
+def _scale_after_add(y, w):
+    y.add_(1)
+    return y * 3, w * w  # mul by a number saves nothing of y
+
+
+def _relu_in_place(y, w):
+    y.relu_()  # saves its result: y itself
+    return y * 2, w
+
+
+def _mutated(y, w, outs):
+    y.mul_(2)
+    return outs[0].sum() + outs[1].sum()
+
+
+def _mutated_other_output_only(y, w, outs):
+    y.mul_(2)
+    return outs[1].sum()  # no gradient reaches the op that saved y
+
+
+def _untouched(y, w, outs):
+    return outs[0].sum() + outs[1].sum()
+
+
+CASES = [
+    (_square_after_add, _mutated, True),
+    (_square_after_add, _mutated_other_output_only, False),
+    (_square_after_add, _untouched, False),
+    (_exp_after_add, _mutated, False),
+    (_scale_after_add, _mutated, False),
+    (_relu_in_place, _mutated, True),
+    (_relu_in_place, _untouched, False),
+]
+
+
+@pytest.mark.parametrize("fn,after,raises", CASES,
+                         ids=[f"{f.__name__}-{a.__name__}" for f, a, _ in CASES])
+def test_final_value_saved_then_changed_after_the_frame(fn, after, raises):
+    err_eager, grads_eager = _run(fn, after, compiled=False)
+    assert (err_eager is not None) == raises  # the case is what it says
+    ember.reset()
+    err, grads = _run(fn, after, compiled=True)
+    if raises:
+        assert err is not None and "modified by an inplace operation" in err
+    else:
+        assert err is None, err
+        for a, b in zip(grads, grads_eager):
+            torch.testing.assert_close(a, b)
+    assert ember.stats()["fallbacks"] == 0
+
+
+def test_final_value_check_across_a_graph_break():
+    def f(y):
+        y.clamp_(min=-1)
+        z = y * y
+        torch._dynamo.graph_break()
+        y.add_(1)
+        return z
+    leaf = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        f(leaf * 1).sum().backward()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        ember.compile(f, backend="aot_eager")(leaf * 1).sum().backward()
