@@ -197,6 +197,14 @@ def _wrap(tx, value, source) -> VariableTracker:
         guards.type_match(source, value)
         return LazyListVariable(tx, value, source)
 
+    if t is collections.deque and source is not None:
+        from ember.capture.variables.deques import DequeVariable
+        guards.type_match(source, value)
+        guards.length(source, len(value))
+        guards.constant_match(AttrSource(source, "maxlen"), value.maxlen)
+        items = [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(value)]
+        return DequeVariable(items, value.maxlen, source=source)
+
     if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
             guards.type_match(source, value)

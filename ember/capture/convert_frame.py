@@ -467,8 +467,10 @@ def _made_in_frame(vt) -> bool:
     from ember.capture.variables.new_object import NewObjectVariable
     if isinstance(vt, (ListVariable, DictVariable, SetVariable, TupleVariable)):
         return vt.source is None
-    if isinstance(vt, NewObjectVariable) or type(vt).__name__ == "DequeVariable":
+    if isinstance(vt, NewObjectVariable):
         return True
+    if type(vt).__name__ == "DequeVariable":
+        return vt.source is None
     from ember.capture.variables.containers import IteratorVariable
     if isinstance(vt, IteratorVariable) or type(vt).__name__ == "NestedFunctionVariable":
         return vt.source is None
@@ -602,7 +604,8 @@ class _ReturnPlan:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
-        if isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable)) and vt.source is not None:
+        if (isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable))
+                or type(vt).__name__ == "DequeVariable") and vt.source is not None:
             return self._read(vt.source)  # the caller's own container, unchanged: keep its identity
         if isinstance(vt, TupleVariable):
             inner = ", ".join(self.expr(i) for i in vt.items)

@@ -101,6 +101,7 @@ class SideEffects:
         """Statements (for the generated entry) that apply the recorded effects."""
         from ember.capture.sources import bind
         from ember.capture.builder import advance
+        from ember.capture.variables.deques import DequeVariable
         from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                         TupleVariable)
         lines = []
@@ -153,6 +154,8 @@ class SideEffects:
                     writes += [f"{target}.clear()", f"{bind(scope, dict.update, 'dict_update')}({target}, {pairs})"]
                 else:
                     writes += [f"{target}.clear()", f"{target}.update({pairs})"]
+            elif isinstance(c, DequeVariable):
+                writes += [f"{target}.clear()", f"{target}.extend({value_of(ListVariable(c.items))})"]
             elif isinstance(c, IteratorVariable):
                 writes.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:

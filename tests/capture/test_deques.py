@@ -100,3 +100,70 @@ def test_in_compares_tensors_like_eager():
     one = torch.ones(1)
     check_same(tensor_in_list, one, graphs=None, fullgraph=False)  # data decides: runs eagerly
     check_same(tensor_in_list_by_identity, torch.randn(3))  # identity first: never compared
+
+
+# ---- a deque passed in: its changes are written back in place, its identity kept ----
+
+def pops_two(q):
+    x = q.pop()
+    y = q.pop()
+    return x * y
+
+
+def mutates_and_returns(q, a, b):
+    q.appendleft(a)
+    q.append(b)
+    q.rotate(1)
+    q.extendleft([1])
+    q[0] = 5
+    return len(q), q
+
+
+def across_break_input(q, x):
+    q.append(x.sin())
+    print("", end="")
+    q.popleft()
+    return q[0] + 1
+
+
+def _deques_equal(d1, d2):
+    assert len(d1) == len(d2) and d1.maxlen == d2.maxlen
+    for p, q in zip(d1, d2):
+        assert type(p) is type(q)
+        if isinstance(p, torch.Tensor):
+            torch.testing.assert_close(p, q)
+        else:
+            assert p == q
+
+
+def test_input_deque_mutations_written_back():
+    import ember
+    a, b = torch.randn(2, 3), torch.randn(2, 3)
+    d1, d2 = collections.deque(["foo", a, b]), collections.deque(["foo", a, b])
+    torch.testing.assert_close(ember.compile(pops_two, fullgraph=True)(d2), pops_two(d1))
+    _deques_equal(d1, d2)
+    assert stats()["graphs"] == 1
+
+    d1, d2 = collections.deque(["foo", 10, 10], maxlen=5), collections.deque(["foo", 10, 10], maxlen=5)
+    n1, r1 = mutates_and_returns(d1, 1, 2)
+    n2, r2 = ember.compile(mutates_and_returns, fullgraph=True)(d2, 1, 2)
+    assert n1 == n2 and r2 is d2
+    _deques_equal(d1, d2)
+
+
+def test_input_deque_across_a_break():
+    import ember
+    d1 = collections.deque([torch.ones(2), torch.zeros(2)])
+    d2 = collections.deque([torch.ones(2), torch.zeros(2)])
+    x = torch.randn(2)
+    torch.testing.assert_close(ember.compile(across_break_input)(d2, x), across_break_input(d1, x))
+    _deques_equal(d1, d2)
+    assert stats()["fallbacks"] == 0
+
+
+def test_input_deque_guards_length_and_maxlen():
+    import ember
+    cf = ember.compile(lambda q: len(q) + (q.maxlen or 0))
+    assert cf(collections.deque([1])) == 1
+    assert cf(collections.deque([1, 2])) == 2
+    assert cf(collections.deque([1, 2], maxlen=7)) == 9

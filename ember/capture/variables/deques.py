@@ -1,10 +1,11 @@
-"""``collections.deque`` made inside the frame (BFS queues, sliding windows).
+"""``collections.deque``: made inside the frame (BFS queues, sliding windows) or passed in.
 
 The deque exists only as a tracker while tracing: a list of item trackers with the
 deque's own methods (``appendleft``, ``popleft``, ``rotate``, ``maxlen`` dropping from
 the other end, ...). Anything it does not model — slicing, which a real deque refuses
-too, comparisons, a deque from outside the frame — is a graph break, never a list's
-behaviour. Iterating it takes a snapshot guarded like CPython's: a deque changed while
+too, comparisons — is a graph break, never a list's
+behaviour. A deque passed in (guarded on its length and ``maxlen``) that the frame changes is
+written back after the graph, in place (``clear`` + ``extend``: its identity is kept). Iterating it takes a snapshot guarded like CPython's: a deque changed while
 iterated raises eager's RuntimeError at the next step. If it escapes (returned, live
 across a break) the generated code builds ``deque(items, maxlen)``.
 """
@@ -21,9 +22,13 @@ _METHODS = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "c
             "copy", "__len__", "__iter__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
             "__iadd__"}
 
+_MUTATING = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
+             "__setitem__", "__delitem__", "__iadd__"}
+
 
 class DequeVariable(VariableTracker):
-    def __init__(self, items: list, maxlen: int | None):
+    def __init__(self, items: list, maxlen: int | None, source=None):
+        self.source = source
         self.items = list(items)
         self.maxlen = maxlen
         self.mutations = 0  # CPython's deque->state: iterators compare it
@@ -74,6 +79,8 @@ class DequeVariable(VariableTracker):
             del self.items[self.maxlen:]
 
     def call_method(self, tx, name, args, kwargs):
+        if self.source is not None and name in _MUTATING:
+            tx.side_effects.mutated_container(self)
         if kwargs:
             raise unsupported(f"deque.{name} with keyword arguments")
         items = self.items
@@ -133,7 +140,7 @@ class DequeVariable(VariableTracker):
             else:
                 del items[i]
             return ConstantVariable(None)
-        raise unsupported(f"deque.{name} on a deque made in the frame")
+        raise unsupported(f"deque.{name}")
 
 
 class _DequeIterator(IteratorBase):
