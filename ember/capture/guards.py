@@ -97,6 +97,12 @@ class GuardSet:
         self._add(GuardKind.ID_MATCH, source, ("id",),
                   f"id({source.name()}) == {id(obj):#x}", f"___id({e}) == {id(obj)}")
 
+    def retype(self, source: Source, obj: Any) -> None:
+        """Replace the type guard on ``source``: its object changed class while tracing (a lazy
+        module initialised by the trace)."""
+        self._guards.pop((GuardKind.TYPE_MATCH, source, None), None)
+        self.type_match(source, obj)
+
     def type_match(self, source: Source, obj: Any) -> None:
         t = type(obj)
         e = source.expr(self.scope)

@@ -36,6 +36,14 @@ def _changes_state(node: torch.fx.Node, mutations_after: bool) -> bool:
     return any(part in name for part in _RANDOM_PARTS)
 
 
+def draws_random_numbers(graph: torch.fx.Graph) -> bool:
+    """Whether a (capture-level) graph may draw from the RNG (by op name: conservative)."""
+    return any(n.op not in ("placeholder", "output")
+               and (n.op not in ("call_function", "call_method")
+                    or any(part in _name(n.target).lower() for part in _RANDOM_PARTS))
+               for n in graph.nodes)
+
+
 def rerun_safe(gm: torch.fx.GraphModule, compiled) -> bool:
     """Whether running ``gm`` (as ``compiled``) partly, up to an op that raises, leaves nothing
     behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``)."""

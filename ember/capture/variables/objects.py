@@ -290,9 +290,10 @@ class NNModuleVariable(VariableTracker):
         """``module(*args)``: a class's own ``__call__`` (overriding Module's) is inlined, as
         eager runs it; otherwise `standard_call`."""
         from torch.nn.modules.lazy import LazyModuleMixin
-        if isinstance(self.module, LazyModuleMixin) and self.module.has_uninitialized_params():
-            # its first call builds the parameters (and changes its class): that call runs eagerly
-            raise unsupported(f"calling {type(self.module).__name__} before its parameters exist (lazy module)")
+        if isinstance(self.module, LazyModuleMixin) and hasattr(self.module, "_initialize_hook"):
+            # its first call builds the parameters (and changes its class): done now, as eager
+            # does at this call, or else that call runs eagerly
+            _initialize_lazy(tx, self, args, kwargs)
         own_call = _static_lookup(self.module, "__call__")
         if own_call is not torch.nn.Module.__call__ and isinstance(own_call, types.FunctionType):
             return _class_attribute(tx, self, self.module, "__call__").call(tx, args, kwargs)
@@ -786,3 +787,48 @@ def _plain_enum(cls) -> bool:
     import enum
     return isinstance(cls, type) and issubclass(cls, enum.Enum) and type(cls) is enum.EnumMeta and \
         getattr(getattr(cls, "_missing_", None), "__module__", None) == "enum"
+
+
+def _initialize_lazy(tx, vt: "NNModuleVariable", args, kwargs) -> None:
+    """Build a lazy module's parameters at trace time from the fake arguments (the real module
+    gets real parameters, drawn from the RNG as eager's first call draws them). Only while the
+    graph so far draws no random numbers: eager draws those before the initialisation, the graph
+    would draw them after. Otherwise (or for arguments it cannot show) the call breaks the graph."""
+    from ember.capture.rerun import draws_random_numbers
+    m = vt.module
+    why = f"calling {type(m).__name__} before its parameters exist (lazy module)"
+    if vt.source is None or draws_random_numbers(tx.output.graph):
+        raise unsupported(why)
+    try:
+        fake_args = [_as_fake(a) for a in args]
+        fake_kwargs = {k: _as_fake(v) for k, v in kwargs.items()}
+    except _NoFake:
+        raise unsupported(why) from None
+    try:
+        m._infer_parameters(m, tuple(fake_args), fake_kwargs)
+    except Exception as e:  # noqa: BLE001 - eager raises it at the call, which then runs eagerly
+        raise unsupported(f"{why}: its initialisation raised {type(e).__name__}") from None
+    tx.guards.retype(vt.source, m)  # its class may have changed (``cls_to_become``)
+
+
+class _NoFake(Exception):
+    pass
+
+
+def _as_fake(vt):
+    """The value a lazy module's initialisation sees: fake tensors in their containers."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(vt, TensorVariable):
+        return vt.fake
+    if isinstance(vt, ConstantVariable):
+        return vt.as_constant()
+    if isinstance(vt, ListVariable) and vt.list_cls is list:
+        return [_as_fake(i) for i in vt.items]
+    if isinstance(vt, TupleVariable):
+        items = [_as_fake(i) for i in vt.items]
+        t = vt.tuple_type
+        return tuple(items) if t is None or t is tuple else t(*items)
+    if isinstance(vt, DictVariable) and vt.dict_cls is dict and all(isinstance(k, str) for k in vt.items):
+        return {k: _as_fake(v) for k, v in vt.items.items()}
+    raise _NoFake()
