@@ -69,6 +69,21 @@ def test_dict_fromkeys():
     check_same(fn, torch.randn(3))
 
 
+def test_dict_fromkeys_wrong_arguments_raise_as_eager():
+    def fn(x, n):
+        try:
+            dict.fromkeys(*range(n))
+        except TypeError as e:
+            return x + 1, str(e)
+        return x, ""
+    cf = compile(fn, fullgraph=True)
+    for n in (0, 3):
+        out, msg = cf(torch.ones(2), n)
+        ref, ref_msg = fn(torch.ones(2), n)
+        assert_same(out, ref)
+        assert msg == ref_msg and msg
+
+
 CALLS = []
 
 

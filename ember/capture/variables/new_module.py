@@ -115,7 +115,12 @@ class DictFromKeysVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.containers import DictVariable
         if kwargs or not 1 <= len(args) <= 2:
-            raise unsupported("dict.fromkeys with unexpected arguments (TypeError)")
+            from ember.exc import PythonException
+            try:  # CPython's own message for the wrong arguments
+                dict.fromkeys(*[()] * len(args), **{k: None for k in kwargs})
+            except TypeError as e:
+                raise PythonException(TypeError(*e.args)) from None
+            raise unsupported("dict.fromkeys with unexpected arguments")
         value = args[1] if len(args) == 2 else ConstantVariable(None)
         if self.dict_cls in (dict, collections.OrderedDict):
             d = DictVariable({}, dict_cls=self.dict_cls)
