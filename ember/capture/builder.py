@@ -228,11 +228,14 @@ def _wrap(tx, value, source) -> VariableTracker:
         items, keys = {}, {}
         for k, v in value.items():
             # keys as the trace hashes them (an object, a module: by identity), with their trackers
-            key_vt = ConstantVariable(k) if not _identity_object(k) else wrap(tx, k, None)
-            hk = key_vt.hash_key() if _identity_object(k) else k
+            by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
+            key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
+            hk = key_vt.hash_key() if by_identity else k
             items[hk] = wrap(tx, v, ItemSource(source, k) if source is not None else None)
             keys[hk] = key_vt
         vt = DictVariable(items, keys, source=source, dict_cls=t)
+        if source is not None:
+            vt.initial_keys = list(value.keys())  # the real keys (objects, not their hash keys)
         if isinstance(value, collections.defaultdict):  # `d[missing]` calls it, as in eager
             factory_src = AttrSource(source, "default_factory") if source is not None else None
             if value.default_factory is not None:
@@ -438,6 +441,13 @@ def _identity_object(k) -> bool:
     return _identity_key(k) and not isinstance(k, (type, types.FunctionType, types.BuiltinFunctionType,
                                                     types.MethodType, enum.Enum)) \
         and (isinstance(k, torch.nn.Module) or _aliasable(k))
+
+
+def _plain_constant(k) -> bool:
+    """A key hashed by value all the way down (no object, module or class inside a tuple)."""
+    if isinstance(k, tuple):
+        return all(_plain_constant(i) for i in k)
+    return isinstance(k, (str, int, float, bool, type(None), enum.Enum, bytes, complex, frozenset, torch.device))
 
 
 def _identity_key(k) -> bool:

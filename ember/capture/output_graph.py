@@ -126,6 +126,16 @@ class OutputGraph:
                               "arguments reads (a partial overlap)")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
+        state_query = False
+        if kind == "call_function" and not isinstance(target, types.FunctionType) \
+                and not _contains_tensor(fake_args) and not _contains_tensor(fake_kwargs) \
+                and not _is_tensor_op(target):
+            # A binding of torch's runtime that takes no tensor (profiler, hooks, backends):
+            # it acts on, or reads, process state. Running it at trace time would do (or read)
+            # that once, not on every call.
+            if not _reads_state_only(target):
+                raise unsupported(f"{_describe(kind, target)} acts on torch's process state (runs eagerly)")
+            state_query = True
         try:
             with self.fake.mode:
                 if kind == "call_function" and isinstance(target, types.FunctionType) \
@@ -148,6 +158,16 @@ class OutputGraph:
                                   f"{str(e).splitlines()[0] if str(e) else ''}")
             failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
             raise failure from None
+        if state_query:
+            # its answer now, guarded (a different answer later recompiles)
+            if not _guardable_answer(result):
+                raise unsupported(f"{_describe(kind, target)} answered a {type(result).__name__}")
+            const = [a for a in fake_args] + list(fake_kwargs.items())
+            self.guards.global_state(f"query_{getattr(target, '__name__', 'fn')}_{len(self.guards)}",
+                                     functools.partial(target, *fake_args, **fake_kwargs), result,
+                                     f"{_describe(kind, target)}({', '.join(map(repr, const))})")
+            from ember.capture.variables.builtins import wrap_constant
+            return wrap_constant(result)
         if not _contains_tensor(result) and not _may_mutate(kind, target, result):
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant
@@ -320,6 +340,42 @@ def _byte_extent(t: torch.Tensor) -> tuple[int, int]:
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor}
+
+
+_TENSOR_OP_MODULES = frozenset({"torch", "torch._C._VariableFunctions", "torch._C._nn", "torch._C._linalg",
+                                "torch._C._fft", "torch._C._special", "torch._C._nested", "torch._C._sparse",
+                                "torch.functional", "torch.nn.functional", "torch._refs"})
+_QUERY_PREFIXES = ("get", "is", "are", "has", "query", "can_", "promote_types", "result_type")
+_QUERY_SUFFIXES = ("_enabled", "_available", "_count", "count", "_supported", "_version")
+
+
+def _is_tensor_op(target) -> bool:
+    """An aten operator or its binding in torch's namespaces (factories, functionals)."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    if module in _TENSOR_OP_MODULES:
+        return True
+    name = getattr(target, "__name__", None)
+    return name is not None and getattr(torch._C._VariableFunctions, name, None) is target
+
+
+def _reads_state_only(target) -> bool:
+    """A query by its name (``_is_tracing``, ``_cuda_getDeviceCount``, ``_get_cudnn_enabled``)."""
+    name = (getattr(target, "__name__", "") or "").lstrip("_")
+    low = name.lower()
+    return (low.startswith(_QUERY_PREFIXES) or "_get" in low or "get_" in low or "_is_" in low
+            or "getdevice" in low or low.endswith(_QUERY_SUFFIXES))
+
+
+_GUARDABLE = (bool, int, float, str, bytes, type(None), torch.dtype, torch.device, torch.layout,
+              torch.memory_format)
+
+
+def _guardable_answer(value) -> bool:
+    if isinstance(value, (tuple, list, frozenset)):
+        return all(_guardable_answer(v) for v in value)
+    return type(value) in _GUARDABLE
 
 
 def _may_mutate(kind, target, result) -> bool:

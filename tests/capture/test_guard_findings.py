@@ -181,3 +181,76 @@ def test_grad_mode_toggles_alone_are_not_a_graph():
     with torch.no_grad():
         torch.testing.assert_close(ember.compile(f)(torch.ones(2)), f(torch.ones(2)))
     assert ember.stats()["graphs"] == 1
+
+
+# ---- torch runtime bindings that take no tensor: queries are guarded, actions run eagerly ----
+
+def test_a_runtime_query_is_guarded():
+    def f(x):
+        return x + 1 if torch._C._get_mkldnn_enabled() else x - 1
+    ember.reset()
+    c = ember.compile(f)
+    before = torch._C._get_mkldnn_enabled()
+    try:
+        for flag in (True, False, True):
+            torch._C._set_mkldnn_enabled(flag)
+            torch.testing.assert_close(c(torch.zeros(1)), f(torch.zeros(1)))
+    finally:
+        torch._C._set_mkldnn_enabled(before)
+
+
+def test_a_profiler_entered_in_the_frame_records():
+    def f(x, p):
+        with p:
+            y = x + 1
+        return y
+    p1, p2 = torch.profiler.profile(), torch.profiler.profile()
+    f(torch.randn(2), p1)
+    ember.reset()
+    with ember.config.patch(strict=False):
+        ember.compile(f)(torch.randn(2), p2)
+    assert len(p2.events()) > 0 and len(p1.events()) > 0
+
+
+def test_profiler_with_a_break_inside():
+    def fn(x):
+        y = x ** 2
+        with torch.profiler.profile():
+            y = y + 2
+            with torch.profiler.record_function("my_function"):
+                z = y ** 3
+                z.tolist()  # a graph break inside both
+                z = z + 1
+        return z
+    x = torch.randn(2, 2)
+    ember.reset()
+    with ember.config.patch(strict=False):
+        torch.testing.assert_close(ember.compile(fn)(x), fn(x))
+
+
+# ---- dict keys: a tuple built in the frame finds the same key of a dict from outside ----
+
+def test_tuple_keys_of_enums_objects_and_modules():
+    import enum
+
+    class A(enum.Enum):
+        X = 0
+        Y = 1
+
+    class O:
+        pass
+    m, o = torch.nn.Linear(2, 2), O()
+    table = {(A.X, A.Y): 3, (m, "w"): 1, (o, 1): 2, (int, 3): 4}
+
+    def f(x, p, m, o):
+        total = table.get((p, A.Y), 0) + table[(m, "w")] + table.get((o, 1), 0) + table[(int, 3)]
+        return x + total + ((m, "w") in table), list(table)
+
+    ember.reset()
+    c = ember.compile(f)
+    for p in (A.X, A.Y):
+        r, keys = c(torch.zeros(1), p, m, o)
+        e, ekeys = f(torch.zeros(1), p, m, o)
+        torch.testing.assert_close(r, e)
+        assert all(a == b for a, b in zip(keys, ekeys)) and keys[1][0] is m
+    assert ember.stats()["fallbacks"] == 0

@@ -72,7 +72,9 @@ class BaseSequence(VariableTracker):
         return list(self.items)
 
     def hash_key(self):
-        return (self.python_cls, tuple(i.hash_key() for i in self.items))
+        # as Python hashes a tuple: by its items only (a namedtuple and a tuple with the same items
+        # are one key), so a key of constants equals the constant tuple a dict from outside holds
+        return tuple(i.hash_key() for i in self.items)
 
     def _new(self, items):
         return type(self)(items)
