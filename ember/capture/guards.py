@@ -270,6 +270,15 @@ class GuardSet:
             code = f"not ___hasattr({e}, {n})"
         self._add(GuardKind.ID_MATCH, source, ("absent", name), f"{source.name()} has no attribute {name!r}", code)
 
+    def not_on_mro(self, source: Source, name: str) -> None:
+        """No class in the MRO of the class at ``source`` defines ``name`` (what an instance's
+        attribute lookup would find there; ``hasattr(cls, name)`` also sees the metaclass's,
+        e.g. every class's own ``__dict__``)."""
+        e = source.expr(self.scope)
+        self.scope.setdefault("___on_mro", on_mro)
+        self._add(GuardKind.ID_MATCH, source, ("absent_on_mro", name),
+                  f"no class of {source.name()}'s MRO defines {name!r}", f"not ___on_mro({e}, {name!r})")
+
     def hook_keys(self, source: Source, pre: list, post: list) -> None:
         """The module's forward (pre-)hooks are exactly these (none, usually)."""
         e = source.expr(self.scope)

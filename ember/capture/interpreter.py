@@ -217,7 +217,9 @@ class Translator(OpcodeMixin):
             raise unsupported(f"calling coroutine function {name}()")
         if self.depth >= MAX_INLINE_DEPTH:
             raise unsupported(f"inlining depth limit reached at {name}() (recursion?)")
-        bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs))
+        qualname = getattr(getattr(fn_vt, "fn", None), "__qualname__", None)  # (error messages name it)
+        bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs),
+                               qualname=qualname if isinstance(qualname, str) else None)
         cells = {}
         for i, free in enumerate(code.co_freevars):
             cells[free] = closure[i]

@@ -257,9 +257,18 @@ class OpcodeMixin:
         if fn is operator.iadd and isinstance(a, (ListVariable, DequeVariable)):
             return a.call_method(self, "__iadd__", [b], {})
         if isinstance(a, BaseSequence) and plain is operator.add and isinstance(b, BaseSequence):
-            if type(a) is not type(b):
-                raise unsupported("concatenating a list and a tuple (TypeError)")
-            return type(a)(a.items + b.items) if isinstance(a, ListVariable) else TupleVariable(a.items + b.items)
+            a_list, b_list = isinstance(a, ListVariable), isinstance(b, ListVariable)
+            for v in (a, b):
+                cls = v.python_type()
+                if cls not in (list, tuple) and (cls.__add__ is not (list.__add__ if isinstance(v, ListVariable)
+                                                                      else tuple.__add__)
+                                                 or getattr(cls, "__radd__", None) is not None):
+                    raise unsupported(f"+ on a {cls.__name__} object (its own __add__)")
+            if a_list != b_list:
+                kind, other = ("list", "tuple") if a_list else ("tuple", "list")
+                raise PythonException(TypeError(f'can only concatenate {kind} (not "{other}") to {kind}'))
+            # (a list or tuple subclass concatenates into the plain type, as in Python)
+            return ListVariable(a.items + b.items) if a_list else TupleVariable(a.items + b.items)
         if isinstance(a, BaseSequence) and plain is operator.mul and b.is_constant():
             # `lst *= 2` repeats the list in place (seen through every alias)
             return a.call_method(self, "__imul__" if fn is operator.imul and isinstance(a, ListVariable)

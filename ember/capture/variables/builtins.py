@@ -186,8 +186,24 @@ def _isinstance(tx, obj, classes):
 
 def _len(tx, obj):
     if isinstance(obj, TensorVariable):
-        return ConstantVariable(len(obj.fake))
-    return obj.call_method(tx, "__len__", [], {})
+        try:
+            return ConstantVariable(len(obj.fake))
+        except TypeError as e:  # len() of a 0-d tensor
+            raise PythonException(TypeError(*e.args)) from None
+    result = obj.call_method(tx, "__len__", [], {})
+    if result.is_constant():
+        # what len() checks of a __len__'s answer (a user class can return anything)
+        n = result.as_constant()
+        if not hasattr(type(n), "__index__"):
+            raise PythonException(TypeError(f"'{type(n).__name__}' object cannot be interpreted as an integer"))
+        n = operator.index(n)
+        if n < 0:
+            raise PythonException(ValueError("__len__() should return >= 0"))
+        if n > sys.maxsize:
+            raise PythonException(OverflowError("cannot fit 'int' into an index-sized integer"))
+        if type(result.as_constant()) is not int:
+            return ConstantVariable(n)
+    return result
 
 
 def _attribute_error(e) -> bool:

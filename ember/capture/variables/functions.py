@@ -31,7 +31,7 @@ class RealCellVariable(VariableTracker):
 
 
 def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None, args: list,
-                   kwargs: dict) -> Exception:
+                   kwargs: dict, qualname: str | None = None) -> Exception:
     """Eager's own TypeError for a call whose arguments do not fit ``code``'s parameters: a stub with
     the same parameters (and as many defaults) is called with placeholders, so Python's binding
     raises its exact message; its body never runs."""
@@ -40,7 +40,7 @@ def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
     try:
         exec(f"def ___stub({parameter_text(code)}): pass", namespace)
         stub = namespace["___stub"]
-        stub.__qualname__ = getattr(code, "co_qualname", name)
+        stub.__qualname__ = qualname or getattr(code, "co_qualname", name)
         stub.__defaults__ = (None,) * len(defaults) if defaults else None
         stub.__kwdefaults__ = dict.fromkeys(kwdefaults) if kwdefaults else None
         stub(*[None] * len(args), **dict.fromkeys(kwargs))
@@ -52,7 +52,7 @@ def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
 
 
 def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None,
-                   args: list, kwargs: dict) -> dict[str, VariableTracker]:
+                   args: list, kwargs: dict, qualname: str | None = None) -> dict[str, VariableTracker]:
     """Map call arguments (trackers) to the parameters of ``code``, as Python's call protocol does."""
     from ember.capture.variables.containers import DictVariable, TupleVariable
     names = code.co_varnames
@@ -65,7 +65,7 @@ def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
         result[pname] = value
     extra = list(args[argc:])
     if extra and not has_varargs:
-        raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
+        raise _binding_error(code, name, defaults, kwdefaults, args, kwargs, qualname)
     kwonly_names = names[argc:argc + kwonly]
     i = argc + kwonly
     if has_varargs:
@@ -75,25 +75,25 @@ def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
     for key, value in kwargs.items():
         if key in positional[posonly:] or key in kwonly_names:
             if key in result:
-                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs, qualname)
             result[key] = value
         elif has_varkw:
             varkw[key] = value
         else:
-            raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
+            raise _binding_error(code, name, defaults, kwdefaults, args, kwargs, qualname)
     first_default = argc - len(defaults)
     for j, pname in enumerate(positional):
         if pname not in result:
             if j >= first_default:
                 result[pname] = defaults[j - first_default]
             else:
-                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs, qualname)
     for pname in kwonly_names:
         if pname not in result:
             if kwdefaults and pname in kwdefaults:
                 result[pname] = kwdefaults[pname]
             else:
-                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs)
+                raise _binding_error(code, name, defaults, kwdefaults, args, kwargs, qualname)
     if has_varkw:
         d = DictVariable({})
         for k, v in varkw.items():

@@ -165,7 +165,7 @@ class NewObjectVariable(VariableTracker):
                 and attr.__objclass__.__module__ != "builtins":
             raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")  # an unset slot
         if attr is None:
-            tx.guards.no_attribute(class_source(self.cls), self.cls, name)  # the class may gain it
+            tx.guards.not_on_mro(class_source(self.cls), name)  # the class may gain it
             getattr_hook = _lookup(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
                 return class_member(tx, getattr_hook, AttrSource(class_source(self.cls), "__getattr__"), self,
@@ -220,9 +220,10 @@ class NewObjectVariable(VariableTracker):
         if not isinstance(method, types.FunctionType):
             raise unsupported(f"descriptor {name!r} of {self.cls.__name__} without a Python {method_name}")
         from ember.capture.builder import wrap
-        from ember.capture.sources import AttrSource
+        from ember.capture.sources import CallSource
         from ember.capture.variables.objects import class_source
-        return wrap(tx, attr, AttrSource(class_source(self.cls), name)), method
+        # (read from the classes' __dict__: `cls.name` would call the descriptor's __get__)
+        return wrap(tx, attr, CallSource(_lookup, class_source(self.cls), (name,))), method
 
     def _write_attr(self, name, value):
         self.attrs[name] = value
@@ -233,9 +234,27 @@ class NewObjectVariable(VariableTracker):
         custom = _lookup(self.cls, "__delattr__")
         if isinstance(custom, types.FunctionType):
             raise unsupported(f"deleting {name!r} on {self.cls.__name__} with a custom __delattr__")
+        attr = _lookup(self.cls, name)
+        if isinstance(attr, property):
+            if attr.fdel is None:
+                raise PythonException(AttributeError(
+                    f"property {name!r} of {self.cls.__name__!r} object has no deleter"))
+            if not isinstance(attr.fdel, types.FunctionType):
+                raise unsupported(f"property {name!r} of {self.cls.__name__} with a builtin deleter")
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(attr.fdel).call(tx, [self], {})
+            return
+        descriptor = self._python_data_descriptor(tx, name, "__delete__")
+        if descriptor is not None:
+            vt, method = descriptor
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(method).call(tx, [vt, self], {})
+            return
         if name not in self.attrs:
             from ember.capture.variables.objects import MissingAttribute
-            raise MissingAttribute(f"{name}")
+            if isinstance(attr, types.MemberDescriptorType):
+                raise MissingAttribute(name)  # an unset slot: CPython says just its name
+            raise MissingAttribute(f"{self.cls.__name__!r} object has no attribute {name!r}")
         del self.attrs[name]
         if self._dict_view is not None:
             self._dict_view.keys.pop(name, None)
@@ -286,8 +305,23 @@ def construct_with_new(tx, cls: type, new_fn, args: list, kwargs: dict) -> Varia
     from ember.capture.variables.functions import UserFunctionVariable
     from ember.capture.variables.objects import ClassVariable, class_source
     obj = UserFunctionVariable(new_fn).call(tx, [ClassVariable(cls, class_source(cls)), *args], kwargs)
-    if isinstance(obj, NewObjectVariable) and issubclass(obj.cls, cls):
-        _run_init(tx, obj, obj.cls, args, kwargs, new_overridden=True)
+    if isinstance(obj, NewObjectVariable):
+        if issubclass(obj.cls, cls):
+            _run_init(tx, obj, obj.cls, args, kwargs, new_overridden=True)
+        return obj
+    # an object that existed before (a singleton, a cache): Python still runs its __init__ when it
+    # is an instance of cls
+    real = getattr(obj, "obj", None)
+    if real is not None and type(obj).__name__ == "UserObjectVariable":
+        if isinstance(real, cls):
+            _run_init(tx, obj, type(real), args, kwargs, new_overridden=True)
+        return obj
+    try:
+        t = obj.python_type()
+    except Exception:  # noqa: BLE001 - no type to tell
+        raise unsupported(f"{cls.__qualname__}.__new__ returned {obj.describe()}") from None
+    if isinstance(t, type) and issubclass(t, cls):
+        raise unsupported(f"{cls.__qualname__}.__new__ returned an existing {t.__name__} (its __init__ runs)")
     return obj
 
 

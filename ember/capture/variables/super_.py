@@ -56,8 +56,9 @@ class SuperVariable(VariableTracker):
                     src = AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
                                                       f"{real_type.__qualname__})"), name)
                     return class_member(tx, attr, src, self.obj, real_type)
-                from ember.capture.variables.containers import SetVariable
-                if isinstance(self.obj, SetVariable) and klass in (set, frozenset):
+                from ember.capture.variables.containers import ListVariable, SetVariable
+                if (isinstance(self.obj, SetVariable) and klass in (set, frozenset)) or \
+                        (isinstance(self.obj, ListVariable) and klass is list):
                     from ember.capture.variables.functions import BoundMethodVariable
                     return BoundMethodVariable(self.obj, name)  # the base type's own method
                 from ember.capture.variables.new_object import NewObjectVariable

@@ -57,6 +57,14 @@ def _number(vt: VariableTracker) -> bool:
     return vt.is_constant() and type(vt.as_constant()) in _NUMBERS
 
 
+def _sequence(vt) -> bool:
+    """A str, bytes, list or tuple (what `* n` repeats)."""
+    from ember.capture.variables.containers import BaseSequence
+    if isinstance(vt, BaseSequence):
+        return True
+    return vt.is_constant() and type(vt.as_constant()) in (str, bytes, list, tuple)
+
+
 def _try(tx, vt, name, other):
     result = vt.call_method(tx, name, [other], {})
     if result.is_constant() and result.as_constant() is NotImplemented:
@@ -97,6 +105,14 @@ def user_binary_op(tx, fn, a: VariableTracker, b: VariableTracker):
             return result
     if (ca is not None and _defines_builtin(ca, fwd)) or (cb is not None and _defines_builtin(cb, rev)):
         return None  # a C-level slot (a subclass of a builtin type): not modelled here
+    if plain is operator.mul:  # `[0] * n` / `"ab" * n` with an object that has __index__: repeats
+        for seq, other, cls in ((a, b, cb), (b, a, ca)):
+            if cls is not None and _python_method(cls, "__index__") is not None and _sequence(seq):
+                n = other.call_method(tx, "__index__", [], {})
+                if n.is_constant() and type(n.as_constant()) is int:
+                    from ember.capture.variables.base import ConstantVariable
+                    args = (seq, ConstantVariable(n.as_constant()))
+                    return tx.binary_op(fn, *(args if seq is a else args[::-1]))
     sym = _SYMBOLS[op] + ("=" if fn is not plain else "")
     raise PythonException(TypeError(f"unsupported operand type(s) for {sym}: '{a.python_type().__name__}' "
                                     f"and '{b.python_type().__name__}'"))
