@@ -34,7 +34,7 @@ from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
 from ember.aot.saved import plan_saved
 from ember.aot.schemas import OutputKind
-from ember.aot.runtime import CompiledGraph, LazyBackward, boxed, make_autograd_function
+from ember.aot.runtime import CompiledGraph, LazyBackward, _draws_random_numbers, boxed, make_autograd_function
 from ember.exc import internal_error
 from ember.aot.grad_mode import graph_enables_grad
 from ember.aot.overlap import check_self_overlapping_writes
@@ -108,8 +108,14 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         plan = plan_saved(parts.fw, parts.bw, num_fw_returns=meta.num_forward_returns,
                           num_saved_tensors=parts.num_saved_tensors, num_saved_symints=parts.num_saved_symints,
                           num_unversioned=num_unversioned, unsafe_view_returns=_unsafe_view_returns(meta))
+        repeatable = (meta.num_mutated_inputs == 0 and meta.num_intermediate_bases == 0
+                      and not meta.aliased_output_indices and not any(i.mutated for i in meta.input_info)
+                      and not _draws_random_numbers(parts.fw)
+                      and not any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")))
         fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints,
-                                        num_unversioned=num_unversioned, plan=plan)
+                                        num_unversioned=num_unversioned, plan=plan,
+                                        eager_fn=fn if repeatable else None,
+                                        num_params=_leading(static_input_indices))
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw, autograd_function=fn_cls)
         # A graph that turns grad mode on inside (see grad_mode.py) must be applied with grad mode on,
         # or autograd.Function would not connect its outputs even though the graph computes grads.
@@ -124,6 +130,14 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
         compiled.graphs = {"inference": fw_gm}
     return compiled
+
+
+def _leading(indices) -> int:
+    """How many of 0, 1, 2, ... are in ``indices`` (the lifted parameters come first)."""
+    present, n = set(indices), 0
+    while n in present:
+        n += 1
+    return n
 
 
 def _no_grad_inputs(bw: torch.fx.GraphModule) -> tuple:

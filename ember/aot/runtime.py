@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import weakref
 from typing import Any, Callable
 
 import torch
@@ -55,9 +56,16 @@ def _first_order_only(backward):
     """Like ``once_differentiable``, but also when no incoming gradient requires grad: a backward run
     with ``create_graph=True`` (a gradient penalty) returns gradients that require grad, as eager's
     do, and differentiating them raises. (``once_differentiable`` returns them as constants then:
-    the second-order term silently vanished.) The compiled backward is not differentiable."""
+    the second-order term silently vanished.) The compiled backward is not differentiable; where
+    the graph can be rerun eagerly (see ``_EagerRecompute``), a ``create_graph=True`` backward does
+    that instead and returns eager's differentiable gradients."""
     @functools.wraps(backward)
     def wrapper(ctx, *args):
+        recompute = getattr(ctx, "recompute", None)
+        if torch.is_grad_enabled() and recompute is not None:
+            grads = recompute.gradients(args)
+            if grads is not None:
+                return grads
         with torch.no_grad():
             outputs = backward(ctx, *args)
         if not torch.is_grad_enabled():
@@ -74,6 +82,50 @@ def _first_order_only(backward):
             return v
         return err_fn(*[marked(v) for v in outputs])
     return wrapper
+
+
+class _EagerRecompute:
+    """For a ``create_graph=True`` backward (a gradient penalty, a Hessian-vector product): run the
+    graph's program again eagerly on the very inputs of the forward and differentiate that with
+    autograd, so the gradients have eager's history. Only for graphs whose forward can be repeated:
+    no input mutated, no random numbers, no aliased outputs, compiled without autocast. The leading
+    parameters are held as they are (their module holds them anyway); the other inputs weakly,
+    with their versions (a changed or freed one falls back to the non-differentiable backward).
+    Made per call: kept cheap (a slice, a few weak references)."""
+    __slots__ = ("program", "params", "others")
+
+    def __init__(self, program, args, n_params: int):
+        self.program = program
+        self.params = args[:n_params]
+        self.others = [(weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else (None, a)
+                       for a in args[n_params:]]
+
+    def gradients(self, grads) -> tuple | None:
+        eager_fn, returns = self.program
+        others = []
+        for ref, v in self.others:
+            if ref is None:
+                others.append(v)
+                continue
+            a = ref()
+            if a is None or a._version != v:
+                return None
+            others.append(a)
+        args = [*self.params, *others]
+        wanted = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+        with torch.enable_grad():
+            outs = list(eager_fn(*args))
+        if len(outs) != returns or len(grads) != returns:
+            return None
+        pairs = [(o, g) for o, g in zip(outs, grads)
+                 if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
+        result = [None] * len(args)
+        if pairs and wanted:
+            got = torch.autograd.grad([o for o, _ in pairs], [args[i] for i in wanted], [g for _, g in pairs],
+                                      create_graph=True, allow_unused=True)
+            for i, g in zip(wanted, got):
+                result[i] = g
+        return tuple(result)
 
 
 def _no_ambient_autocast():
@@ -187,7 +239,8 @@ class LazyBackward:
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,
                            num_saved_tensors: int, num_saved_symints: int, num_unversioned: int = 0,
-                           plan: SavedPlan | None = None):
+                           plan: SavedPlan | None = None, eager_fn: Callable | None = None,
+                           num_params: int = 0):
     """The autograd.Function running the compiled forward and backward. ``plan`` (see
     ``ember.aot.saved``): saved tensors the program can reach whose version is checked only when
     the backward for the gradients that arrived uses them."""
@@ -219,6 +272,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         if bits:
             final_checks.append((i, bits, 0 if meta.input_info[i].mutations_hidden_from_autograd else 1))
 
+    program = (eager_fn, n_ret)
     deferred = plan.deferred if plan is not None else ()
     kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
     rebase = plan.rebase if plan is not None else ()
@@ -351,6 +405,8 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         def forward(ctx, *args):
             outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
             ctx.num_args = len(args)
+            if eager_fn is not None:
+                ctx.recompute = _EagerRecompute(program, args, num_params)
             if final_checks:  # detached: shares the version counter, holds no autograd history
                 ctx.final_checks = [(args[i].detach(), args[i]._version + bump, bits)
                                     for i, bits, bump in final_checks]

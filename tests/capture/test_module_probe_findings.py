@@ -34,13 +34,50 @@ def test_embedding_max_norm():
     assert_same(emb.weight, ref.weight)
 
 
-def test_double_backward_through_a_compiled_graph_raises_instead_of_dropping_the_term():
+def _penalty_grads(model, x, compiled):
+    fwd = ember.compile(model, backend="aot_eager") if compiled else model
+    out = fwd(x)
+    (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    assert g.requires_grad  # as in eager: the penalty term depends on the parameters
+    ((g.norm(dim=1) - 1) ** 2).mean().backward()
+    return [p.grad for p in model.parameters()] + [x.grad]
+
+
+def test_gradient_penalty_through_a_compiled_graph_matches_eager():
+    """create_graph=True: the backward reruns the graph's program eagerly, so the gradient has
+    eager's history and the penalty's second-order term reaches the parameters."""
     torch.manual_seed(0)
     m = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    ref = copy.deepcopy(m)
+    x = torch.randn(3, 4)
+    expected = _penalty_grads(ref, x.clone().requires_grad_(), compiled=False)
+    reset()
+    actual = _penalty_grads(m, x.clone().requires_grad_(), compiled=True)
+    assert_same(actual, expected)
+    assert stats()["fallbacks"] == 0
+
+
+def test_hessian_vector_product_inside_the_function():
+    def f(x, v):
+        y = (x ** 3).sin().sum()
+        torch._dynamo.graph_break()
+        (g,) = torch.autograd.grad(y, x, create_graph=True)
+        (hv,) = torch.autograd.grad((g * v).sum(), x)
+        return hv
+    x, v = torch.randn(5, requires_grad=True), torch.randn(5)
+    reset()
+    assert_same(ember.compile(f, backend="aot_eager")(x, v), f(x, v))
+
+
+def test_double_backward_raises_where_the_graph_cannot_be_rerun():
+    """A graph that draws random numbers cannot be repeated: differentiating its gradient raises
+    (it never silently drops the second-order term)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Tanh(), nn.Linear(8, 1))
     x = torch.randn(3, 4, requires_grad=True)
     out = ember.compile(m, backend="aot_eager")(x)
     (g,) = torch.autograd.grad(out.sum(), x, create_graph=True)
-    assert g.requires_grad  # as in eager: the penalty term depends on the parameters
+    assert g.requires_grad
     with pytest.raises(RuntimeError, match="double backward"):
         ((g.norm(dim=1) - 1) ** 2).mean().backward()
 
