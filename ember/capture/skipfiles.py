@@ -49,6 +49,12 @@ def _skipped_file(filename: str) -> bool:
     return path.startswith(_STDLIB)
 
 
+@functools.lru_cache(maxsize=4096)
+def torch_file(filename: str) -> bool:
+    """A file of the torch package itself."""
+    return os.path.realpath(filename).startswith(_TORCH)
+
+
 def skipped_code(code: types.CodeType) -> bool:
     """True for code ember runs as it is when it would be compiled as a frame at a break."""
     return _skipped_file(code.co_filename)

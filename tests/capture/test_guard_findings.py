@@ -254,3 +254,21 @@ def test_tuple_keys_of_enums_objects_and_modules():
         torch.testing.assert_close(r, e)
         assert all(a == b for a, b in zip(keys, ekeys)) and keys[1][0] is m
     assert ember.stats()["fallbacks"] == 0
+
+
+def test_monkeypatched_torch_function_recompiles():
+    import torch.nn.functional as F
+
+    def f(x):
+        return F.relu(x) + torch.sigmoid(x)
+    ember.reset()
+    c = ember.compile(f)
+    x = torch.tensor([-1.0, 2.0])
+    torch.testing.assert_close(c(x), f(x))
+    orig = F.relu
+    F.relu = lambda t: t * 100
+    try:
+        torch.testing.assert_close(c(x), f(x))
+    finally:
+        F.relu = orig
+    torch.testing.assert_close(c(x), f(x))

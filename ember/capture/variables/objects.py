@@ -700,6 +700,12 @@ class PythonModuleVariable(VariableTracker):
                 _guard_absent(tx, self.source, self.module, name)
             raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
         value = getattr(self.module, name)
+        if trusted and self.source is not None and callable(value) and self.module.__name__.startswith("torch"):
+            from ember.capture.skipfiles import torch_file
+            if not torch_file(tx.code.co_filename):
+                # the program's own `F.relu`: a later `F.relu = my_relu` must recompile (torch's
+                # own code reading its namespaces is trusted, as Dynamo does)
+                tx.guards.id_match(AttrSource(self.source, name), value)
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
 
     def setattr(self, tx, name, value):
