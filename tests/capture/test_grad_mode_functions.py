@@ -99,3 +99,46 @@ def test_redundant_grad_mode_adds_no_node():
     with torch.no_grad():
         check_same(redundant_no_grad, torch.randn(2), torch.randn(2), counter=counter)
     assert counter.op_count == 3
+
+
+# ---- a grad-mode object held across a graph break (made before it, entered after it) ----
+
+def _made_then_entered(x):
+    x = x + 1
+    ctx = torch.set_grad_enabled(True)
+    torch._dynamo.graph_break()
+    with ctx:
+        y = x * 2
+    return y, y.requires_grad, torch.is_grad_enabled(), type(ctx).__name__, ctx.prev
+
+
+def _set_then_break(x):
+    ctx = torch.set_grad_enabled(False)
+    print("", end="")
+    y = x * 2
+    return y.requires_grad, type(ctx).__name__, ctx.prev
+
+
+def _no_grad_object_across_break(x):
+    c = torch.no_grad()
+    print("", end="")
+    with c:
+        y = x * 2
+    return y.requires_grad, type(c).__name__
+
+
+@pytest.mark.parametrize("fn", [_made_then_entered, _set_then_break, _no_grad_object_across_break])
+@pytest.mark.parametrize("outer", [False, True])
+def test_grad_mode_object_live_across_a_break(fn, outer):
+    import ember
+    results = []
+    for f in (fn, ember.compile(fn)):
+        x = torch.ones(2, requires_grad=True)
+        try:
+            with torch.set_grad_enabled(outer):
+                r = f(x)
+                results.append((r[1:] if fn is _made_then_entered else r, torch.is_grad_enabled()))
+        finally:
+            torch.set_grad_enabled(True)
+    assert results[0] == results[1]
+    assert ember.stats()["fallbacks"] == 0

@@ -45,11 +45,28 @@ class GradModeVariable(VariableTracker):
         tx.output.set_grad_enabled(self.prior)
         return ConstantVariable(None)
 
+    def reconstruct(self, plan) -> str:
+        """The real object (held across a graph break, or returned): ``no_grad()`` /
+        ``enable_grad()`` as new; a ``set_grad_enabled(b)`` made without acting again (it acted
+        at construction, in the graph), with the mode it restores on exit."""
+        from ember.capture.sources import bind
+        if not self.applied:
+            return f"{bind(plan.scope, torch.enable_grad if self.target else torch.no_grad, 'grad_ctx')}()"
+        return f"{bind(plan.scope, made_set_grad_enabled, 'set_grad_enabled')}({self.target!r}, {self.prior!r})"
+
     def call(self, tx, args, kwargs):
         # Used as a decorator: @torch.no_grad() def f(...).
         if len(args) == 1 and not kwargs:
             return GradModeWrappedFunction(self.target, args[0])
         return super().call(tx, args, kwargs)
+
+
+def made_set_grad_enabled(mode: bool, prev: bool) -> torch.set_grad_enabled:
+    """A ``torch.set_grad_enabled(mode)`` object as eager's construction left it (``prev`` is the
+    mode it found), made without changing the mode now."""
+    obj = torch.set_grad_enabled.__new__(torch.set_grad_enabled)
+    obj.prev, obj.mode = prev, mode
+    return obj
 
 
 class GradModeWrappedFunction(VariableTracker):
