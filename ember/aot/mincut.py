@@ -32,7 +32,7 @@ import torch
 import torch.fx
 
 from ember.aot.partition import (JointParts, PartitionResult, _is_sym, _with_getitems, ancestors, assemble,
-                                 split_joint)
+                                 forward_random_ops, split_joint)
 
 aten = torch.ops.aten
 
@@ -152,7 +152,8 @@ def min_cut_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     stray = [n for n in bw_body if n.op == "placeholder" and n not in parts.tangents]
     if stray:
         raise AssertionError(f"min-cut partitioner: backward reads unsaved primals {stray}")
-    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + saved) | set(parts.primals))
+    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + saved + forward_random_ops(parts))
+                              | set(parts.primals))
     if fw_nodes & set(parts.tangents):
         raise AssertionError("min-cut partitioner: forward depends on tangents")
     return assemble(parts, fw_nodes, saved, bw_body - set(parts.tangents))

@@ -110,6 +110,18 @@ def split_joint(joint: torch.fx.GraphModule, num_primals: int, num_fw_returns: i
                       fw_copies, bw_copies, mutable)
 
 
+def forward_random_ops(parts: JointParts) -> list:
+    """Random ops of the forward (not fed by a tangent), used or not: eager draws their numbers
+    whatever becomes of the result, and a later random op must draw what eager draws after them."""
+    after_tangents = set(parts.tangents)
+    for n in parts.joint.graph.nodes:
+        if n not in after_tangents and any(a in after_tangents for a in n.all_input_nodes):
+            after_tangents.add(n)
+    return [n for n in parts.joint.graph.nodes
+            if n.op == "call_function" and n not in after_tangents
+            and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())]
+
+
 def _with_getitems(nodes: set) -> set:
     """Never save a tuple: the forward also computes every getitem of a multi-output op it runs."""
     for n in list(nodes):
@@ -175,7 +187,8 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
 
 def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_returns: int) -> PartitionResult:
     parts = split_joint(joint, num_primals, num_fw_returns)
-    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies) | set(parts.primals))
+    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + forward_random_ops(parts))
+                              | set(parts.primals))
     leaked = fw_nodes & set(parts.tangents)
     if leaked:
         raise AssertionError(f"forward returns depend on tangents: {leaked}")
