@@ -13,6 +13,7 @@ so a user's exception from it carries no ember exception as its context.
 from __future__ import annotations
 
 import logging
+import threading
 import types
 import warnings
 import weakref
@@ -31,6 +32,10 @@ log_breaks = logging.getLogger("ember.graph_breaks")
 log_guards = logging.getLogger("ember.guards")
 
 _ALL_CACHES: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+#: compiled resume functions nested in one another (a graph break in a loop: each iteration's
+#: resume function is called from the previous one's) before the rest runs eagerly
+MAX_RESUME_NESTING = 64
+_nesting = threading.local()
 # Internal errors already reported (type, message): the same error hit by several frames of
 # one program (its resume functions, callees at a break) is one warning. Cleared by ember.reset().
 _REPORTED: set = set()
@@ -65,9 +70,10 @@ class FrameCache:
         a break (a cache of their own): compiled like the function itself."""
         is_resume = offset_map is not _CALLEE
         offset_map = offset_map if is_resume else None
-        return FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
-                          resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
-                          is_resume=is_resume)
+        cls = ResumeFrameCache if is_resume else FrameCache
+        return cls(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
+                   resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
+                   is_resume=is_resume)
 
     def reset(self) -> None:
         self.entries = []
@@ -231,3 +237,21 @@ def reset_all() -> None:
 def live_caches() -> list[FrameCache]:
     """Every live FrameCache (for reports)."""
     return list(_ALL_CACHES)
+
+
+class ResumeFrameCache(FrameCache):
+    """A resume function's cache. A graph break inside a loop resumes in a function whose own
+    break calls the next resume function from inside it: the Python stack grows by a few frames
+    per iteration, and a long loop would exhaust the recursion limit. Past ``MAX_RESUME_NESTING``
+    nested resume calls, the resume function runs as it is (eagerly: its loop then iterates in
+    one frame, as torch.compile runs a frame with a break in a loop)."""
+
+    def __call__(self, /, *args, **kwargs):
+        depth = getattr(_nesting, "depth", 0)
+        if depth >= MAX_RESUME_NESTING:
+            return self.fn(*args, **kwargs)
+        _nesting.depth = depth + 1
+        try:
+            return FrameCache.__call__(self, *args, **kwargs)
+        finally:
+            _nesting.depth = depth

@@ -126,3 +126,22 @@ def test_explain_with_a_class_statement_in_the_frame():
     out = ember.explain(f)(torch.ones(2))
     assert out.graph_count >= 1
     torch.testing.assert_close(ember.compile(f)(torch.ones(2)), f(torch.ones(2)))
+
+
+def test_a_break_in_a_long_loop_does_not_exhaust_the_stack():
+    """Each iteration's resume function is called from the previous one's; past a nesting limit the
+    rest of the loop runs eagerly (as torch.compile runs a frame with a break in a loop)."""
+    import ember
+    from ember.capture.cache import MAX_RESUME_NESTING
+
+    def f(x, n):
+        for i in range(n):
+            x = x + i
+            torch._dynamo.graph_break()
+        return x * 2
+
+    x = torch.zeros(2)
+    for n in (10, MAX_RESUME_NESTING + 5, 1500):
+        ember.reset()
+        torch.testing.assert_close(ember.compile(f)(x, n), f(x, n))
+        assert ember.stats()["fallbacks"] == 0
