@@ -92,7 +92,8 @@ def wrap(tx, value, source) -> VariableTracker:
         # The source it was read from, kept here: a tracker may drop its source later (a **kwargs
         # dict is the frame's own).
         for _, _, other_source in list(seen.values())[:_MAX_DISTINCT_GUARDS]:
-            tx.guards.distinct_objects(source, other_source)
+            if other_source != source:  # (a property making a new list per read: the same source)
+                tx.guards.distinct_objects(source, other_source)
         seen[id(value)] = (value, vt, source)
     return vt
 

@@ -96,3 +96,32 @@ def test_dict_of_a_chainmap():
     torch.testing.assert_close(got[0], expected[0])
     assert got[1] == expected[1] and list(got[1]) == list(expected[1])
     assert ember.stats()["fallbacks"] == 0
+
+
+def test_property_making_a_new_list_per_read():
+    """Two reads of one source that give two new objects (a config property, read through a custom
+    __getattribute__ as transformers' configs do) are not guarded as distinct from each other."""
+    class Cfg:
+        n = 2
+
+        def __getattribute__(self, key):
+            return super().__getattribute__(key)
+
+        @property
+        def kinds(self):
+            return ["a" if i == 0 else "b" for i in range(self.n)]
+
+    def f(x, cfg):
+        k1 = cfg.kinds
+        k2 = cfg.kinds
+        k1.append("c")
+        return x * len(k1) + len(k2), k1 is k2
+
+    cfg = Cfg()
+    x = torch.randn(3)
+    ember.reset()
+    out, same = ember.compile(f)(x, cfg)
+    ref, ref_same = f(x, cfg)
+    torch.testing.assert_close(out, ref)
+    assert same is ref_same is False
+    assert ember.stats()["fallbacks"] == 0
