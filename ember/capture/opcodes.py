@@ -647,3 +647,4 @@ def _constant_tuple_as_sequence(v: VariableTracker) -> VariableTracker:
     if isinstance(v, ConstantVariable) and type(v.value) is tuple:
         return TupleVariable([wrap_constant(x) for x in v.value])
     return v
+

@@ -124,6 +124,11 @@ class OutputGraph:
             # already wrote; a functional graph reads the old values. Runs eagerly instead.
             raise unsupported(f"{_describe(kind, target)} writes over memory that another of its "
                               "arguments reads (a partial overlap)")
+        if _mask_write_needs_grad(kind, target, args, kwargs):
+            # its backward reads the mask's data (`grad[mask]` has a data-dependent shape): no graph
+            # can hold it, so it runs eagerly (torch.compile breaks there too)
+            raise unsupported(f"{_describe(kind, target)} through a boolean mask, with a value that needs "
+                              "grad (its backward depends on the mask's data)")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         state_query = False
@@ -347,6 +352,24 @@ _TENSOR_OP_MODULES = frozenset({"torch", "torch._C._VariableFunctions", "torch._
                                 "torch.functional", "torch.nn.functional", "torch._refs"})
 _QUERY_PREFIXES = ("get", "is", "are", "has", "query", "can_", "promote_types", "result_type")
 _QUERY_SUFFIXES = ("_enabled", "_available", "_count", "count", "_supported", "_version")
+
+
+_INDEX_WRITES = frozenset({"setitem", "__setitem__", "index_put", "index_put_", "_index_put_impl_"})
+
+
+def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
+    """``t[mask] = v`` / ``t.index_put_((mask,), v)`` with a boolean (or uint8) index tensor,
+    recorded by autograd (grad mode on, and ``t`` or ``v`` requires grad)."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if name not in _INDEX_WRITES or not torch.is_grad_enabled() or len(args) < 2:
+        return False
+    index = args[1]
+    parts = index.items if isinstance(index, (TupleVariable, ListVariable)) else \
+        list(index) if isinstance(index, (tuple, list)) else [index]
+    if not any(isinstance(p, TensorVariable) and p.fake.dtype in (torch.bool, torch.uint8) for p in parts):
+        return False
+    values = list(args[:1]) + list(args[2:]) + list(kwargs.values())
+    return any(isinstance(v, TensorVariable) and v.fake.requires_grad for v in values)
 
 
 def _is_tensor_op(target) -> bool:
