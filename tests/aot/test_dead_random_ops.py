@@ -77,3 +77,20 @@ def test_boolean_mask_write_with_grad_breaks_instead_of_failing(fn):
         ember.reset()
         torch.testing.assert_close(ember.compile(fn, backend="aot_eager")(h, mask, v2), fn(h, mask, v2))
         assert ember.stats()["graph_breaks"] == 0
+
+
+def test_real_kernel_strides_differ_from_the_fake_ones():
+    """Eval-mode CPU batch_norm on a transposed input returns a contiguous tensor while its fake
+    twin keeps the input's layout: the graph's later ``view`` must not fail (PatchTST)."""
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(32).eval()
+    lin = torch.nn.Linear(32, 32)
+
+    def f(x):
+        return lin(bn(x.transpose(1, 2)).transpose(1, 2))
+
+    x = torch.randn(4, 4, 32)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            ember.reset()
+            torch.testing.assert_close(ember.compile(f, backend="aot_eager")(x), f(x))
