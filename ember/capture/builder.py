@@ -625,5 +625,23 @@ class OpaqueCallableVariable(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
-        raise unsupported(self.reason)
+        e = unsupported(self.reason)
+        if self.value in _EXCEPTION_READERS and handling_traced_exception(tx):
+            # sys.exc_info() inside an except block of an exception the trace raised: eager's has a
+            # traceback through this frame, which no break can hand over: the frame runs eagerly
+            e.whole_frame = True
+        raise e
+
+
+_EXCEPTION_READERS = (sys.exc_info, getattr(sys, "exception", sys.exc_info))
+
+
+def handling_traced_exception(tx) -> bool:
+    """An exception raised by the traced code (not the caller's) is being handled here."""
+    t = tx
+    while t is not None:
+        if not t.exc_inherited and t.current_exception is not None:
+            return True
+        t = t.parent
+    return False
 

@@ -81,7 +81,8 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         return _capture(fn, bound, backend, label, None, resumes, handled)
     except Unsupported as e:
         offset = getattr(e, "top_offset", None)
-        if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable):
+        if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable) \
+                or getattr(e, "whole_frame", False):
             raise
         if resumes.fn is not fn and (offset_map is None or offset not in offset_map):
             raise

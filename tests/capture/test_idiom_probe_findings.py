@@ -188,3 +188,71 @@ def test_list_subclass_method_calls_super():
         return x * sum(lst), list(lst)
     check_same(f, torch.ones(2))
     assert stats()["fallbacks"] == 0
+
+
+# ---- an exception raised in the frame, whose traceback the program looks at ----
+
+def test_stop_iteration_in_a_generator_chains_as_cause():
+    def f(x):
+        def gen():
+            yield x
+            next(iter([]))
+        try:
+            return list(gen())
+        except RuntimeError as e:
+            return x + 1, str(e), type(e.__cause__).__name__
+    check_same(f, torch.ones(2))
+
+
+def _tb_attr(x):
+    try:
+        raise ValueError("tb")
+    except ValueError as e:
+        return x + 1, e.__traceback__ is not None, type(e.__traceback__).__name__
+
+
+def _tb_text(x):
+    import sys
+    import traceback
+    try:
+        raise ValueError("tb")
+    except ValueError:
+        text = traceback.format_exc()
+        info = sys.exc_info()
+    return x + 1, text, info[0].__name__, info[2] is not None
+
+
+@pytest.mark.parametrize("fn", [_tb_attr, _tb_text])
+def test_traceback_of_an_exception_raised_in_the_frame(fn):
+    import ember
+    ember.reset()
+    out = ember.compile(fn)(torch.ones(2))
+    ref = fn(torch.ones(2))
+    torch.testing.assert_close(out[0], ref[0])
+    assert out[1:] == ref[1:]
+
+
+def test_logging_an_exception_raised_in_the_frame():
+    import io
+    import logging
+    import ember
+    stream = io.StringIO()
+    log = logging.getLogger("ember_test_exc_log")
+    log.addHandler(logging.StreamHandler(stream))
+    log.propagate = False
+
+    def f(x):
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            log.exception("failed")
+            log.error("again", exc_info=True)
+        log.warning("after %s", 1)  # (no exception: deferred as usual)
+        return x + 1
+    f(torch.ones(1))
+    expected = stream.getvalue()
+    stream.seek(0)
+    stream.truncate()
+    ember.reset()
+    ember.compile(f)(torch.ones(1))
+    assert stream.getvalue() == expected and "Traceback" in expected

@@ -109,6 +109,12 @@ class ConstantVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.variables.builtins import constant_attribute
+        if name == "__traceback__" and isinstance(self.value, BaseException):
+            # an exception the trace raised has no frames to show (eager's has a traceback)
+            # (no graph break can help: the frame must raise it eagerly, so the frame runs eagerly)
+            e = unsupported("reading the __traceback__ of an exception raised in the compiled frame")
+            e.whole_frame = True
+            raise e
         return constant_attribute(tx, self, name)
 
     def unpack(self, tx):

@@ -189,7 +189,9 @@ class GeneratorVariable(IteratorBase):
             self.state = "done"
             if isinstance(e.exc, StopIteration) or e.exc is StopIteration:
                 # PEP 479: a StopIteration escaping a generator body becomes a RuntimeError.
-                raise PythonException(RuntimeError("generator raised StopIteration")) from None
+                err = RuntimeError("generator raised StopIteration")
+                err.__cause__ = e.exc if isinstance(e.exc, BaseException) else StopIteration()
+                raise PythonException(err) from None
             raise
         except Unsupported:
             self.state = "done"
