@@ -26,7 +26,7 @@ _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtyp
 
 # Python functions under these torch packages are inlined, not put in the graph as calls.
 _INLINED_TORCH_PREFIXES = ("torch.nn.modules", "torch.nn.utils.parametriz", "torch.utils._contextlib",
-                           "torch.nn.parameter")
+                           "torch.nn.parameter", "torch.distributions")
 _TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
                     "typing", "warnings", "inspect", "types", "enum", "dataclasses")
 

@@ -256,3 +256,41 @@ def test_logging_an_exception_raised_in_the_frame():
     ember.reset()
     ember.compile(f)(torch.ones(1))
     assert stream.getvalue() == expected and "Traceback" in expected
+
+
+# ---- torch.distributions: its Python code is inlined (validation checks break on the data) ----
+
+_D = torch.distributions
+
+
+def _normal(mu, s, x):
+    d = _D.Normal(mu, s.exp())
+    return d.log_prob(x).sum() + d.entropy().sum(), d.rsample()
+
+
+def _categorical(logits, x):
+    d = _D.Categorical(logits=logits)
+    return d.log_prob(x.long().abs() % 3).sum(), d.entropy(), d.sample()
+
+
+def _kl(mu, s, x):
+    d = _D.Independent(_D.Normal(mu, s.exp()), 1)
+    kl = _D.kl_divergence(_D.Normal(mu, s.exp()), _D.Normal(torch.zeros_like(mu), torch.ones_like(mu)))
+    return d.log_prob(x), kl.sum()
+
+
+@pytest.mark.parametrize("fn,n", [(_normal, 3), (_categorical, 2), (_kl, 3)])
+def test_distributions_match_eager_with_their_random_draws(fn, n):
+    import ember
+    g = torch.Generator().manual_seed(0)
+    args = (torch.randn(2, 3, generator=g), torch.randn(n, generator=g)) if fn is _categorical else \
+        tuple(torch.randn(3, generator=g) for _ in range(3))
+    torch.manual_seed(0)
+    ref, ref_after = fn(*args), torch.rand(2)
+    ember.reset()
+    torch.manual_seed(0)
+    out, after = ember.compile(fn)(*args), torch.rand(2)
+    for a, b in zip(out, ref):
+        torch.testing.assert_close(a, b)
+    torch.testing.assert_close(after, ref_after)
+    assert ember.stats()["fallbacks"] == 0 and ember.stats()["graphs"] >= 1
