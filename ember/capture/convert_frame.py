@@ -121,6 +121,18 @@ def _describe_value_inner(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _autocast_states(devices: tuple) -> list:
+    from ember.capture.variables.autocast_breaks import autocast_state
+    return [(d, autocast_state(d)) for d in devices]
+
+
+def _restore_autocast(states: list) -> None:
+    for device, (enabled, dtype, cache_enabled) in states:
+        torch.set_autocast_enabled(device, enabled)
+        torch.set_autocast_dtype(device, dtype)
+        torch.set_autocast_cache_enabled(cache_enabled)
+
+
 def _autocast_state():
     return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
 
@@ -213,13 +225,30 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     if compiled is not None:
         scope["___compiled"] = compiled
         from ember.capture.rerun import rerun_safe
+        # a graph that changes grad mode and raises half-way leaves it changed: the entry's (guarded)
+        # mode is restored before the error propagates or the frame reruns
+        toggles = any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
+        scope["___set_grad"] = torch._C._set_grad_enabled
+        restore = [f"    ___set_grad({grad_mode})"] if toggles else []
+        autocast_devices = sorted({n.args[0] for n in gm.graph.nodes if n.target is torch.amp._enter_autocast
+                                   and n.args and isinstance(n.args[0], str)})
+        if autocast_devices:  # (and autocast blocks the graph entered: their state as at entry)
+            from ember.capture.variables.autocast_breaks import autocast_state
+            scope["___autocast_states"] = functools.partial(_autocast_states, tuple(autocast_devices))
+            scope["___restore_autocast"] = _restore_autocast
+            body.append("___ac = ___autocast_states()")
+            restore.append("    ___restore_autocast(___ac)")
+            toggles = True
         if rerun_safe(gm, compiled):
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
             scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)
-            body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", "    raise",
-                     "except Exception as ___e:", "    if getattr(___e, 'ember_internal', False):", "        raise",
+            body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", *restore,
+                     "    raise", "except Exception as ___e:", *restore,
+                     "    if getattr(___e, 'ember_internal', False):", "        raise",
                      "    ___failed = True", "if ___failed:", f"    return ___eager_rerun({forward_call(fn.__code__)})"]
+        elif toggles:
+            body += ["try:", f"    ___o = ___compiled({args})", "except BaseException:", *restore, "    raise"]
         else:
             body.append(f"___o = ___compiled({args})")
     body.extend(plan.prelude)

@@ -65,3 +65,36 @@ def test_the_frames_own_handler_catches_an_error_raised_in_the_graph():
     for idx in (torch.tensor([0, 1]), torch.tensor([0, 9]), torch.tensor([1, 2])):
         torch.testing.assert_close(compiled(torch.ones(4), idx), f(torch.ones(4), idx))
     assert ember.stats()["recompiles"] == 0 and ember.stats()["fallbacks"] == 0
+
+
+# ---- a graph that changed grad mode / autocast and raises half-way restores them ----
+
+def _no_grad_gather(x, idx):
+    with torch.no_grad():
+        return x.gather(0, idx) * 2
+
+
+def _no_grad_gather_mutating(x, idx, acc):
+    with torch.no_grad():
+        acc.add_(1)  # (an input mutation: no eager rerun)
+        return x.gather(0, idx) * 2
+
+
+def _autocast_gather(x, idx):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return (x @ x.T).gather(0, idx.view(1, -1)) * 2
+
+
+@pytest.mark.parametrize("fn", [_no_grad_gather, _no_grad_gather_mutating, _autocast_gather])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_state_restored_when_the_graph_raises(fn, backend):
+    import ember
+    ember.reset()
+    f = ember.compile(fn, backend=backend)
+    x = torch.randn(4, 4) if fn is _autocast_gather else torch.randn(4)
+    extra = (torch.zeros(2),) if fn is _no_grad_gather_mutating else ()
+    f(x, torch.tensor([0, 1]), *extra)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        f(x, torch.tensor([0, 9]), *extra)
+    assert torch.is_grad_enabled()
+    assert not torch.is_autocast_enabled("cpu")
