@@ -14,7 +14,12 @@ _MUTATING_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.
                        operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
                        operator.ixor, operator.ilshift, operator.irshift, operator.imatmul, operator.delitem}
 _RANDOM_PARTS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "exponential", "poisson",
-                 "uniform", "cauchy", "geometric", "log_normal", "random", "seed", "rng", "shuffle", "perm")
+                 "uniform", "cauchy", "geometric", "log_normal", "random", "seed", "rng", "shuffle", "perm",
+                 "gumbel", "rrelu", "sample")
+
+
+# functionals that update running statistics in place (training mode, buffers given)
+_UPDATES_BUFFERS = ("batch_norm", "instance_norm")
 
 
 def _name(target) -> str:
@@ -31,7 +36,8 @@ def _changes_state(node: torch.fx.Node, mutations_after: bool) -> bool:
         return True
     name = _name(target).lower()
     if not mutations_after and (target in _MUTATING_FUNCTIONS or (name.endswith("_") and not name.endswith("__"))
-                                or "out" in node.kwargs or node.kwargs.get("inplace") is True):
+                                or "out" in node.kwargs or node.kwargs.get("inplace") is True
+                                or any(part in name for part in _UPDATES_BUFFERS)):
         return True
     return any(part in name for part in _RANDOM_PARTS)
 
@@ -48,4 +54,15 @@ def rerun_safe(gm: torch.fx.GraphModule, compiled) -> bool:
     """Whether running ``gm`` (as ``compiled``) partly, up to an op that raises, leaves nothing
     behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``)."""
     after = getattr(compiled, "mutations_after_graph", False) is True
-    return not any(_changes_state(n, after) for n in gm.graph.nodes)
+    if any(_changes_state(n, after) for n in gm.graph.nodes):
+        return False
+    # the aten graphs an AOT backend traced tell random ops by their tag (a Python function such as
+    # F.gumbel_softmax draws inside, under a name that says nothing)
+    graphs = getattr(compiled, "graphs", None)
+    if isinstance(graphs, dict):
+        for g in graphs.values():
+            if isinstance(g, torch.fx.GraphModule) and any(
+                    n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
+                    for n in g.graph.nodes):
+                return False
+    return True

@@ -98,3 +98,54 @@ def test_state_restored_when_the_graph_raises(fn, backend):
         f(x, torch.tensor([0, 9]), *extra)
     assert torch.is_grad_enabled()
     assert not torch.is_autocast_enabled("cpu")
+
+
+# ---- graphs whose partial run changed state are not rerun (random draws, running stats) ----
+
+def _gumbel_then_bad_target(logits, target):
+    z = torch.nn.functional.gumbel_softmax(logits, tau=0.5, hard=True)
+    return torch.nn.functional.cross_entropy(z, target)
+
+
+def _rrelu_then_bad_target(logits, target):
+    return torch.nn.functional.cross_entropy(torch.nn.functional.rrelu(logits, training=True), target)
+
+
+@pytest.mark.parametrize("fn", [_gumbel_then_bad_target, _rrelu_then_bad_target])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_random_draws_before_the_error_are_not_repeated(fn, backend):
+    import ember
+
+    def run(f):
+        torch.manual_seed(0)
+        x = torch.randn(4, 3)
+        f(x, torch.tensor([0, 1, 2, 0]))
+        with pytest.raises((IndexError, RuntimeError)):
+            f(x, torch.tensor([0, 1, 7, 0]))
+        return torch.rand(3)
+    expected = run(fn)
+    ember.reset()
+    torch.testing.assert_close(run(ember.compile(fn, backend=backend)), expected)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_running_stats_updated_before_the_error_are_not_repeated(backend):
+    import ember
+    import torch.nn as nn
+
+    def run(compile):
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Conv1d(2, 3, 1), nn.InstanceNorm1d(3, track_running_stats=True), nn.Flatten(),
+                          nn.Linear(12, 3))
+
+        def step(x, y):
+            return torch.nn.functional.cross_entropy(m(x), y)
+        f = compile(step)
+        x = torch.randn(2, 2, 4)
+        f(x, torch.tensor([0, 1]))
+        with pytest.raises((IndexError, RuntimeError)):
+            f(x, torch.tensor([0, 9]))
+        return m[1].running_mean
+    expected = run(lambda f: f)
+    ember.reset()
+    torch.testing.assert_close(run(lambda f: ember.compile(f, backend=backend)), expected)
