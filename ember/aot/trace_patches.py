@@ -85,6 +85,8 @@ def untokened_effects():
 
 @contextlib.contextmanager
 def tracing_patches():
-    """All of the above, for one AOT compile (the compile lock is held: the changes are global)."""
-    with exact_rnn_dropout(), untokened_effects():
+    """All of the above, for one AOT compile (the compile lock is held: the changes are global);
+    also anomaly detection off while tracing: its NaN checks read fake values (the compiled
+    backward still runs under the program's anomaly mode)."""
+    with exact_rnn_dropout(), untokened_effects(), torch.autograd.set_detect_anomaly(False):
         yield

@@ -51,7 +51,7 @@ def eager_backward_check(prog, meta) -> tuple[str | None, dict]:
     final value)."""
     if not meta.is_train or not any(i.mutates_data and i.requires_grad for i in meta.input_info):
         return None, {}
-    with prog.fake_mode, torch.enable_grad():
+    with prog.fake_mode, torch.enable_grad(), torch.autograd.set_detect_anomaly(False):
         leaves, args = [], []
         for a in prog.fake_args:
             if isinstance(a, torch.Tensor) and a.requires_grad:

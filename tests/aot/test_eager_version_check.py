@@ -130,3 +130,23 @@ def test_final_value_check_across_a_graph_break():
         f(leaf * 1).sum().backward()
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         ember.compile(f, backend="aot_eager")(leaf * 1).sum().backward()
+
+
+def test_compiles_under_anomaly_detection():
+    """Anomaly mode's NaN checks would read fake values while tracing: tracing runs without it; the
+    compiled backward still reports a NaN as eager does (same error type)."""
+    lin = torch.nn.Linear(3, 2)
+
+    def loss_of(x):
+        return lin(x).exp().sum()
+    x = torch.randn(4, 3)
+    ember.reset()
+    with torch.autograd.detect_anomaly(check_nan=True):
+        c = ember.compile(loss_of, backend="aot_eager")
+        torch.testing.assert_close(c(x), loss_of(x))
+        c(x).backward()
+        x_nan = x.clone()
+        x_nan[0, 0] = float("nan")
+        with pytest.raises(RuntimeError, match="nan values"):
+            c(x_nan).backward()
+    assert ember.stats()["fallbacks"] == 0
