@@ -91,3 +91,30 @@ def test_backward_keeps_less(backend):
     # with the checkpoint the backward keeps no activation: at most the input and the parameters
     inputs_and_params = x0.numel() * 4 + sum(p.numel() * 4 for p in (*lin1.parameters(), *lin2.parameters()))
     assert ckpt_bytes < plain_bytes and ckpt_bytes <= inputs_and_params, (ckpt_bytes, plain_bytes)
+
+
+def test_checkpointed_function_with_python_side_effects_runs_eagerly():
+    """Eager runs the function again in the backward: its side effects happen twice per step."""
+    import ember
+    from torch.utils.checkpoint import checkpoint
+    calls = []
+    lin = torch.nn.Linear(3, 3)
+
+    def blk(h):
+        calls.append(h.shape[0])
+        return torch.tanh(lin(h))
+
+    def step(x):
+        out = checkpoint(blk, x, use_reentrant=False).sum()
+        out.backward()
+        return out
+
+    def run(f):
+        calls.clear()
+        f(torch.randn(2, 3))
+        f(torch.randn(2, 3))
+        return list(calls)
+    expected = run(step)
+    ember.reset()
+    assert run(ember.compile(step, backend="aot_eager")) == expected == [2, 2, 2, 2]
+    assert ember.stats()["fallbacks"] == 0

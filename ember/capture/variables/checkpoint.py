@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ember.capture.subgraph import Region
+from ember.capture.subgraph import Region, side_effect_state
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.tensor import TensorVariable
 
@@ -60,6 +60,11 @@ def trace_checkpoint(tx, args: list, kwargs: dict) -> VariableTracker:
             output.set_grad_enabled(True)
     else:
         out = function.call(tx, fargs, rest)
+    if torch.is_grad_enabled() and (side_effect_state(tx) != region._effects or any(
+            born < region._birth for born in tx.side_effects.container_writes[region._writes:])):
+        # eager runs the function again in the backward (its appends, prints, counters twice):
+        # the call runs eagerly, as torch.compile does
+        raise unsupported("a checkpointed function with Python side effects (eager repeats them in the backward)")
     for n in region.nodes():
         n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
     return out if isinstance(out, VariableTracker) else ConstantVariable(out)
