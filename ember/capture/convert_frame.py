@@ -208,6 +208,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     compiled = None
     if output.has_compute():
         with metrics.timed("backend"):
+            autocast_before = _autocast_states(("cpu", "cuda"))
             try:
                 maybe_inject("backend")
                 compiled = backend(gm, list(example_inputs))
@@ -216,6 +217,11 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
                     raise
                 raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
                                             f"{type(e).__name__}: {e}") from e
+            finally:
+                # a backend that failed half-way through tracing a region may leave grad mode or
+                # autocast as that region set them: the frame (now running eagerly) needs the caller's
+                torch._C._set_grad_enabled(grad_mode)
+                _restore_autocast(autocast_before)
         metrics.bump("graphs")
         log.debug("graph for %s:\n%s", label, gm.code)
 

@@ -294,3 +294,102 @@ def test_distributions_match_eager_with_their_random_draws(fn, n):
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(after, ref_after)
     assert ember.stats()["fallbacks"] == 0 and ember.stats()["graphs"] >= 1
+
+
+# ---- torch's Python code outside its functional namespaces is traced as Python ----
+
+def test_rng_state_functions_read_the_state_at_run_time():
+    import ember
+
+    def f(x):
+        s = torch.get_rng_state()
+        a = torch.nn.functional.dropout(x, 0.5)
+        torch.set_rng_state(s)
+        b = torch.nn.functional.dropout(x, 0.5)  # the same mask again
+        return a, b, torch.initial_seed()
+
+    x = torch.ones(8)
+    for backend in ("eager", "aot_eager"):
+        ember.reset()
+        c = ember.compile(f, backend=backend)
+        for seed in (1, 2, 3):
+            torch.manual_seed(seed)
+            ref = f(x)
+            ref_after = torch.rand(2)
+            torch.manual_seed(seed)
+            out = c(x)
+            torch.testing.assert_close(torch.rand(2), ref_after)
+            torch.testing.assert_close(out[0], ref[0])
+            torch.testing.assert_close(out[1], ref[1])
+            assert out[2] == ref[2] == seed
+
+
+def test_fork_rng_context_inside_the_frame():
+    import ember
+
+    def f(x):
+        with torch.random.fork_rng(devices=[]):
+            a = torch.nn.functional.dropout(x, 0.5)
+        return a, torch.rand(2)
+    c = ember.compile(f)
+    x = torch.ones(4)
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        ref = f(x)
+        torch.manual_seed(seed)
+        out = c(x)
+        torch.testing.assert_close(out, ref)
+
+
+def test_functional_optimizer_api_inside_a_step():
+    import copy
+    import ember
+    from torch.optim.sgd import sgd
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 1)
+
+    def run(compile):
+        m = make()
+        bufs = [None, None]
+
+        def step(x, y):
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            with torch.no_grad():
+                ps = list(m.parameters())
+                sgd(ps, [p.grad for p in ps], bufs, weight_decay=0.0, momentum=0.9, lr=0.1, dampening=0.0,
+                    nesterov=False, maximize=False)
+            for p in ps:
+                p.grad = None
+            return loss.detach()
+        f = compile(step)
+        g = torch.Generator().manual_seed(1)
+        losses = [f(torch.randn(4, 3, generator=g), torch.randn(4, 1, generator=g)) for _ in range(3)]
+        return losses, [p.detach().clone() for p in m.parameters()], torch.is_grad_enabled()
+    expected = run(lambda f: f)
+    for backend in ("eager", "aot_eager"):
+        ember.reset()
+        got = run(lambda f: ember.compile(f, backend=backend))
+        torch.testing.assert_close(got[0], expected[0])
+        torch.testing.assert_close(got[1], expected[1])
+        assert got[2] is True
+
+
+def test_a_failing_backend_leaves_grad_mode_and_autocast_as_they_were():
+    import ember
+
+    def bad_backend(gm, example_inputs):
+        torch._C._set_grad_enabled(False)
+        torch.set_autocast_enabled("cpu", True)
+        raise RuntimeError("boom")
+
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        return y + x
+    x = torch.randn(3, requires_grad=True)
+    with ember.config.patch(strict=False):
+        out = ember.compile(f, backend=bad_backend)(x)
+    assert out.requires_grad and torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")

@@ -8,6 +8,8 @@ global state outside the graph are refused.
 """
 from __future__ import annotations
 
+import types
+
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -69,6 +71,15 @@ _STATE_READERS = {torch.get_default_dtype: "default_dtype",
                   torch.get_float32_matmul_precision: "matmul_precision",
                   torch.is_anomaly_enabled: "anomaly", torch.is_anomaly_check_nan_enabled: "anomaly_nan",
                   torch.get_num_threads: "num_threads", torch.autograd._profiler_enabled: "profiler"}
+
+
+# Python functions of these torch modules are graph operations (one call node, computed on fake
+# tensors): the functional namespaces, whose results depend only on their tensor arguments.
+_GRAPH_OP_MODULES = ("torch.nn.functional", "torch.functional", "torch.nn.init", "torch.nn.utils",
+                     "torch._higher_order_ops", "torch.overrides", "torch._refs", "torch._prims",
+                     "torch._decomp", "torch.fft", "torch.linalg", "torch.special", "torch.masked",
+                     "torch.sparse", "torch.nested", "torch._tensor", "torch._linalg_utils", "torch._lowrank",
+                     "torch.autograd.functional")
 
 
 class TorchFunctionVariable(VariableTracker):
@@ -141,4 +152,10 @@ class TorchFunctionVariable(VariableTracker):
             raise unsupported(f"torch.{name} changes global state")
         if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):
             raise unsupported(f"torch.{name} is not supported yet")
+        if isinstance(fn, types.FunctionType) and not module.startswith(_GRAPH_OP_MODULES):
+            # torch's Python code outside its functional namespaces (torch.random, torch.optim's
+            # functional API, context managers such as fork_rng / sdpa_kernel) reads and changes
+            # process state: traced as Python, where what it does at run time is honoured
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
         return tx.output.call_function(fn, args, kwargs)
