@@ -17,6 +17,7 @@ import torch
 
 from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMemberSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.deferred_calls import LOGGING_METHODS, DeferredCallVariable
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
 from ember.exc import PythonException
 
@@ -293,7 +294,8 @@ class NNModuleVariable(VariableTracker):
         if isinstance(self.module, LazyModuleMixin) and hasattr(self.module, "_initialize_hook"):
             # its first call builds the parameters (and changes its class): done now, as eager
             # does at this call, or else that call runs eagerly
-            _initialize_lazy(tx, self, args, kwargs)
+            from ember.capture.variables.lazy_modules import initialize_lazy
+            initialize_lazy(tx, self, args, kwargs)
         own_call = _static_lookup(self.module, "__call__")
         if own_call is not torch.nn.Module.__call__ and isinstance(own_call, types.FunctionType):
             return _class_attribute(tx, self, self.module, "__call__").call(tx, args, kwargs)
@@ -501,7 +503,7 @@ class UserObjectVariable(VariableTracker):
             tx.side_effects.read_instance_dict(obj)
         if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
-        if isinstance(obj, logging.Logger) and name in _LOGGING_METHODS and self.source is not None:
+        if isinstance(obj, logging.Logger) and name in LOGGING_METHODS and self.source is not None:
             return DeferredCallVariable(self, name)
         cls_attr = _static_lookup(obj, name)
         if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
@@ -650,44 +652,6 @@ class UserObjectVariable(VariableTracker):
         return self.getattr(tx, name).call(tx, args, kwargs)
 
 
-_LOGGING_METHODS = {"debug", "info", "warning", "warn", "error", "exception", "critical", "log",
-                    "warning_once", "info_once", "warning_advice"}
-
-
-class DeferredCallVariable(VariableTracker):
-    """``logger.warning(...)`` and friends: a side effect with no bearing on the graph, so it is
-    replayed after the graph (in program order with the other side effects) instead of breaking."""
-
-    def __init__(self, obj_vt, name):
-        self.obj_vt = obj_vt
-        self.name = name
-
-    def describe(self):
-        return f"deferred {type(self.obj_vt.obj).__name__}.{self.name}"
-
-    def truth(self, tx):
-        return True
-
-    def call(self, tx, args, kwargs):
-        from ember.capture.builder import handling_traced_exception
-        shows_stack = kwargs.get("stack_info")
-        if shows_stack is not None and not (shows_stack.is_constant() and not shows_stack.as_constant()):
-            e = unsupported(f"{self.describe()} with stack_info (the stack is the frame's own)")
-            e.whole_frame = True
-            raise e
-        exc_info = kwargs.get("exc_info")
-        wants_exception = self.name == "exception" or (
-            exc_info is not None and not (exc_info.is_constant() and not exc_info.as_constant()))
-        if wants_exception and handling_traced_exception(tx):
-            # the record shows the exception's traceback through this frame: logged after the
-            # graph it would show none, and no break can hand it over, so the frame runs eagerly
-            e = unsupported(f"{self.describe()} of an exception raised in the compiled frame")
-            e.whole_frame = True
-            raise e
-        tx.side_effects.defer_call(self.obj_vt, self.name, list(args), dict(kwargs))
-        return ConstantVariable(None)
-
-
 class PythonModuleVariable(VariableTracker):
     def __init__(self, module: types.ModuleType, source=None):
         self.module = module
@@ -809,47 +773,3 @@ def _plain_enum(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, enum.Enum) and type(cls) is enum.EnumMeta and \
         getattr(getattr(cls, "_missing_", None), "__module__", None) == "enum"
 
-
-def _initialize_lazy(tx, vt: "NNModuleVariable", args, kwargs) -> None:
-    """Build a lazy module's parameters at trace time from the fake arguments (the real module
-    gets real parameters, drawn from the RNG as eager's first call draws them). Only while the
-    graph so far draws no random numbers: eager draws those before the initialisation, the graph
-    would draw them after. Otherwise (or for arguments it cannot show) the call breaks the graph."""
-    from ember.capture.rerun import draws_random_numbers
-    m = vt.module
-    why = f"calling {type(m).__name__} before its parameters exist (lazy module)"
-    if vt.source is None or draws_random_numbers(tx.output.graph):
-        raise unsupported(why)
-    try:
-        fake_args = [_as_fake(a) for a in args]
-        fake_kwargs = {k: _as_fake(v) for k, v in kwargs.items()}
-    except _NoFake:
-        raise unsupported(why) from None
-    try:
-        m._infer_parameters(m, tuple(fake_args), fake_kwargs)
-    except Exception as e:  # noqa: BLE001 - eager raises it at the call, which then runs eagerly
-        raise unsupported(f"{why}: its initialisation raised {type(e).__name__}") from None
-    tx.guards.retype(vt.source, m)  # its class may have changed (``cls_to_become``)
-
-
-class _NoFake(Exception):
-    pass
-
-
-def _as_fake(vt):
-    """The value a lazy module's initialisation sees: fake tensors in their containers."""
-    from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
-    from ember.capture.variables.tensor import TensorVariable
-    if isinstance(vt, TensorVariable):
-        return vt.fake
-    if isinstance(vt, ConstantVariable):
-        return vt.as_constant()
-    if isinstance(vt, ListVariable) and vt.list_cls is list:
-        return [_as_fake(i) for i in vt.items]
-    if isinstance(vt, TupleVariable):
-        items = [_as_fake(i) for i in vt.items]
-        t = vt.tuple_type
-        return tuple(items) if t is None or t is tuple else t(*items)
-    if isinstance(vt, DictVariable) and vt.dict_cls is dict and all(isinstance(k, str) for k in vt.items):
-        return {k: _as_fake(v) for k, v in vt.items.items()}
-    raise _NoFake()
