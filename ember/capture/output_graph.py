@@ -167,10 +167,11 @@ class OutputGraph:
             # its answer now, guarded (a different answer later recompiles)
             if not _guardable_answer(result):
                 raise unsupported(f"{_describe(kind, target)} answered a {type(result).__name__}")
-            const = [a for a in fake_args] + list(fake_kwargs.items())
-            self.guards.global_state(f"query_{getattr(target, '__name__', 'fn')}_{len(self.guards)}",
+            shown = ", ".join([*map(repr, fake_args), *(f"{k}={v!r}" for k, v in fake_kwargs.items())])
+            # (one guard per query and arguments: the key is a name in the guard code)
+            self.guards.global_state(f"query_{getattr(target, '__name__', 'fn')}_{abs(hash(shown)) % 10 ** 8}",
                                      functools.partial(target, *fake_args, **fake_kwargs), result,
-                                     f"{_describe(kind, target)}({', '.join(map(repr, const))})")
+                                     f"{_describe(kind, target)}({shown})")
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
         if not _contains_tensor(result) and not _may_mutate(kind, target, result):
@@ -354,24 +355,6 @@ _QUERY_PREFIXES = ("get", "is", "are", "has", "query", "can_", "promote_types", 
 _QUERY_SUFFIXES = ("_enabled", "_available", "_count", "count", "_supported", "_version")
 
 
-_INDEX_WRITES = frozenset({"setitem", "__setitem__", "index_put", "index_put_", "_index_put_impl_"})
-
-
-def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
-    """``t[mask] = v`` / ``t.index_put_((mask,), v)`` with a boolean (or uint8) index tensor,
-    recorded by autograd (grad mode on, and ``t`` or ``v`` requires grad)."""
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    if name not in _INDEX_WRITES or not torch.is_grad_enabled() or len(args) < 2:
-        return False
-    index = args[1]
-    parts = index.items if isinstance(index, (TupleVariable, ListVariable)) else \
-        list(index) if isinstance(index, (tuple, list)) else [index]
-    if not any(isinstance(p, TensorVariable) and p.fake.dtype in (torch.bool, torch.uint8) for p in parts):
-        return False
-    values = list(args[:1]) + list(args[2:]) + list(kwargs.values())
-    return any(isinstance(v, TensorVariable) and v.fake.requires_grad for v in values)
-
-
 def _is_tensor_op(target) -> bool:
     """An aten operator or its binding in torch's namespaces (factories, functionals)."""
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
@@ -399,6 +382,24 @@ def _guardable_answer(value) -> bool:
     if isinstance(value, (tuple, list, frozenset)):
         return all(_guardable_answer(v) for v in value)
     return type(value) in _GUARDABLE
+
+
+_INDEX_WRITES = frozenset({"setitem", "__setitem__", "index_put", "index_put_", "_index_put_impl_"})
+
+
+def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
+    """``t[mask] = v`` / ``t.index_put_((mask,), v)`` with a boolean (or uint8) index tensor,
+    recorded by autograd (grad mode on, and ``t`` or ``v`` requires grad)."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    if name not in _INDEX_WRITES or not torch.is_grad_enabled() or len(args) < 2:
+        return False
+    index = args[1]
+    parts = index.items if isinstance(index, (TupleVariable, ListVariable)) else \
+        list(index) if isinstance(index, (tuple, list)) else [index]
+    if not any(isinstance(p, TensorVariable) and p.fake.dtype in (torch.bool, torch.uint8) for p in parts):
+        return False
+    values = list(args[:1]) + list(args[2:]) + list(kwargs.values())
+    return any(isinstance(v, TensorVariable) and v.fake.requires_grad for v in values)
 
 
 def _may_mutate(kind, target, result) -> bool:
