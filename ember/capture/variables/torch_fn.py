@@ -152,7 +152,9 @@ class TorchFunctionVariable(VariableTracker):
             raise unsupported(f"torch.{name} changes global state")
         if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):
             raise unsupported(f"torch.{name} is not supported yet")
-        if isinstance(fn, types.FunctionType) and not module.startswith(_GRAPH_OP_MODULES):
+        if isinstance(fn, types.FunctionType) and not module.startswith(_GRAPH_OP_MODULES) \
+                and not (module.startswith("torch.optim") and "." in fn.__qualname__):
+            # (an optimizer's own methods keep running as one call: their sparse and foreach paths)
             # torch's Python code outside its functional namespaces (torch.random, torch.optim's
             # functional API, context managers such as fork_rng / sdpa_kernel) reads and changes
             # process state: traced as Python, where what it does at run time is honoured
