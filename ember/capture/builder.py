@@ -137,6 +137,10 @@ def _wrap(tx, value, source) -> VariableTracker:
     guards = tx.guards
 
     if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided:
+            # sparse / mkldnn layouts: fake tensors and functionalization do not model them faithfully
+            # (a sparse Adam step gave wrong moments), so code on them runs eagerly
+            raise unsupported(f"a tensor with layout {value.layout} in the compiled region")
         if source is None:
             source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
         return tx.output.add_input(source, value)

@@ -188,6 +188,9 @@ class OutputGraph:
         return self._wrap_result(node, result)
 
     def _wrap_result(self, node: fx.Node, result):
+        if isinstance(result, torch.Tensor) and result.layout != torch.strided:
+            raise unsupported(f"{_describe(node.op, node.target)} makes a tensor with layout {result.layout} "
+                              "(sparse layouts run eagerly)")
         if isinstance(result, torch.Tensor):
             node.meta["example_value"] = result
             return TensorVariable(node, result)
