@@ -426,3 +426,42 @@ def test_sparse_tensors_run_eagerly():
     ember.reset()
     with ember.config.patch(strict=False):
         torch.testing.assert_close(ember.compile(densify)(x, i, v), densify(x, i, v))
+
+
+# ---- iterator objects: __iter__ returning self, or a non-iterator ----
+
+class _Counter:
+    def __init__(self, n):
+        self.n, self.i = n, 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.i >= self.n:
+            raise StopIteration
+        self.i += 1
+        return self.i
+
+
+class _BadIter:
+    def __iter__(self):
+        return 3
+
+
+def test_iterator_objects_made_in_the_frame_and_passed_in():
+    def f(x, passed):
+        made = list(_Counter(3))
+        try:
+            iter_error = list(_BadIter())
+        except TypeError as e:
+            iter_error = str(e)
+        return x + sum(made), list(passed), passed.i, iter_error
+    import ember
+    a, b = _Counter(2), _Counter(2)
+    ref = f(torch.ones(1), a)
+    ember.reset()
+    out = ember.compile(f)(torch.ones(1), b)
+    torch.testing.assert_close(out[0], ref[0])
+    assert out[1:] == ref[1:] and a.i == b.i == 2
+    assert ember.stats()["fallbacks"] == 0

@@ -279,7 +279,10 @@ class NewObjectVariable(VariableTracker):
             return self.items.unpack(tx)
         it = _lookup(self.cls, "__iter__")
         if isinstance(it, types.FunctionType):
-            return self.getattr(tx, "__iter__").call(tx, [], {}).unpack(tx)
+            result = checked_iterator(self.getattr(tx, "__iter__").call(tx, [], {}))
+            if result is self:  # an iterator object (`__iter__` returns self): `__next__` until it stops
+                return drain(tx, self)
+            return result.unpack(tx)
         if it is None and isinstance(_lookup(self.cls, "__getitem__"), types.FunctionType):
             from ember.capture.polyfills.stdlib import sequence_iter
             from ember.capture.variables.functions import UserFunctionVariable
@@ -290,6 +293,34 @@ class NewObjectVariable(VariableTracker):
         if isinstance(_lookup(self.cls, "__call__"), types.FunctionType):
             return self.getattr(tx, "__call__").call(tx, args, kwargs)
         return super().call(tx, args, kwargs)
+
+
+_MAX_DRAINED = 10_000
+
+
+def drain(tx, it) -> list:
+    """The items an iterator object (a Python ``__next__``) produces until StopIteration."""
+    items = []
+    while True:
+        try:
+            items.append(it.call_method(tx, "__next__", [], {}))
+        except PythonException as e:
+            if isinstance(e.exc, StopIteration) or e.exc is StopIteration:
+                return items
+            raise
+        if len(items) > _MAX_DRAINED:
+            raise unsupported("an iterator object produced too many items (infinite iterator?)")
+
+
+def checked_iterator(vt):
+    """What ``iter()`` checks of a ``__iter__``'s answer: an iterator (it has ``__next__``)."""
+    try:
+        t = vt.python_type()
+    except Exception:  # noqa: BLE001 - a tracker that cannot tell: not checked
+        return vt
+    if isinstance(t, type) and not hasattr(t, "__next__"):
+        raise PythonException(TypeError(f"iter() returned non-iterator of type '{t.__name__}'"))
+    return vt
 
 
 def _lookup(cls, name):

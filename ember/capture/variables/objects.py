@@ -545,7 +545,12 @@ class UserObjectVariable(VariableTracker):
     def iter(self, tx):
         it = _static_lookup(self.obj, "__iter__")
         if isinstance(it, types.FunctionType):
-            return self.getattr(tx, "__iter__").call(tx, [], {}).iter(tx)
+            from ember.capture.variables.new_object import checked_iterator, drain
+            result = checked_iterator(self.getattr(tx, "__iter__").call(tx, [], {}))
+            if result is self:  # an iterator object (`__iter__` returns self): `__next__` until it stops
+                from ember.capture.variables.containers import IteratorVariable
+                return IteratorVariable(drain(tx, self))
+            return result.iter(tx)
         if isinstance(self.obj, dict) and it in (dict.__iter__, collections.OrderedDict.__iter__) \
                 and self.source is not None:
             # a dict subclass's own iteration: its keys, read now and guarded by re-reading them
