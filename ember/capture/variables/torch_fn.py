@@ -79,7 +79,7 @@ _GRAPH_OP_MODULES = ("torch.nn.functional", "torch.functional", "torch.nn.init",
                      "torch._higher_order_ops", "torch.overrides", "torch._refs", "torch._prims",
                      "torch._decomp", "torch.fft", "torch.linalg", "torch.special", "torch.masked",
                      "torch.sparse", "torch.nested", "torch._tensor", "torch._linalg_utils", "torch._lowrank",
-                     "torch.autograd.functional")
+                     "torch.autograd.functional", "torch.fx.experimental.symbolic_shapes")
 
 
 class TorchFunctionVariable(VariableTracker):
