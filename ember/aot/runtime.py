@@ -84,6 +84,15 @@ def _first_order_only(backward):
     return wrapper
 
 
+def _modified_in_place(t: torch.Tensor, expected: int) -> RuntimeError:
+    """Eager's error for a saved tensor changed in place before the backward used it."""
+    return RuntimeError(
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [{t.type()} {list(t.shape)}], which is saved by CompiledFunctionBackward, "
+        f"is at version {t._version}; expected version {expected} instead. Hint: enable anomaly detection "
+        "to find the operation that failed to compute its gradient, with torch.autograd.set_detect_anomaly(True).")
+
+
 class _EagerRecompute:
     """For a ``create_graph=True`` backward (a gradient penalty, a Hessian-vector product): run the
     graph's program again eagerly on the very inputs of the forward and differentiate that with
@@ -102,6 +111,8 @@ class _EagerRecompute:
 
     def gradients(self, grads) -> tuple | None:
         eager_fn, returns = self.program
+        if len(grads) != returns:
+            return None
         others = []
         for ref, v in self.others:
             if ref is None:
@@ -115,7 +126,7 @@ class _EagerRecompute:
         wanted = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
         with torch.enable_grad():
             outs = list(eager_fn(*args))
-        if len(outs) != returns or len(grads) != returns:
+        if len(outs) != returns:
             return None
         pairs = [(o, g) for o, g in zip(outs, grads)
                  if isinstance(o, torch.Tensor) and o.requires_grad and g is not None]
@@ -326,12 +337,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     def check_final_versions(ctx, present: int) -> None:
         for t, expected, bits in getattr(ctx, "final_checks", ()):
             if bits & present and t._version != expected:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{t.type()} {list(t.shape)}], which is saved by CompiledFunctionBackward, "
-                    f"is at version {t._version}; expected version {expected} instead. Hint: enable anomaly "
-                    "detection to find the operation that failed to compute its gradient, with "
-                    "torch.autograd.set_detect_anomaly(True).")
+                raise _modified_in_place(t, expected)
 
     prunable = plan is not None and bool(plan.dep)
     plan_dynamic = prunable and any(m is None for m in plan.tangent_meta)
@@ -384,12 +390,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         for k in needed:
             t, v = values[k], ctx.deferred_versions[k]
             if t is not None and t._version != v:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: [{t.type()} {list(t.shape)}], which is saved by CompiledFunctionBackward, "
-                    f"is at version {t._version}; expected version {v} instead. Hint: enable anomaly detection "
-                    "to find the operation that failed to compute its gradient, with "
-                    "torch.autograd.set_detect_anomaly(True).")
+                raise _modified_in_place(t, v)
         saved = [None] * num_saved_tensors
         for k, t in zip(kept, ctx.saved_tensors):
             saved[k] = t
