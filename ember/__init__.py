@@ -9,6 +9,7 @@ from ember.exc import Unsupported
 from ember.backends.registry import list_backends, lookup_backend, register_backend
 from ember.metrics import compile_times, stats
 from ember.api import compile, reset, explain
+from ember.capture.dynamic_dims import mark_dynamic, maybe_mark_dynamic, mark_static
 
 if config.logs:
     from ember.report.logs import set_logs as _set_logs
@@ -17,4 +18,5 @@ if config.logs:
 __all__ = [
     "compile", "reset", "explain", "config", "Unsupported", "lookup_backend",
     "register_backend", "list_backends", "stats", "compile_times",
+    "mark_dynamic", "maybe_mark_dynamic", "mark_static",
 ]

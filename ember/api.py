@@ -83,10 +83,12 @@ def _shared_cache(frame: types.FunctionType, settings: _Settings, label: str = "
                settings.dynamic, settings.mode, repr(settings.options))
         hash(key)
     except TypeError:
-        return FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label)
+        return FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label,
+                          dynamic=settings.dynamic)
     cache = _SHARED_CACHES.get(key)
     if cache is None or cache.fn is not frame or (not isinstance(backend, str) and cache.settings_backend is not backend):
-        cache = FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label)
+        cache = FrameCache(frame, settings.resolve_backend(), settings.fullgraph, label=label,
+                           dynamic=settings.dynamic)
         cache.settings_backend = backend  # (keeps it alive, so its id in the key stays its own)
         _SHARED_CACHES[key] = cache
     return cache
@@ -173,7 +175,7 @@ class CompiledModule(torch.nn.Module):
         # frame of `_call_module` (hooks are traced like those of any module the frame calls).
         object.__setattr__(self, "_ember_call_cache", FrameCache(
             _call_module, settings.resolve_backend(), settings.fullgraph,
-            label=f"{type(module).__name__}.__call__") if not via_call else None)
+            label=f"{type(module).__name__}.__call__", dynamic=settings.dynamic) if not via_call else None)
 
     @property
     def _orig_mod(self) -> torch.nn.Module:
@@ -302,8 +304,9 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
 
     Usable directly, ``ember.compile(fn, backend="inductor")``, or as a
     decorator, ``@ember.compile`` / ``@ember.compile(fullgraph=True)``.
-    ``dynamic`` is accepted; until dynamic shapes land, every shape is static
-    and a changed shape recompiles.
+    ``dynamic``: None (automatic: static first; a dimension whose size changed becomes a
+    symbol when the frame recompiles), True (every dimension a symbol from the start) or
+    False (all static). See ember/capture/dynamic_dims.py.
     """
     settings = _Settings(backend, fullgraph, dynamic, mode, options, disable)
     settings.resolve_backend()  # an unknown backend name fails here, not at the first call

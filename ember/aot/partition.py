@@ -160,10 +160,57 @@ def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, 
     return gm
 
 
+def _symbol_binders(parts: JointParts, bw_inputs: list, bw_body: set) -> list:
+    """Size nodes the backward needs as inputs: a compiler binds each symbol of a graph's sizes from
+    an input (a SymInt input, or a dimension of a tensor input that is that symbol). A symbol the
+    backward's sizes use (``s1 + (8 - s1 % 8) % 8``, a padded gradient) but no backward input binds
+    is read in the forward (``sym_size`` of a primal) and saved."""
+    from torch.fx.experimental.symbolic_shapes import free_symbols
+
+    def bound(val) -> set:
+        if isinstance(val, torch.SymInt):
+            return {val.node.expr} if val.node.expr.is_Symbol else set()
+        if isinstance(val, torch.Tensor):
+            return {d.node.expr for d in (*val.shape, *val.stride(), val.storage_offset())
+                    if isinstance(d, torch.SymInt) and d.node.expr.is_Symbol}
+        return set()
+
+    inputs = bw_inputs + parts.mutable_inputs + parts.tangents
+    have: set = set()
+    for n in inputs:
+        have |= bound(n.meta.get("val"))
+    needed: set = set()
+    for n in list(bw_body) + inputs:
+        val = n.meta.get("val")
+        if isinstance(val, (torch.Tensor, torch.SymInt, torch.SymFloat, torch.SymBool)):
+            needed |= free_symbols(val)
+    missing = needed - have
+    if not missing:
+        return []
+    graph = parts.joint.graph
+    made = []
+    for p in parts.primals:
+        val = p.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            continue
+        for d, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and size.node.expr in missing:
+                missing.discard(size.node.expr)
+                with graph.inserting_after(parts.primals[-1]):
+                    node = graph.call_function(aten.sym_size.int, (p, d))
+                node.meta["val"] = size
+                made.append(node)
+    return made
+
+
 def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> PartitionResult:
     """Forward and backward graphs from the chosen forward nodes, saved values and backward body."""
     saved_syms = [n for n in saved if _is_sym(n)]
     saved_tensors = [n for n in saved if not _is_sym(n)]
+    binders = _symbol_binders(parts, saved_tensors + saved_syms, bw_body)
+    saved_syms += binders
+    fw_nodes = fw_nodes | set(binders)
+    saved = saved + binders
     # a saved primal that some mutation overwrites: save a clone taken before it
     clones = {}  # output position -> builder
     for k, n in enumerate(saved_tensors):

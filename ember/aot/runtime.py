@@ -204,9 +204,14 @@ class LazyBackward:
         if self.compiled is None:
             with compile_lock:
                 if self.compiled is None:  # (not compiled by another thread meanwhile)
-                    self._match_layouts(args)
-                    with metrics.timed("aot"), metrics.timed("backend_compile"):
-                        compiled = self._compile()
+                    symbolic = _symbolic(self.example_inputs)
+                    if symbolic and not _layouts_agree(self.example_inputs, args):
+                        compiled = boxed(self.gm)  # (see _compile_symbolic)
+                    else:
+                        if not symbolic:
+                            self._match_layouts(args)
+                        with metrics.timed("aot"), metrics.timed("backend_compile"):
+                            compiled = self._compile_symbolic() if symbolic else self._compile()
                     self.example_inputs = None
                     self.compiled = compiled
         return self.compiled(args)
@@ -234,6 +239,18 @@ class LazyBackward:
         if changed:
             self.example_inputs = examples
 
+    def _compile_symbolic(self) -> Callable[[list], Any]:
+        """The backward of a graph with symbolic sizes. The forward's guards were fixed when it
+        compiled: a backward compile that assumes more about the sizes (a new guard or
+        specialisation in the ShapeEnv) would be reused for calls that break the assumption, so
+        then the backward graph runs uncompiled (it is correct for every size)."""
+        env = self.fake_mode.shape_env
+        before = _shape_env_state(env)
+        compiled = self._compile()
+        if _shape_env_state(env) != before:
+            return boxed(self.gm)
+        return compiled
+
     def _compile(self) -> Callable[[list], Any]:
         try:
             return boxed(self.compiler(self.gm, self.example_inputs))
@@ -246,6 +263,32 @@ class LazyBackward:
             warnings.warn(f"ember: compiling the backward graph failed ({type(e).__name__}: {e}); "
                           f"running it uncompiled (set EMBER_STRICT=1 to raise)")
             return boxed(self.gm)
+
+
+def _symbolic(values) -> bool:
+    return any(isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))
+               or isinstance(v, torch.SymInt) for v in values or ())
+
+
+def _hint(d) -> int:
+    return d.node.hint if isinstance(d, torch.SymInt) else d
+
+
+def _layouts_agree(examples, args) -> bool:
+    """Whether the saved tensors have the strides the (symbolic) examples say, by their hints (no
+    guards: comparing SymInts would add some)."""
+    for ex, real in zip(examples, args):
+        if isinstance(ex, torch.Tensor) and isinstance(real, torch.Tensor):
+            if tuple(map(_hint, ex.shape)) != tuple(real.shape) or tuple(map(_hint, ex.stride())) != real.stride():
+                return False
+    return True
+
+
+def _shape_env_state(env) -> tuple:
+    if env is None:
+        return ()
+    return (len(env.guards), len(env.replacements), len(env.deferred_runtime_asserts),
+            tuple(sorted((str(k), str(v)) for k, v in env.var_to_range.items())))
 
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,

@@ -22,10 +22,11 @@ from typing import Callable
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
+from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import RunEagerly, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -46,8 +47,11 @@ class FrameCache:
     """Compiled entries for one Python function (a module's forward included)."""
 
     def __init__(self, fn: types.FunctionType, backend: Callable, fullgraph: bool = False, label: str = "",
-                 resumes: "ResumeCache | None" = None, offset_map: dict | None = None, is_resume: bool = False):
+                 resumes: "ResumeCache | None" = None, offset_map: dict | None = None, is_resume: bool = False,
+                 dynamic: bool | None = None):
         self.fn = fn
+        self.dynamic = dynamic
+        self.sizes = FrameSizes(dynamic)  # sizes seen per input, for automatic dynamic shapes
         self.backend = backend
         self.fullgraph = fullgraph
         self.label = label or fn.__qualname__
@@ -73,7 +77,7 @@ class FrameCache:
         cls = ResumeFrameCache if is_resume else FrameCache
         return cls(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
                    resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
-                   is_resume=is_resume)
+                   is_resume=is_resume, dynamic=self.dynamic)
 
     def reset(self) -> None:
         self.entries = []
@@ -82,6 +86,7 @@ class FrameCache:
         self.fallback_reasons = []
         self.break_reasons = []
         self._reason_warned = False
+        self.sizes = FrameSizes(self.dynamic)
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
     def __call__(self, /, *args, **kwargs):
@@ -173,8 +178,7 @@ class FrameCache:
         try:
             if self.is_resume:
                 maybe_inject("resume")
-            return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                           self.offset_map)
+            return self._capture(bound)
         except Unsupported as e:
             metrics.bump("fallbacks")
             self.fallback_reasons.append(e)
@@ -196,6 +200,27 @@ class FrameCache:
             failure = e
         self._give_up("compiling" if not self.is_resume else "compiling a resume function", failure)
         return None
+
+    def _capture(self, bound) -> CacheEntry:
+        """Trace and compile; a trace with symbolic sizes that fails where a static one may not is
+        retried with static shapes (and an internal error there turns symbols off for the frame)."""
+        self.sizes.begin(bound)
+        try:
+            return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                           self.offset_map, self.sizes)
+        except Exception as e:
+            if not self.sizes.symbolic or isinstance(e, InjectedFault) or \
+                    (isinstance(e, Unsupported) and not getattr(e, "per_call", False)):
+                raise
+            if not isinstance(e, (Unsupported, StaticRetry)):
+                if config.strict:
+                    raise
+                self.sizes.static_only = f"{type(e).__name__}: {e}"
+            log_recompiles.info("%s: the trace with symbolic sizes failed (%s: %s); tracing with static "
+                                "shapes", self.label, type(e).__name__, e)
+        self.sizes.symbolic = False
+        return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                       self.offset_map, self.sizes)
 
     def _recompile_reason(self, bound) -> str:
         """The first guard of the newest entry that fails for ``bound`` (diagnostics only: an

@@ -20,6 +20,7 @@ import torch
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.builder import wrap
+from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
 from ember.capture.guards import GuardSet
@@ -35,6 +36,7 @@ from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised,
                        without_tracebacks)
+from ember.capture.variables.symbolic import SizeVariable
 from ember.fake.convert import FakeContext
 from ember.fake.quiet import quiet_meta_errors
 
@@ -72,13 +74,13 @@ def _without_subclass_torch_function(fn):
 @_without_subclass_torch_function
 def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, label: str,
             resumes: "ResumeCache | None" = None, fullgraph: bool = True,
-            offset_map: dict | None = None) -> CacheEntry:
+            offset_map: dict | None = None, sizes: FrameSizes | None = None) -> CacheEntry:
     """Trace ``fn`` on ``bound`` arguments; on an unsupported instruction in the frame, break there
     (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
     maybe_inject("capture")
     handled = sys.exc_info()[1]  # the caller's (the re-trace below runs inside an except block)
     try:
-        return _capture(fn, bound, backend, label, None, resumes, handled)
+        return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     except Unsupported as e:
         offset = getattr(e, "top_offset", None)
         if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable) \
@@ -92,7 +94,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.args = (e._message(),)
             raise
         try:
-            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled)
+            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
         except _NotBreakable as refused:
             # Report the instruction that could not be traced (with its location), and why the
             # frame could not break there instead.
@@ -141,11 +143,12 @@ class _NotBreakable(Unsupported):
     pass
 
 
-def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> CacheEntry:
+def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=None) -> CacheEntry:
     code = fn.__code__
-    fake = FakeContext()
+    fake = FakeContext(static_shapes=sizes is None or not sizes.symbolic)
     guards = GuardSet()
     output = OutputGraph(fake, guards)
+    output.frame_sizes = sizes
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
     guards.global_state("autocast_cpu", _autocast_state, _autocast_state(), "autocast state (cpu)")
@@ -225,6 +228,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
         metrics.bump("graphs")
         log.debug("graph for %s:\n%s", label, gm.code)
 
+    if output.symbolic_inputs:
+        _shape_guard_names(guards.scope, codegen.parameter_names(code))
+        output.install_shape_guards()
     scope = guards.scope
     args = ", ".join(src.expr(scope) for src in input_sources)
     body = _guard_block(guards)
@@ -277,6 +283,16 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None) -> Cach
     log_code.debug("generated entry for %s:\n%s", label, run.__ember_source__)
     return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
                       _reasons_function(fn, guards), run.__ember_source__)
+
+
+def _shape_guard_names(scope: dict, params) -> None:
+    """Shape guards call ``torch.sym_float``, ``math.floor`` and the like by those names: put them in
+    the guard function's scope (a parameter of the same name would shadow them: trace static)."""
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+    if set(SYMPY_INTERP) & set(params):
+        raise StaticRetry(f"a parameter is named like a helper of the shape guards ({set(SYMPY_INTERP) & set(params)})")
+    for name, value in SYMPY_INTERP.items():
+        scope.setdefault(name, value)
 
 
 def _inject_guard_fault() -> bool:
@@ -639,7 +655,9 @@ class _ReturnPlan:
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, ConstantVariable):
-            return codegen.literal(vt.value, s, bind)
+            return codegen.literal(vt.value, s, bind)  # (a symbolic size: its value, guarded)
+        if isinstance(vt, SizeVariable):
+            return codegen.literal(vt.as_constant(), s, bind)
         if (isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable))
                 or type(vt).__name__ == "DequeVariable") and vt.source is not None:
             return self._read(vt.source)  # the caller's own container, unchanged: keep its identity

@@ -36,6 +36,7 @@ class GuardKind(enum.IntEnum):
     EQUALS_MATCH = 5
     DUPLICATE_INPUT = 6
     TENSOR_MATCH = 7
+    SHAPE_ENV = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,8 +194,9 @@ class GuardSet:
                   f"{source.name()}.storage_offset() == {t.storage_offset()}",
                   f"{e}.storage_offset() == {t.storage_offset()}")
 
-    def tensor_match(self, source: Source, t: torch.Tensor) -> None:
-        """Everything about a tensor input that the graph specializes on."""
+    def tensor_match(self, source: Source, t: torch.Tensor, sizes: bool = True) -> None:
+        """Everything about a tensor input that the graph specializes on (``sizes=False``: all but
+        its sizes and strides, which the ShapeEnv's guards check; its number of dimensions here)."""
         if dispatches_torch_function(type(t)):
             self._subclass_tensor_match(source, t)
             return
@@ -206,6 +208,8 @@ class GuardSet:
         parts = [f"___type({e}) is {tt}", f"{e}.dtype is {dt}", f"{e}.device == {dev}",
                  f"{e}.shape == {shape!r}", f"{e}.stride() == {stride!r}",
                  f"{e}.requires_grad is {t.requires_grad!r}"]
+        if not sizes:
+            parts[3:5] = [f"{e}.dim() == {t.dim()}"]
         if t.layout is not torch.strided:
             parts.append(f"{e}.layout is {bind(self.scope, t.layout, 'layout')}")
         if t.is_inference():
@@ -214,6 +218,9 @@ class GuardSet:
             parts.append(f"{e}.is_conj() is {t.is_conj()!r} and {e}.is_neg() is {t.is_neg()!r}")
         text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} size={list(shape)} "
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
+        if not sizes:
+            text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} {t.dim()}-d (sizes: shape "
+                    f"guards) requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
 
     def _subclass_tensor_match(self, source: Source, t: torch.Tensor) -> None:
@@ -227,6 +234,16 @@ class GuardSet:
         text = (f"{source.name()}: {type(t).__name__} {meta[0]} {meta[1]} size={list(meta[2])} "
                 f"stride={list(meta[3])} requires_grad={meta[4]}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, f"___type({e}) is {tt} and {fn}({e}) == {m}")
+
+    def shape_env(self, codes: list[str], names: list[tuple[str, str]]) -> None:
+        """The ShapeEnv's guards (Python over the inputs' expressions), shown with the inputs'
+        readable names (``names``: (expression, name) pairs)."""
+        import re
+        for code in codes:
+            text = code
+            for expr, name in names:
+                text = re.sub(r"(?<![\w.\]])" + re.escape(expr) + r"(?=\.)", lambda _m, n=name: n, text)
+            self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, code)
 
     def function_code(self, source: Source, fn) -> None:
         e = source.expr(self.scope)

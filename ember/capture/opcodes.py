@@ -8,6 +8,7 @@ import collections
 import dis
 import operator
 
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_operation
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
@@ -121,6 +122,9 @@ class OpcodeMixin:
         parts = self.popn(inst.arg)
         if not all(p.is_constant() for p in parts):
             raise unsupported("slice with non-constant bounds (tensor-valued slice bounds)")
+        if any(isinstance(p, SymNodeVariable) for p in parts):
+            self.push(SymSliceVariable(parts))  # `y[:x.size(0)]`
+            return
         self.push(ConstantVariable(slice(*[p.as_constant() for p in parts])))
 
     def BUILD_STRING(self, inst):
@@ -239,6 +243,9 @@ class OpcodeMixin:
             if fn in _INPLACE_TO_PLAIN and not isinstance(a, TensorVariable):
                 fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
             return self.output.call_function(fn, [a, b], {})
+        symbolic = symbolic_operation(self, _INPLACE_TO_PLAIN.get(fn, fn), [a, b])  # `x.size(0) * 2`
+        if symbolic is not None:
+            return symbolic
         viewed = view_set_operation(fn, a, b)  # `d.keys() & s`, `d.items() - other.items()`
         if viewed is not None:
             return viewed
@@ -330,7 +337,8 @@ class OpcodeMixin:
         obj = self.pop()
         if isinstance(obj, TensorVariable):
             self.push(self.output.call_function(operator.getitem, [obj, index], {}))
-        elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable)):
+        elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable,
+                                                                                 SizeVariable)):
             try:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:
@@ -358,6 +366,8 @@ class OpcodeMixin:
         fn = _COMPARE_OPS[inst.argval]
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             self.push(self.output.call_function(fn, [a, b], {}))
+        elif (symbolic := symbolic_operation(self, fn, [a, b])) is not None:  # `x.size(0) > 3`
+            self.push(symbolic)
         elif (viewed := view_set_operation(fn, a, b)) is not None:
             self.push(viewed)
         elif a.is_constant() and b.is_constant():
@@ -425,6 +435,8 @@ class OpcodeMixin:
         v = self.pop()
         if isinstance(v, TensorVariable):
             self.push(self.output.call_function(fn, [v], {}))
+        elif (symbolic := symbolic_operation(self, fn, [v])) is not None:
+            self.push(symbolic)
         elif v.is_constant():
             self.push(ConstantVariable(fn(v.as_constant())))
         else:

@@ -23,7 +23,10 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
+from ember.capture.dynamic_dims import StaticRetry
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, concrete_all
 from ember.fake.convert import FakeContext
+from ember.fake.symbolic import entry_metadata, has_symbols, same_metadata, shape_guard_code
 
 
 def _placeholder_name(source) -> str:
@@ -51,6 +54,7 @@ class OutputGraph:
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
+        self.symbolic_inputs: list = []  # (fake, guard expression, entry metadata, source)
 
     # -- inputs -----------------------------------------------------------------
     def add_input(self, source, real: torch.Tensor) -> TensorVariable:
@@ -59,10 +63,12 @@ class OutputGraph:
             if hit.source is not None and hit.source != source:
                 self.guards.same_object(source, hit.source)
             return hit
-        self.guards.tensor_match(source, real)
+        fake = self._symbolic_input(source, real)
+        if fake is None:
+            self.guards.tensor_match(source, real)
+            fake = self.fake.fake(real)
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)
-        fake = self.fake.fake(real)
         name = _placeholder_name(source)
         if self.placeholders:
             with self.graph.inserting_after(self.placeholders[-1]):
@@ -84,6 +90,38 @@ class OutputGraph:
         self._by_tensor[id(real)] = vt
         return vt
 
+    def _symbolic_input(self, source, real: torch.Tensor):
+        """The fake of an input with dynamic dimensions (see capture/dynamic_dims.py), its tensor
+        guard without sizes and strides (the ShapeEnv's guards check those); None: a static input."""
+        if self.frame_sizes is None:
+            return None
+        dims = self.frame_sizes.dims(source.name(), real)
+        if not dims or self.fake.shape_env is None:
+            return None
+        expr = source.expr(self.guards.scope)
+        fake = self.fake.symbolic(real, expr, dims)
+        if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
+                or has_symbols(fake.storage_offset())):
+            return None  # every dynamic dimension had size 0 or 1 (specialised)
+        self.guards.tensor_match(source, real, sizes=False)
+        self.symbolic_inputs.append((fake, expr, entry_metadata(fake), source))
+        return fake
+
+    def install_shape_guards(self) -> None:
+        """The ShapeEnv's guards over the symbolic inputs (after the backend compiled the graph:
+        tracing it further may have added some)."""
+        if not self.symbolic_inputs:
+            return
+        for fake, _, key, source in self.symbolic_inputs:
+            if not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
+                # an in-place metadata op (t_(), squeeze_()) changed the fake: guards would describe
+                # the input as the trace left it
+                raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
+        codes = shape_guard_code(self.fake.shape_env, [f for f, *_ in self.symbolic_inputs],
+                                 [e for _, e, *_ in self.symbolic_inputs])
+        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs])
+
+    frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     observes_storage_offsets = False
     observes_tensor_identity = False
 
@@ -134,7 +172,7 @@ class OutputGraph:
         state_query = False
         if kind == "call_function" and not isinstance(target, types.FunctionType) \
                 and not _contains_tensor(fake_args) and not _contains_tensor(fake_kwargs) \
-                and not _is_tensor_op(target):
+                and not has_symbols(fake_args) and not _is_tensor_op(target):
             # A binding of torch's runtime that takes no tensor (profiler, hooks, backends):
             # it acts on, or reads, process state. Running it at trace time would do (or read)
             # that once, not on every call.
@@ -142,7 +180,7 @@ class OutputGraph:
                 raise unsupported(f"{_describe(kind, target)} acts on torch's process state (runs eagerly)")
             state_query = True
         try:
-            with self.fake.mode:
+            with self.fake.enabled():
                 if kind == "call_function" and isinstance(target, types.FunctionType) \
                         and not hasattr(target, "ember_function"):
                     with _AutogradStateWatch(target):
@@ -174,6 +212,10 @@ class OutputGraph:
                                      f"{_describe(kind, target)}({shown})")
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
+        if not _contains_tensor(result) and has_symbols(result):
+            # A size (or sizes) of a dynamic dimension: a node computes it at run time.
+            node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+            return self._wrap_symbolic(node, result)
         if not _contains_tensor(result) and not _may_mutate(kind, target, result):
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant
@@ -201,12 +243,28 @@ class OutputGraph:
                 if isinstance(r, torch.Tensor) or _contains_tensor(r):
                     item = self.graph.call_function(operator.getitem, (node, i))
                     items.append(self._wrap_result(item, r))
+                elif has_symbols(r):
+                    items.append(self._wrap_symbolic(self.graph.call_function(operator.getitem, (node, i)), r))
                 else:
                     items.append(ConstantVariable(r))
             if isinstance(result, list):
                 return ListVariable(items)
             t = type(result)
             return TupleVariable(items, tuple_type=None if t is tuple else t)
+        raise unsupported(f"operation returned {type(result).__name__}")
+
+    def _wrap_symbolic(self, node: fx.Node, result):
+        """Trackers for a symbolic size (SymInt/SymFloat/SymBool) or a tuple of sizes computed by
+        ``node``; its constant entries stay constants."""
+        node.meta["example_value"] = result
+        if isinstance(result, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return SymNodeVariable(node, result)
+        if isinstance(result, (tuple, list)):
+            items = [self._wrap_symbolic(self.graph.call_function(operator.getitem, (node, i)), r)
+                     if has_symbols(r) else ConstantVariable(r) for i, r in enumerate(result)]
+            if isinstance(result, torch.Size):
+                return SizeVariable(items)
+            return ListVariable(items) if isinstance(result, list) else TupleVariable(items)
         raise unsupported(f"operation returned {type(result).__name__}")
 
     def add_submodule(self, module: torch.nn.Module, prefix: str) -> fx.Node:
@@ -319,7 +377,7 @@ def _reads_what_it_overwrites(graph, kind, target, args) -> bool:
         others = [args[2].fake] if isinstance(args[2], TensorVariable) else []
         if others and args[1].is_constant():
             try:
-                with graph.fake.mode:
+                with graph.fake.enabled():
                     view = dest[args[1].as_constant()]
                 if view._is_view() and view.untyped_storage()._cdata == dest.untyped_storage()._cdata:
                     dest = view  # basic indexing: the region written
@@ -438,6 +496,11 @@ def _lower(value):
     """Trackers → (fx argument, fake value) with the same structure."""
     if isinstance(value, TensorVariable):
         return value.node, value.fake
+    if isinstance(value, SymNodeVariable):
+        return value.node, value.sym
+    if isinstance(value, SymSliceVariable):
+        pairs = [_lower(p) for p in value.parts]
+        return slice(*[p[0] for p in pairs]), slice(*[p[1] for p in pairs])
     if isinstance(value, (list, tuple)) and not isinstance(value, VariableTracker):
         pairs = [_lower(v) for v in value]
         return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
@@ -454,6 +517,8 @@ def _lower(value):
     if isinstance(value, VariableTracker):
         if value.is_constant():
             c = value.as_constant()
+            if has_symbols(c):  # a size some other path kept as a constant: its value, guarded
+                c = concrete_all(c)
             if type(c) is type and c in _PYTHON_SCALAR_TYPES:  # x.to(bool): the dtype torch reads it as
                 return _PYTHON_SCALAR_TYPES[c], c
             return c, c

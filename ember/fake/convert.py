@@ -1,7 +1,8 @@
 """Real → fake tensor conversion, one fake mode per traced frame.
 
-The fake mode owns the ShapeEnv (static shapes for now: every size is a
-constant and is guarded). Conversion is memoized by the real tensor, so the
+The fake mode owns the ShapeEnv when the trace has dynamic dimensions (see
+``ember.fake.symbolic``); otherwise every size is a constant, guarded by the
+tensor guards. Conversion is memoized by the real tensor, so the
 same tensor reached from two sources becomes the same fake tensor, and views
 of one storage share a fake storage (the converter's own memo does that).
 """
@@ -22,8 +23,8 @@ class FakeContext:
         if static_shapes:
             self.shape_env = None
         else:
-            from torch.fx.experimental.symbolic_shapes import ShapeEnv
-            self.shape_env = ShapeEnv()
+            from ember.fake.symbolic import new_shape_env
+            self.shape_env = new_shape_env()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self._memo: dict[int, tuple[weakref.ref, FakeTensor]] = {}
 
@@ -32,13 +33,31 @@ class FakeContext:
         hit = self._memo.get(id(real))
         if hit is not None and hit[0]() is real:
             return hit[1]
-        fake = self.mode.from_tensor(real, static_shapes=self.static_shapes)
+        fake = self.mode.from_tensor(real, static_shapes=True)
+        self._memo[id(real)] = (weakref.ref(real), fake)
+        return fake
+
+    def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset) -> FakeTensor:
+        """The fake twin of a graph input whose dimensions ``dims`` are symbols (``expr`` names the
+        input in the guard function)."""
+        from ember.fake.symbolic import symbolic_fake
+        hit = self._memo.get(id(real))
+        if hit is not None and hit[0]() is real:
+            return hit[1]
+        fake = symbolic_fake(self.mode, real, expr, dims)
         self._memo[id(real)] = (weakref.ref(real), fake)
         return fake
 
     @contextlib.contextmanager
     def enabled(self):
-        with self.mode:
+        """Fake mode on; with symbolic sizes also the Python dispatcher, whose meta kernels and
+        decompositions take symbolic sizes where some C++ kernels want concrete ones (F.pad)."""
+        if self.shape_env is None:
+            with self.mode:
+                yield
+            return
+        from torch._dispatch.python import enable_python_dispatcher
+        with self.mode, enable_python_dispatcher():
             yield
 
 

@@ -17,6 +17,7 @@ import types
 
 import torch
 
+from ember.capture.variables.symbolic import SymNodeVariable, is_number
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
@@ -322,7 +323,8 @@ def _dict(tx, arg=None, **kwargs):
 
 def _sum(tx, iterable, start=None):
     items = _iter_items(tx, iterable)
-    if _constants(items) and (start is None or start.is_constant()):
+    if _constants(items) and (start is None or start.is_constant()) and \
+            not any(isinstance(i, SymNodeVariable) for i in items):
         return wrap_constant(sum([i.as_constant() for i in items], start.as_constant() if start else 0))
     acc = start if start is not None else ConstantVariable(0)
     for item in items:
@@ -342,6 +344,12 @@ def _minmax(pick):
                 raise PythonException(ValueError(f"{pick.__name__}() arg is an empty sequence"))
             best = ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")
             return items[best]
+        if not kwargs and len(items) > 1 and any(isinstance(i, SymNodeVariable) for i in items) \
+                and all(is_number(i) for i in items):  # min(x.size(0), 3): symbolic
+            acc = items[0]
+            for item in items[1:]:
+                acc = tx.output.call_function(torch.sym_min if pick is min else torch.sym_max, [acc, item], {})
+            return acc
         if _constants(items) and _constants(kwargs.values()):
             return wrap_constant(_fold(pick, [i.as_constant() for i in items],
                                        **{k: v.as_constant() for k, v in kwargs.items()}))

@@ -111,7 +111,7 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
 
     fakes = [n.meta["example_value"] for n in inputs]
     try:
-        with output.fake.mode:
+        with output.fake.enabled():
             result = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, tuple(fakes))
     except Exception as e:  # noqa: BLE001 — what torch refuses here, eager refuses too: run it eagerly
         raise unsupported(f"torch.cond: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None

@@ -13,6 +13,7 @@ import operator
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.fake.symbolic import has_symbols
 
 # Tensor methods whose results depend on data or that act outside the graph.
 _BREAKING_METHODS = {
@@ -117,6 +118,8 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)
         if isinstance(attr, torch.Tensor):
             raise unsupported(f"tensor-valued attribute Tensor.{name}")
+        if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
+            return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(attr)
 
     def setattr(self, tx, name, value):
@@ -131,6 +134,8 @@ class TensorVariable(VariableTracker):
         if name in _BREAKING_METHODS:
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
+            if self.fake.dim() and has_symbols(self.fake.shape[0]):
+                return tx.output.call_method("size", [self, ConstantVariable(0)], {})
             return ConstantVariable(len(self.fake))
         if name == "storage_offset":
             tx.output.observe_storage_offsets()

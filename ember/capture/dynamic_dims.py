@@ -1,0 +1,124 @@
+"""Which dimensions of a frame's tensor inputs are symbols: automatic dynamic shapes.
+
+The policy is torch.compile's:
+
+* ``dynamic=None`` (the default): a frame compiles with static shapes first. When it
+  recompiles, every dimension of an input that has had two different sizes at that
+  source becomes a symbol, so one graph serves every later size (the last batch of
+  an epoch, a KV cache growing by one token per step) instead of one graph per size.
+* ``dynamic=True``: every dimension is a symbol from the first compile.
+* ``dynamic=False``: every dimension is static.
+* In every mode, ``mark_dynamic(t, dim)`` / ``maybe_mark_dynamic`` make a dimension a
+  symbol and ``mark_static`` keeps it static (torch's ``torch._dynamo.mark_dynamic``
+  marks are the same attributes and are honoured too); parameters are static unless
+  marked (``force_parameter_static_shapes``).
+
+Sizes 0 and 1 are never symbols: the ShapeEnv specialises them (a graph for size 1 and
+a graph for every size from 2 up). A frame whose symbolic trace fails for an internal
+reason compiles with static shapes from then on (see ``FrameCache._compile``).
+"""
+from __future__ import annotations
+
+import torch
+
+class StaticRetry(Exception):
+    """A symbolic trace that cannot be finished soundly: the frame is traced again, static."""
+
+
+_DYNAMIC = "_dynamo_dynamic_indices"
+_MAYBE = "_dynamo_weak_dynamic_indices"
+_STATIC = "_dynamo_static_indices"
+
+
+def _mark(t: torch.Tensor, attr: str, index) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"expected a tensor, got {type(t).__name__}")
+    dims = [index] if isinstance(index, int) else list(index)
+    for d in dims:
+        if not -t.dim() <= d < max(t.dim(), 1):
+            raise IndexError(f"dimension {d} out of range for a {t.dim()}-d tensor")
+    marks = getattr(t, attr, None)
+    if marks is None:
+        marks = set()
+        setattr(t, attr, marks)
+    marks.update(d % t.dim() for d in dims)
+
+
+def mark_dynamic(t: torch.Tensor, index, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
+    """Compile ``t``'s dimension(s) ``index`` as symbols from the first compile on.
+
+    ``min``/``max`` are accepted for torch's signature; ember does not check them yet (a size
+    outside the range still gets a correct graph)."""
+    _mark(t, _DYNAMIC, index)
+
+
+def maybe_mark_dynamic(t: torch.Tensor, index) -> None:
+    """Like `mark_dynamic`, as a hint (torch: no error if the program specialises it)."""
+    _mark(t, _MAYBE, index)
+
+
+def mark_static(t: torch.Tensor, index=None) -> None:
+    """Keep ``t``'s dimension(s) ``index`` (all when None) static, even under ``dynamic=True``."""
+    _mark(t, _STATIC, range(t.dim()) if index is None else index)
+
+
+def _marked(t: torch.Tensor, attr: str) -> set:
+    marks = getattr(t, attr, None) if type(t) in (torch.Tensor, torch.nn.Parameter) else None
+    return set(marks) if isinstance(marks, (set, frozenset, list, tuple)) else set()
+
+
+def has_marks(values) -> bool:
+    """Whether a tensor among ``values`` (and the lists, tuples and dicts among them) is marked."""
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, torch.Tensor):
+            if _marked(v, _DYNAMIC) or _marked(v, _MAYBE):
+                return True
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+    return False
+
+
+class FrameSizes:
+    """Sizes seen at each tensor source of one frame, across its compiles."""
+
+    def __init__(self, dynamic) -> None:
+        self.dynamic = dynamic
+        self.seen: dict[str, tuple] = {}   # source name -> sizes, None where two calls differed
+        self.traces = 0
+        self.static_only: str | None = None  # why symbolic traces are off for this frame
+
+    symbolic = False  # whether the current compile traces with a ShapeEnv
+
+    def begin(self, bound: dict) -> None:
+        """A compile of the frame starts (its traces, a graph break's re-trace included, agree on
+        whether some dimension may be a symbol: then they trace with a ShapeEnv)."""
+        self.symbolic = self.static_only is None and (
+            self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values()))
+        self.traces += 1
+
+    def dims(self, name: str, real: torch.Tensor) -> frozenset:
+        """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
+        sizes for the next compile)."""
+        shape = tuple(real.shape)
+        prev = self.seen.get(name)
+        if prev is None or len(prev) != len(shape):
+            self.seen[name] = shape
+        else:
+            self.seen[name] = tuple(None if p is None or p != s else s for p, s in zip(prev, shape))
+        if not self.symbolic or type(real) not in (torch.Tensor, torch.nn.Parameter) \
+                or real.layout is not torch.strided:
+            return frozenset()
+        n = real.dim()
+        if self.dynamic is True and not isinstance(real, torch.nn.Parameter):
+            auto = set(range(n))
+        elif self.dynamic is None and not isinstance(real, torch.nn.Parameter) and prev is not None \
+                and len(prev) == n:
+            auto = {i for i in range(n) if prev[i] is None or prev[i] != shape[i]}
+        else:
+            auto = set()
+        marked = _marked(real, _DYNAMIC) | _marked(real, _MAYBE)
+        return frozenset(d for d in (auto | marked) - _marked(real, _STATIC) if 0 <= d < n)

@@ -1,0 +1,132 @@
+"""Sizes that are symbols: ``x.size(0)`` of an input whose first dimension is dynamic.
+
+A `SymNodeVariable` is an int (float, bool) the trace knows only as an expression of
+the ShapeEnv's symbols, with the fx node that computes it at run time. Arithmetic and
+comparisons on it, and passing it to torch operations (``x.view(b, -1)``), stay
+symbolic: they become graph nodes. Everything else that needs its value — a branch,
+``range()``, a list index, a dict key, a constant in the residual code — reads
+``.value``, which asks the ShapeEnv for the concrete number: the ShapeEnv records
+that assumption (a guard such as ``4 <= s0``, or ``s0 == 8`` when the value itself
+is needed), so the graph is reused only where the assumption holds. Any code path of
+the interpreter that knows nothing about symbols therefore stays correct: it sees a
+constant, guarded.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker
+from ember.capture.variables.containers import TupleVariable
+
+
+def concrete(sym):
+    """The value of a SymInt/SymFloat/SymBool at this call, recorded as an assumption."""
+    if isinstance(sym, torch.SymBool):
+        return bool(sym)
+    if isinstance(sym, torch.SymFloat):
+        return float(sym)
+    if isinstance(sym, torch.SymInt):
+        return int(sym)
+    return sym
+
+
+def concrete_all(value):
+    """`concrete` through tuples and lists (a torch.Size stays one)."""
+    if isinstance(value, (tuple, list)):
+        items = [concrete_all(v) for v in value]
+        return type(value)(items) if type(value) in (tuple, list, torch.Size) else value
+    return concrete(value)
+
+
+class SymNodeVariable(ConstantVariable):
+    __slots__ = ("node", "sym")
+
+    def __init__(self, node, sym) -> None:
+        self.node = node
+        self.sym = sym
+        self.source = None
+
+    @property
+    def value(self):
+        return concrete(self.sym)
+
+    def python_type(self):
+        return bool if isinstance(self.sym, torch.SymBool) else float if isinstance(self.sym, torch.SymFloat) \
+            else int
+
+    def describe(self):
+        return f"{type(self.sym).__name__}({self.sym.node.expr})"
+
+    def truth(self, tx):
+        return bool(self.sym)
+
+
+class SymSliceVariable(ConstantVariable):
+    """A slice with a symbolic bound (``y[:x.size(0)]``): symbolic in a tensor index, its concrete
+    value (guarded) anywhere else."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+        self.source = None
+
+    @property
+    def value(self):
+        return slice(*[p.as_constant() for p in self.parts])
+
+    def python_type(self):
+        return slice
+
+    def describe(self):
+        return f"slice({', '.join(p.describe() for p in self.parts)})"
+
+    def truth(self, tx):
+        return True
+
+
+def is_number(v: VariableTracker) -> bool:
+    """A symbolic size, or a plain int/float/bool constant (what arithmetic with a size takes)."""
+    if isinstance(v, SymNodeVariable):
+        return True
+    return type(v) is ConstantVariable and type(v.value) in (int, float, bool)
+
+
+_NUMERIC_OPS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
+                          operator.mod, operator.pow, operator.lt, operator.le, operator.gt, operator.ge,
+                          operator.eq, operator.ne, operator.neg, operator.pos, operator.abs})
+
+
+def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
+    """``fn(*args)`` as a graph node when some argument is a symbolic size and the others are
+    numbers (None: not such an operation; the caller handles it as a constant)."""
+    if fn not in _NUMERIC_OPS or not any(isinstance(a, SymNodeVariable) for a in args) \
+            or not all(is_number(a) for a in args):
+        return None
+    return tx.output.call_function(fn, list(args), {})
+
+
+class SizeVariable(TupleVariable):
+    """``x.shape`` / ``x.size()`` with symbolic entries: a tuple of sizes (``torch.Size``)."""
+
+    def __init__(self, items) -> None:
+        super().__init__(items, tuple_type=torch.Size)
+
+    def _new(self, items):
+        return SizeVariable(items)  # x.shape[1:] is a torch.Size
+
+    def as_constant(self):
+        return torch.Size(tuple(i.as_constant() for i in self.items))  # (specialises the symbols)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "numel" and not args and not kwargs:
+            result: VariableTracker = ConstantVariable(1)
+            for item in self.items:
+                result = tx.binary_op(operator.mul, result, item)
+            return result
+        if name in ("__getitem__", "__len__", "__iter__", "__contains__", "index", "count"):
+            return super().call_method(tx, name, args, kwargs)
+        # Anything else (``__eq__`` against a Size, ``__add__``, ...): on the concrete sizes.
+        return ConstantVariable(torch.Size(item.as_constant() for item in self.items)).call_method(
+            tx, name, args, kwargs)

@@ -1,0 +1,80 @@
+"""Symbolic sizes: fake tensors with dynamic dimensions, and the ShapeEnv's guards as Python.
+
+A dynamic dimension of a graph input is a symbol of the frame's ``ShapeEnv``
+(``s0``); everything the trace computes from it stays an expression in that
+symbol, and every time the trace needs a concrete answer (a branch on
+``x.size(0) > 3``, an ``int()``, a list index) the ShapeEnv records a guard
+(``4 <= s0``) or specialises the symbol. At the end of the trace those guards
+are rendered as Python expressions over the frame's arguments
+(``x.size()[0] == y.size()[0]``, ``2 <= x.size()[0]``) and join the entry's
+other guards. Sizes 0 and 1 are never symbols (duck sizing, as torch does),
+and two dimensions of equal size share a symbol until a call tells them apart.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from torch._guards import GuardSource
+from torch._guards import Source as _ShapeSource
+
+
+@dataclasses.dataclass(frozen=True)
+class ExprSource(_ShapeSource):
+    """Names a graph input for the ShapeEnv by its expression in the entry's guard function."""
+
+    expr: str
+
+    @property
+    def _name_template(self) -> str:
+        return self.expr
+
+    @property
+    def guard_source(self) -> GuardSource:
+        return GuardSource.LOCAL
+
+
+def new_shape_env():
+    """A ShapeEnv for one trace. Data-dependent sizes and scalars stay graph breaks (torch's
+    ``capture_scalar_outputs``/``capture_dynamic_output_shape_ops`` off), as in static tracing."""
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+
+
+def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset):
+    """The fake twin of ``real`` whose dimensions ``dims`` are symbols (the others static)."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+    sizes = [DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())]
+    return mode.from_tensor(real, source=ExprSource(expr),
+                            symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes))
+
+
+def has_symbols(value) -> bool:
+    """Whether ``value`` (a SymInt/SymFloat/SymBool, or a tuple/list of them) is not a constant."""
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return value.node.maybe_as_int() is None if isinstance(value, torch.SymInt) else not value.node.is_constant()
+    if isinstance(value, (tuple, list)):
+        return any(has_symbols(v) for v in value)
+    return False
+
+
+def entry_metadata(fake) -> tuple:
+    """Size, stride and offset of a fake tensor (compare them with `same_metadata`)."""
+    return (*fake.shape, "|", *fake.stride(), "|", fake.storage_offset())
+
+
+def same_metadata(shape_env, a: tuple, b: tuple) -> bool:
+    """Whether two `entry_metadata` are the same expressions, under the ShapeEnv's current
+    substitutions (a symbol specialised since stays equal to itself; comparing the SymInts
+    themselves would add guards)."""
+    def norm(v):
+        return str(shape_env.simplify(v.node.expr)) if isinstance(v, torch.SymInt) else str(v)
+    return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
+
+
+def shape_guard_code(shape_env, fakes: list, exprs: list[str]) -> list[str]:
+    """Python expressions over the inputs (named by ``exprs``) that hold exactly when a call's
+    sizes satisfy everything the trace assumed: static sizes and strides of these inputs,
+    equalities between dimensions that share a symbol, value ranges, and the guards the trace
+    added (branches on sizes, specialisations)."""
+    return shape_env.produce_guards(fakes, [ExprSource(e) for e in exprs], ignore_static=False)

@@ -1,0 +1,182 @@
+"""Automatic dynamic shapes: a recompile for a changed size makes that dimension a symbol.
+
+Every test compares with eager (outputs, gradients) and counts compiles, against what
+torch.compile does with the same program and sizes.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import ember
+from ember_test_helpers import CompileCounter, assert_same, clone_inputs, compile, stats
+
+
+def _run(fn, shapes, *, backend="aot_eager", dynamic=None, grad=False, make=None):
+    """Call the compiled ``fn`` on inputs of each shape; compare with eager (and gradients)."""
+    compiled = ember.compile(fn, backend=backend, dynamic=dynamic)
+    for shape in shapes:
+        x = make(shape) if make else torch.randn(*shape)
+        a, b = clone_inputs(x), clone_inputs(x)
+        if grad:
+            a.requires_grad_()
+            b.requires_grad_()
+        expected = fn(a)
+        actual = compiled(b)
+        assert_same(actual, expected)
+        if grad:
+            expected.sum().backward()
+            actual.sum().backward()
+            assert_same(b.grad, a.grad)
+    return compiled
+
+
+def flat(x):
+    b = x.size(0)
+    y = x.view(b, -1) * 2
+    if x.shape[0] > 3:  # a branch on a size: a guard, not a specialisation
+        y = y + 1
+    return y.sum(1) / b
+
+
+def test_second_size_recompiles_once_with_a_symbol():
+    compiled = _run(flat, [(4, 3), (5, 3), (6, 3), (9, 3), (31, 3)])
+    assert stats()["recompiles"] == 1  # 5 recompiled with dim 0 symbolic; 6, 9, 31 reuse it
+    guards = compiled._cache.entries[-1].guards.readable()
+    assert any("4 <= L['x'].size()[0]" in g for g in guards), guards  # the branch, as a guard
+    # the branch's other side is a new graph
+    _run(flat, [(2, 3)])
+    assert stats()["recompiles"] == 2
+
+
+def test_recompile_reason_names_the_shape_guard():
+    compiled = _run(flat, [(4, 3), (5, 3), (2, 3)])
+    assert any("L['x'].size()[0]" in r for r in compiled._cache.recompile_reasons[1:]), \
+        compiled._cache.recompile_reasons
+
+
+def test_dynamic_false_recompiles_per_size():
+    _run(flat, [(4, 3), (5, 3), (6, 3)], dynamic=False)
+    assert stats()["recompiles"] == 2
+
+
+def test_dynamic_true_is_symbolic_from_the_first_call():
+    _run(flat, [(4, 3), (5, 3), (6, 7)], dynamic=True)
+    assert stats()["recompiles"] == 0
+
+
+@pytest.mark.parametrize("size", [0, 1])
+def test_sizes_zero_and_one_are_specialised(size):
+    _run(lambda x: x * x.size(0), [(4, 3), (5, 3), (size, 3), (7, 3)])
+    assert stats()["recompiles"] == 2  # 5 (symbolic), then the size 0/1 graph; 7 reuses the symbolic one
+
+
+def test_mark_dynamic_and_mark_static():
+    counter = CompileCounter()
+    fn = compile(lambda x: x.view(x.size(0), -1).sum(1), backend=counter)
+    for n in (3, 4, 5):
+        x = torch.randn(n, 2)
+        ember.mark_dynamic(x, 0)
+        assert_same(fn(x), x.view(n, -1).sum(1))
+    assert counter.frame_count == 1
+    ember.reset()
+    fn = ember.compile(lambda x: x * 2, backend="eager", dynamic=True)
+    for n in (3, 4):
+        x = torch.randn(n, 2)
+        ember.mark_static(x)
+        assert_same(fn(x), x * 2)
+    assert stats()["recompiles"] == 1
+
+
+def test_torch_mark_dynamic_is_honoured():
+    import torch._dynamo
+    fn = ember.compile(lambda x: x.sum(0) * x.size(0), backend="aot_eager")
+    for n in (3, 4, 5):
+        x = torch.randn(n, 2)
+        torch._dynamo.mark_dynamic(x, 0)
+        assert_same(fn(x), x.sum(0) * n)
+    assert stats()["recompiles"] == 0
+
+
+def test_equal_sizes_share_a_symbol_until_they_differ():
+    def f(x, y):
+        return x + y.sum(1, keepdim=True)  # broadcast: dim 0 of both must agree
+    compiled = ember.compile(f, backend="aot_eager")
+    for n, m in [(3, 2), (4, 5), (6, 7)]:
+        x, y = torch.randn(n, 1), torch.randn(n, m)
+        assert_same(compiled(x, y), f(x, y))
+    assert stats()["recompiles"] == 1
+    bad_x, bad_y = torch.randn(5, 1), torch.randn(6, 2)  # eager raises: so does the compiled call
+    with pytest.raises(RuntimeError):
+        f(bad_x, bad_y)
+    with pytest.raises(RuntimeError):
+        compiled(bad_x, bad_y)
+
+
+OPS = {
+    "view_numel": lambda x: x.reshape(-1)[: x.numel() // 2].sum(),
+    "new_zeros": lambda x: x.new_zeros(x.shape) + torch.ones(x.size(0), x.size(1)) + x,
+    "arange": lambda x: x + torch.arange(x.size(-1), dtype=x.dtype),
+    "unpack_shape": lambda x: (lambda b, c: x.t().contiguous().view(c, b).sum(0) / b)(*x.shape),
+    "expand": lambda x: x[:, :1].expand(x.size(0), x.size(1)) + x,
+    "slice_by_size": lambda x: x[: x.size(0) // 2 + 1].sum(0),
+    "min_of_size": lambda x: x[: min(x.size(0), 3)].sum(),
+    "float_ratio": lambda x: x * (x.size(0) / x.size(1)),
+    "triu_mask": lambda x: x.unsqueeze(1).masked_fill(
+        torch.triu(torch.ones(x.size(1), x.size(1), dtype=torch.bool), 1), 0.0).sum(-1),
+    "pad_to_8": lambda x: F.pad(x, (0, (8 - x.size(1) % 8) % 8)),
+    "attention": lambda x: (x.unsqueeze(2) @ x.unsqueeze(1) / x.size(-1) ** 0.5).softmax(-1).sum(1),
+    "setitem": lambda x: (lambda y: (y.__setitem__((slice(None), 0), 1.0), y.mul_(y.size(0)))[1])(x.clone()),
+}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", pytest.param("inductor", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_ops_on_symbolic_sizes_match_eager_with_grads(name, backend):
+    _run(OPS[name], [(4, 6), (5, 6), (7, 6), (9, 10), (3, 6)], backend=backend, grad=True)
+    assert stats()["fallbacks"] == 0
+
+
+def test_inductor_training_reuses_the_symbolic_graph():
+    """Inductor's compile (forward and the lazily compiled backward) may not assume more about the
+    sizes than the entry's guards check."""
+    _run(OPS["slice_by_size"], [(4, 6), (5, 6), (7, 6), (11, 6)], backend="inductor", grad=True)
+    assert stats()["fallbacks"] == 0
+
+
+def test_module_with_a_varying_batch():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    compiled = ember.compile(model, backend="aot_eager")
+    for n in (4, 5, 6, 7):
+        x = torch.randn(n, 8)
+        assert_same(compiled(x), model(x))
+        compiled(x).sum().backward()
+    assert stats()["recompiles"] == 1  # the parameters stay static
+
+
+def test_in_place_metadata_change_falls_back_to_static():
+    def f(x):
+        x.t_()  # the input's sizes change in the trace: guards must read the entry sizes
+        return x * 2
+    compiled = ember.compile(f, backend="eager")
+    for n in (3, 4, 5):
+        x = torch.randn(n, 2)
+        a, b = x.clone(), x.clone()
+        assert_same(compiled(b), f(a))
+        assert_same(b, a)
+    assert stats()["fallbacks"] == 0
+
+
+def test_graph_break_keeps_the_symbol():
+    def f(x):
+        y = x * x.size(0)
+        print("", end="")  # graph break
+        return y.view(x.size(0), -1) + 1
+    compiled = ember.compile(f, backend="aot_eager")
+    for n in (3, 4, 5, 6):
+        x = torch.randn(n, 2)
+        assert_same(compiled(x), f(x))
+    assert stats()["recompiles"] <= 2  # (the frame and its resume function once each)
