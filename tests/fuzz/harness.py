@@ -40,9 +40,15 @@ CONFIGS = [("eager", False), ("aot_eager", False), ("eager", True), ("aot_eager"
 
 
 # ----------------------------------------------------------------- inputs
+# EMBER_FUZZ_VARY=1: three calls, x with 3, 5 and 6 rows (the second call recompiles with a
+# symbolic dimension, the third reuses it: automatic dynamic shapes).
+VARY = os.environ.get("EMBER_FUZZ_VARY", "") not in ("", "0")
+_ROWS = (3, 5, 6)
+
+
 def make_inputs(call: int, grad: bool, ns: dict):
     g = torch.Generator().manual_seed(1234 + call)
-    x_leaf = (torch.rand(3, 4, generator=g, dtype=torch.float64) * 4 - 2)
+    x_leaf = (torch.rand(_ROWS[call] if VARY else 3, 4, generator=g, dtype=torch.float64) * 4 - 2)
     y_leaf = (torch.rand(4, generator=g, dtype=torch.float64) * 4 - 2)
     leaves = []
     if grad:
@@ -172,7 +178,7 @@ def run_program(src: str, name: str, *, backend: str | None, grad: bool, strict:
         stack.enter_context(ember.config.patch(strict=strict))
         caught = stack.enter_context(warnings.catch_warnings(record=True))
         warnings.simplefilter("always")
-        for call in range(calls):
+        for call in range(3 if VARY else calls):
             rec.calls.append(_one_call(fn, ns, call, grad))
     rec.sink = ns["SINK"].getvalue()
     rec.log = list(ns["LOG"])
