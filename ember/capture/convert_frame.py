@@ -36,7 +36,7 @@ from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised,
                        without_tracebacks)
-from ember.capture.variables.symbolic import SizeVariable
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
 from ember.fake.quiet import quiet_meta_errors
 
@@ -654,10 +654,12 @@ class _ReturnPlan:
             return self._out(vt.node)
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
+        if isinstance(vt, SymNodeVariable) and isinstance(vt.sym, torch.SymInt):
+            return self._out(vt.node)  # a size returned or passed on: the graph computes it
         if isinstance(vt, ConstantVariable):
-            return codegen.literal(vt.value, s, bind)  # (a symbolic size: its value, guarded)
+            return codegen.literal(vt.value, s, bind)
         if isinstance(vt, SizeVariable):
-            return codegen.literal(vt.as_constant(), s, bind)
+            return f"{bind(s, torch.Size, 'Size')}(({''.join(self.expr(i) + ', ' for i in vt.items)}))"
         if (isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable))
                 or type(vt).__name__ == "DequeVariable") and vt.source is not None:
             return self._read(vt.source)  # the caller's own container, unchanged: keep its identity

@@ -180,3 +180,16 @@ def test_graph_break_keeps_the_symbol():
         x = torch.randn(n, 2)
         assert_same(compiled(x), f(x))
     assert stats()["recompiles"] <= 2  # (the frame and its resume function once each)
+
+
+def test_sizes_returned_from_the_frame_stay_symbolic():
+    def f(x):
+        return x.sum(), x.size(0), x.shape
+    compiled = ember.compile(f, backend="aot_eager")
+    for n in (3, 4, 5, 6):
+        x = torch.randn(n, 2)
+        out, size, shape = compiled(x)
+        assert size == n and type(size) is int
+        assert shape == x.shape and type(shape) is torch.Size
+        assert_same(out, x.sum())
+    assert stats()["recompiles"] == 1
