@@ -15,6 +15,8 @@ a callable with ``_boxed_call = True`` takes one list of inputs (which it may cl
 """
 from __future__ import annotations
 
+import contextlib
+
 import dataclasses
 import operator
 
@@ -88,8 +90,20 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                    decompositions=decompositions, keep_inference_input_mutations=keep_inference_input_mutations,
                    on_metadata=on_metadata,
                    backward_pass_autocast=parse_backward_pass_autocast(backward_pass_autocast))
-    with metrics.timed("aot"):
+    with metrics.timed("aot"), _python_dispatcher_if_symbolic(gm):
         return AOTCallable(gm, list(example_inputs), options)
+
+
+def _python_dispatcher_if_symbolic(gm: torch.fx.GraphModule):
+    """Running a graph on fake inputs with symbolic sizes needs the Python dispatcher: some C++
+    kernels want concrete sizes where the Python meta kernels and decompositions take symbols."""
+    for n in gm.graph.nodes:
+        v = n.meta.get("example_value", n.meta.get("val")) if n.op == "placeholder" else None
+        if isinstance(v, torch.SymInt) or (isinstance(v, torch.Tensor) and any(
+                isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))):
+            from torch._dispatch.python import enable_python_dispatcher
+            return enable_python_dispatcher()
+    return contextlib.nullcontext()
 
 
 def _compile_program(*args, **kwargs) -> CompiledGraph:

@@ -17,7 +17,7 @@ import weakref
 
 import torch
 
-from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource
+from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource, LocalSource
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
@@ -164,6 +164,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             elif t in (int, float):
                 # Type now; the value only if the trace uses it (see LazyGuardedConstant).
                 guards.type_match(source, value)
+                # (an argument of the frame only: torch specialises globals and attributes)
+                symbolic = tx.output.symbolic_int(source, value) if t is int and isinstance(source, LocalSource) \
+                    else None
+                if symbolic is not None:  # a value that changed between compiles: a symbol
+                    return symbolic
                 return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))
             else:
                 guards.constant_match(source, value)

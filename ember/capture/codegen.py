@@ -87,6 +87,8 @@ def make_binder(fn: types.FunctionType):
 def literal(value, scope: dict[str, Any], bind) -> str:
     """Source text for a constant in generated code (bound into scope if not a plain literal)."""
     from ember.capture.sources import is_plain_literal
+    from ember.fake.symbolic import plain
+    value = plain(value)  # (a size the trace computed as a SymInt reaches the program as an int)
     if is_plain_literal(value):  # (not an enum member that subclasses str or int: its repr is no source)
         return repr(value)
     return bind(scope, value, "value")

@@ -654,6 +654,8 @@ class _ReturnPlan:
             return self._out(vt.node)
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
+        if isinstance(vt, SymNodeVariable) and vt.node.op == "placeholder" and vt.source is not None:
+            return self._read(vt.source)  # an int argument passed on as it is
         if isinstance(vt, SymNodeVariable) and isinstance(vt.sym, torch.SymInt):
             return self._out(vt.node)  # a size returned or passed on: the graph computes it
         if isinstance(vt, ConstantVariable):

@@ -88,6 +88,7 @@ class FrameSizes:
     def __init__(self, dynamic) -> None:
         self.dynamic = dynamic
         self.seen: dict[str, tuple] = {}   # source name -> sizes, None where two calls differed
+        self.ints: dict[str, int | None] = {}  # source name -> int value, None once it changed
         self.traces = 0
         self.static_only: str | None = None  # why symbolic traces are off for this frame
 
@@ -99,6 +100,14 @@ class FrameSizes:
         self.symbolic = self.static_only is None and (
             self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values()))
         self.traces += 1
+
+    def int_is_dynamic(self, name: str, value: int) -> bool:
+        """Whether the int read at source ``name`` is a symbol in this trace: it had another value
+        when the frame compiled before (or ``dynamic=True``); and record it."""
+        prev = self.ints.get(name, value)
+        changed = prev is None or prev != value
+        self.ints[name] = None if changed else value
+        return self.symbolic and self.dynamic is not False and (changed or self.dynamic is True)
 
     def dims(self, name: str, real: torch.Tensor) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its

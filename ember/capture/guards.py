@@ -242,7 +242,7 @@ class GuardSet:
         for code in codes:
             text = code
             for expr, name in names:
-                text = re.sub(r"(?<![\w.\]])" + re.escape(expr) + r"(?=\.)", lambda _m, n=name: n, text)
+                text = re.sub(r"(?<![\w.\]])" + re.escape(expr) + r"(?![\w(\[])", lambda _m, n=name: n, text)
             self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, code)
 
     def function_code(self, source: Source, fn) -> None:

@@ -26,7 +26,7 @@ from ember.capture.variables.tensor import TensorVariable
 from ember.capture.dynamic_dims import StaticRetry
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, concrete_all
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import entry_metadata, has_symbols, same_metadata, shape_guard_code
+from ember.fake.symbolic import entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_int
 
 
 def _placeholder_name(source) -> str:
@@ -54,7 +54,8 @@ class OutputGraph:
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self.current_location: str | None = None  # "file:line" of the instruction being traced
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
-        self.symbolic_inputs: list = []  # (fake, guard expression, entry metadata, source)
+        self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
+        self._int_inputs: dict = {}  # source -> SymNodeVariable of a symbolic int input
 
     # -- inputs -----------------------------------------------------------------
     def add_input(self, source, real: torch.Tensor) -> TensorVariable:
@@ -69,6 +70,14 @@ class OutputGraph:
             fake = self.fake.fake(real)
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)
+        node = self._placeholder(source, real, fake)
+        vt = TensorVariable(node, fake, source, cls=type(real), real=real)
+        vt.on_identity = functools.partial(_observe_identity, weakref.ref(self))  # (hashed: a set, a key)
+        self._by_tensor[id(real)] = vt
+        return vt
+
+    def _placeholder(self, source, real, example) -> fx.Node:
+        """A new graph input, fed from ``source`` on every call."""
         name = _placeholder_name(source)
         if self.placeholders:
             with self.graph.inserting_after(self.placeholders[-1]):
@@ -80,14 +89,30 @@ class OutputGraph:
                     node = self.graph.placeholder(name)
             else:
                 node = self.graph.placeholder(name)
-        node.meta["example_value"] = fake
+        node.meta["example_value"] = example
         node.meta["source"] = source.name()
         self.placeholders.append(node)
         self.input_sources.append(source)
         self.input_values.append(real)
-        vt = TensorVariable(node, fake, source, cls=type(real), real=real)
-        vt.on_identity = functools.partial(_observe_identity, weakref.ref(self))  # (hashed: a set, a key)
-        self._by_tensor[id(real)] = vt
+        return node
+
+    def symbolic_int(self, source, value: int) -> SymNodeVariable | None:
+        """An int read from outside the frame whose value changed since the frame last compiled
+        (automatic dynamic): a graph input and a ShapeEnv symbol. None: a constant as before."""
+        if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(source.name(), value) \
+                or self.fake.shape_env is None:
+            return None
+        hit = self._int_inputs.get(source)
+        if hit is not None:
+            return hit
+        expr = source.expr(self.guards.scope)
+        sym = symbolic_int(self.fake.shape_env, value, expr)
+        if not has_symbols(sym):
+            return None  # 0 and 1 are specialised
+        vt = SymNodeVariable(self._placeholder(source, value, sym), sym)
+        vt.source = source  # (passed on unchanged: read from the source again, as a LazyGuardedConstant)
+        self.symbolic_inputs.append((sym, expr, None, source))
+        self._int_inputs[source] = vt
         return vt
 
     def _symbolic_input(self, source, real: torch.Tensor):
@@ -113,7 +138,7 @@ class OutputGraph:
         if not self.symbolic_inputs:
             return
         for fake, _, key, source in self.symbolic_inputs:
-            if not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
+            if key is not None and not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
                 # an in-place metadata op (t_(), squeeze_()) changed the fake: guards would describe
                 # the input as the trace left it
                 raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
@@ -172,7 +197,7 @@ class OutputGraph:
         state_query = False
         if kind == "call_function" and not isinstance(target, types.FunctionType) \
                 and not _contains_tensor(fake_args) and not _contains_tensor(fake_kwargs) \
-                and not has_symbols(fake_args) and not _is_tensor_op(target):
+                and not any(isinstance(a, SymNodeVariable) for a in args) and not _is_tensor_op(target):
             # A binding of torch's runtime that takes no tensor (profiler, hooks, backends):
             # it acts on, or reads, process state. Running it at trace time would do (or read)
             # that once, not on every call.
@@ -216,6 +241,8 @@ class OutputGraph:
             # A size (or sizes) of a dynamic dimension: a node computes it at run time.
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
             return self._wrap_symbolic(node, result)
+        if not _contains_tensor(result):
+            result = plain(result)  # (a SymInt that is a constant: 0 * s0, a specialised size)
         if not _contains_tensor(result) and not _may_mutate(kind, target, result):
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant
@@ -246,7 +273,7 @@ class OutputGraph:
                 elif has_symbols(r):
                     items.append(self._wrap_symbolic(self.graph.call_function(operator.getitem, (node, i)), r))
                 else:
-                    items.append(ConstantVariable(r))
+                    items.append(ConstantVariable(plain(r)))
             if isinstance(result, list):
                 return ListVariable(items)
             t = type(result)
@@ -261,7 +288,7 @@ class OutputGraph:
             return SymNodeVariable(node, result)
         if isinstance(result, (tuple, list)):
             items = [self._wrap_symbolic(self.graph.call_function(operator.getitem, (node, i)), r)
-                     if has_symbols(r) else ConstantVariable(r) for i, r in enumerate(result)]
+                     if has_symbols(r) else ConstantVariable(plain(r)) for i, r in enumerate(result)]
             if isinstance(result, torch.Size):
                 return SizeVariable(items)
             return ListVariable(items) if isinstance(result, list) else TupleVariable(items)

@@ -49,6 +49,31 @@ def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset):
                             symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes))
 
 
+def symbolic_int(shape_env, value: int, expr: str):
+    """A SymInt for an int graph input, of any sign (0 and 1 come back as plain ints: specialised,
+    like sizes: they are often flags)."""
+    if value in (0, 1):
+        return value
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+    return shape_env.create_unspecified_symint_and_symbol(value, ExprSource(expr), DimDynamic.DYNAMIC)
+
+
+def plain(value):
+    """``value`` with every SymInt/SymFloat/SymBool in it (through tuples, lists and torch.Size)
+    as a Python int/float/bool. A symbol's value is read through the ShapeEnv, which records it as
+    an assumption; most are constants already (a size that was specialised)."""
+    if isinstance(value, torch.SymBool):
+        return bool(value)
+    if isinstance(value, torch.SymFloat):
+        return float(value)
+    if isinstance(value, torch.SymInt):
+        return int(value)
+    if type(value) in (tuple, list, torch.Size) and any(
+            isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool, tuple, list)) for v in value):
+        return type(value)(plain(v) for v in value)
+    return value
+
+
 def has_symbols(value) -> bool:
     """Whether ``value`` (a SymInt/SymFloat/SymBool, or a tuple/list of them) is not a constant."""
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):

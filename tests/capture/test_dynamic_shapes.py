@@ -193,3 +193,75 @@ def test_sizes_returned_from_the_frame_stay_symbolic():
         assert shape == x.shape and type(shape) is torch.Size
         assert_same(out, x.sum())
     assert stats()["recompiles"] == 1
+
+
+def test_int_argument_that_changes_becomes_a_symbol():
+    def f(x, n, scale):
+        y = x[:n] * scale
+        if n > 2:
+            y = y + n
+        return y.sum(0), n * 2
+    compiled = ember.compile(f, backend="aot_eager")
+    for n, scale in [(3, 2), (4, 3), (5, 4), (7, 5), (1, 2), (0, 1)]:
+        x = torch.randn(8, 3)
+        out, twice = compiled(x, n, scale)
+        assert_same(out, f(x, n, scale)[0])
+        assert twice == 2 * n and type(twice) is int
+    # 4: symbols for n and scale (3 <= n <= 8, the branch and the slice); 1 and 0: one graph each
+    assert stats()["recompiles"] == 3
+    guards = compiled._cache.entries[1].guards.readable()
+    assert any("3 <= L['n']" in g for g in guards), guards
+
+
+def test_global_ints_stay_specialised():
+    compiled = ember.compile(lambda x: x * _SCALE[0], backend="eager")
+    for v in (2, 3, 4):
+        _SCALE[0] = v
+        assert_same(compiled(torch.ones(2)), torch.ones(2) * v)
+    assert stats()["recompiles"] == 2  # (torch.compile also specialises a global int)
+
+
+_SCALE = [1]
+
+
+def test_loop_counter_across_a_break_stops_recompiling():
+    def f(x):
+        i = 0
+        while i < 12:
+            x = x * 1.01 + i
+            print("", end="")  # graph break inside the loop: i is an argument of the resume function
+            i += 1
+        return x
+    compiled = ember.compile(f, backend="aot_eager")
+    x = torch.randn(3)
+    assert_same(compiled(x), f(x))
+    assert stats()["fallbacks"] == 0
+    # the resume function: i = 1 (specialised), 2 (a symbol, reused up to 11); the frame: once
+    assert stats()["recompiles"] == 3
+
+
+def test_no_symint_reaches_the_program():
+    """A size the trace computed as a SymInt that turned out constant (0 * s1, a specialised
+    size) comes back as an int, as in eager."""
+    def f(x):
+        a, b = x.shape
+        return a * b, x.size(0) - x.size(0), tuple(x.shape)
+    compiled = ember.compile(f, backend="aot_eager")
+    for shape in [(4, 3), (5, 3), (4, 6), (0, 3), (1, 7)]:
+        x = torch.randn(*shape)
+        got = compiled(x)
+        assert got == f(x)
+        assert all(type(v) is int for v in (got[0], got[1], *got[2])), got
+
+
+def test_int_argument_passed_through_a_break_and_negative_values():
+    def f(x, k):
+        y = x * 2
+        print("", end="")  # break: k reaches the resume function unchanged
+        return y + k, k
+    compiled = ember.compile(f, backend="aot_eager")
+    for k in (3, 4, -5, 7, 0):
+        x = torch.ones(2)
+        out, back = compiled(x, k)
+        assert_same(out, x * 2 + k)
+        assert back == k and type(back) is int

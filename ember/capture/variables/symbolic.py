@@ -19,6 +19,7 @@ import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker
 from ember.capture.variables.containers import TupleVariable
+from ember.fake.symbolic import has_symbols
 
 
 def concrete(sym):
@@ -101,9 +102,9 @@ _NUMERIC_OPS = frozenset({operator.add, operator.sub, operator.mul, operator.tru
 def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
     """``fn(*args)`` as a graph node when some argument is a symbolic size and the others are
     numbers (None: not such an operation; the caller handles it as a constant)."""
-    if fn not in _NUMERIC_OPS or not any(isinstance(a, SymNodeVariable) for a in args) \
+    if fn not in _NUMERIC_OPS or not any(isinstance(a, SymNodeVariable) and has_symbols(a.sym) for a in args) \
             or not all(is_number(a) for a in args):
-        return None
+        return None  # (a symbol specialised meanwhile is a constant)
     return tx.output.call_function(fn, list(args), {})
 
 

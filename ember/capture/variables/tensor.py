@@ -13,7 +13,7 @@ import operator
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.fake.symbolic import has_symbols
+from ember.fake.symbolic import has_symbols, plain
 
 # Tensor methods whose results depend on data or that act outside the graph.
 _BREAKING_METHODS = {
@@ -120,7 +120,7 @@ class TensorVariable(VariableTracker):
             raise unsupported(f"tensor-valued attribute Tensor.{name}")
         if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
-        return ConstantVariable(attr)
+        return ConstantVariable(plain(attr))
 
     def setattr(self, tx, name, value):
         if name == "grad" and self.real is not None and self.source is not None:
@@ -136,7 +136,7 @@ class TensorVariable(VariableTracker):
         if name == "__len__":
             if self.fake.dim() and has_symbols(self.fake.shape[0]):
                 return tx.output.call_method("size", [self, ConstantVariable(0)], {})
-            return ConstantVariable(len(self.fake))
+            return ConstantVariable(plain(len(self.fake)))
         if name == "storage_offset":
             tx.output.observe_storage_offsets()
         if name == "__deepcopy__":  # (the copy module traced as a frame of its own)
