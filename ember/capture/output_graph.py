@@ -173,6 +173,13 @@ class OutputGraph:
         return self._call("call_method", name, args, kwargs)
 
     def _call(self, kind, target, args, kwargs):
+        if kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1 \
+                and isinstance(args[0], SymNodeVariable) and set(kwargs) <= {"dtype", "device"}:
+            # torch.tensor(float(x.size(0))) would read the size: scalar_tensor keeps it symbolic
+            sym = args[0].sym
+            dtype = torch.bool if isinstance(sym, torch.SymBool) else torch.int64 \
+                if isinstance(sym, torch.SymInt) else torch.get_default_dtype()
+            target, kwargs = torch.scalar_tensor, {"dtype": ConstantVariable(dtype), **kwargs}
         rg = kwargs.get("requires_grad")
         if rg is not None and rg.is_constant() and rg.as_constant():
             # A new leaf that requires grad: AOT graphs return fresh tensors without autograd

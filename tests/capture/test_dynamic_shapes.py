@@ -265,3 +265,19 @@ def test_int_argument_passed_through_a_break_and_negative_values():
         out, back = compiled(x, k)
         assert_same(out, x * 2 + k)
         assert back == k and type(back) is int
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x * torch.tensor(float(x.size(0))),
+    lambda x: torch.tensor(x.size(0)) + x.sum(),
+    lambda x: torch.as_tensor(x.size(0) > 3) & (x.sum() > 0),
+    lambda x: x * int(x.size(0)) + abs(-x.size(1)),
+], ids=["tensor_of_float", "tensor_of_int", "as_tensor_of_bool", "int_abs"])
+def test_conversions_of_sizes_stay_symbolic(make):
+    compiled = ember.compile(make, backend="aot_eager")
+    for n in (4, 5, 6, 9):
+        x = torch.randn(n, 3)
+        got, want = compiled(x), make(x)
+        assert got.dtype == want.dtype
+        assert_same(got, want)
+    assert stats()["recompiles"] == 1

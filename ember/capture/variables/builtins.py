@@ -17,7 +17,7 @@ import types
 
 import torch
 
-from ember.capture.variables.symbolic import SymNodeVariable, is_number
+from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
@@ -106,6 +106,10 @@ class BuiltinVariable(VariableTracker):
                 return result
         if fn in _TENSOR_OPERATORS and _has_tensor(args):
             return tx.output.call_function(fn, args, kwargs)
+        if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
+            symbolic = symbolic_conversion(tx, fn, args[0])  # float(x.size(0)), int(n), abs(...)
+            if symbolic is not None:
+                return symbolic
         if fn in _MUTATING_OPERATORS and not kwargs:
             # never folded: on a list/dict/set (constant or not) they act on the object itself
             if fn in (operator.setitem, operator.delitem):

@@ -108,6 +108,20 @@ def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
     return tx.output.call_function(fn, list(args), {})
 
 
+def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
+    """``int(s)``, ``float(s)``, ``abs(s)``, ``operator.index(s)`` of a symbolic int, kept symbolic
+    (None: anything else, which reads the value)."""
+    if not isinstance(arg.sym, torch.SymInt) or not has_symbols(arg.sym):
+        return None
+    if fn in (int, operator.index):
+        return arg
+    if fn is float:
+        return tx.output.call_function(torch.sym_float, [arg], {})
+    if fn is abs:
+        return tx.output.call_function(operator.abs, [arg], {})
+    return None
+
+
 class SizeVariable(TupleVariable):
     """``x.shape`` / ``x.size()`` with symbolic entries: a tuple of sizes (``torch.Size``)."""
 
