@@ -225,6 +225,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 # autocast as that region set them: the frame (now running eagerly) needs the caller's
                 torch._C._set_grad_enabled(grad_mode)
                 _restore_autocast(autocast_before)
+        guards.refresh_global_state("abc_token")
         metrics.bump("graphs")
         log.debug("graph for %s:\n%s", label, gm.code)
 

@@ -77,6 +77,7 @@ class GuardSet:
         self.scope: dict[str, Any] = {"___type": type, "___len": len, "___list": list,
                                       "___getattr": getattr}
         self._guards: dict[tuple, Guard] = {}
+        self._global_getters: dict[str, tuple] = {}
 
     # -- adding guards -------------------------------------------------------
     def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str) -> None:
@@ -317,7 +318,17 @@ class GuardSet:
         self._add(GuardKind.GLOBAL_STATE, None, "grad_mode", f"torch.is_grad_enabled() is {enabled}",
                   f"{name}() is {enabled}")
 
+    def refresh_global_state(self, key: str) -> None:
+        """Re-read a global-state guard's value (the backend's compile changed it: Inductor's first
+        compile registers ABCs, moving ``abc.get_cache_token()``; the answers the trace computed
+        did not depend on those registrations)."""
+        old = self._guards.pop((GuardKind.GLOBAL_STATE, None, key), None)
+        if old is not None:
+            getter, label = self._global_getters[key]
+            self.global_state(key, getter, getter(), label)
+
     def global_state(self, key: str, getter, value: Any, label: str) -> None:
+        self._global_getters[key] = (getter, label)
         name = bind(self.scope, getter, key)
         vname = bind(self.scope, value, key + "_value")
         self._add(GuardKind.GLOBAL_STATE, None, key, f"{label} == {value!r}", f"{name}() == {vname}")

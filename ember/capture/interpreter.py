@@ -33,6 +33,9 @@ from ember.exc import PythonException, Unsupported
 MAX_INLINE_DEPTH = 64
 
 
+_SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
+
+
 class Translator(OpcodeMixin):
     def __init__(self, code: types.CodeType, globals_dict: dict, local_vts: dict, cells: dict,
                  output, guards, parent: "Translator | None" = None, top_globals: dict | None = None,
@@ -259,7 +262,10 @@ class Translator(OpcodeMixin):
     def compare_identity(self, a, b, negate: bool) -> VariableTracker:
         from ember.capture.builder import pin_identity
         from ember.capture.variables.tensor import TensorVariable
+        singleton = any(type(v) is ConstantVariable and any(v.value is c for c in _SINGLETONS) for v in (a, b))
         for v in (a, b):  # identity observed: functions are otherwise guarded by code, not identity
+            if singleton:
+                break  # `obj is None`: the other's type (guarded already) decides, not its identity
             if isinstance(v, UserFunctionVariable) and v.source is not None:
                 self.guards.id_match(v.source, v.fn)
             pin_identity(self, v)  # (modules and objects are otherwise guarded by type)
