@@ -50,10 +50,11 @@ _CHEAP = {
 
 def _tensor_bytes(val) -> float:
     if isinstance(val, torch.Tensor):
-        try:
-            numel = int(val.numel())
-        except Exception:  # noqa: BLE001 — unbacked/symbolic size: use the hint if any
-            numel = 1 << 20
+        numel = val.numel()
+        if isinstance(numel, torch.SymInt):
+            # its value at this trace, without guarding (int() would specialise the sizes)
+            hint = numel.node.hint
+            numel = hint if isinstance(hint, int) else 1 << 20  # (unbacked: no hint)
         return float(max(numel, 1) * val.element_size())
     return math.inf
 

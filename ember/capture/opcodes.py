@@ -8,7 +8,8 @@ import collections
 import dis
 import operator
 
-from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_operation
+from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_operation,
+                                              symbolic_sequence_operation)
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
@@ -72,6 +73,10 @@ def _dict_items_of(vt, dunders: tuple):
     if any(_lookup(vt.cls, n) is not _lookup(vt.dict_base, n) for n in dunders):
         return None
     return vt.items
+
+
+def _first_not_none(value, otherwise):
+    return value if value is not None else otherwise()
 
 
 class OpcodeMixin:
@@ -244,6 +249,8 @@ class OpcodeMixin:
                 fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
             return self.output.call_function(fn, [a, b], {})
         symbolic = symbolic_operation(self, _INPLACE_TO_PLAIN.get(fn, fn), [a, b])  # `x.size(0) * 2`
+        if symbolic is None:
+            symbolic = symbolic_sequence_operation(self, fn, a, b)  # `shape[1:] + (h,)`
         if symbolic is not None:
             return symbolic
         viewed = view_set_operation(fn, a, b)  # `d.keys() & s`, `d.items() - other.items()`
@@ -366,7 +373,8 @@ class OpcodeMixin:
         fn = _COMPARE_OPS[inst.argval]
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             self.push(self.output.call_function(fn, [a, b], {}))
-        elif (symbolic := symbolic_operation(self, fn, [a, b])) is not None:  # `x.size(0) > 3`
+        elif (symbolic := _first_not_none(symbolic_operation(self, fn, [a, b]),  # `x.size(0) > 3`
+                                          lambda: symbolic_sequence_operation(self, fn, a, b))) is not None:
             self.push(symbolic)
         elif (viewed := view_set_operation(fn, a, b)) is not None:
             self.push(viewed)

@@ -5,6 +5,8 @@ torch.compile does with the same program and sizes.
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -280,4 +282,27 @@ def test_conversions_of_sizes_stay_symbolic(make):
         got, want = compiled(x), make(x)
         assert got.dtype == want.dtype
         assert_same(got, want)
+    assert stats()["recompiles"] == 1
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.view((-1,) + x.size()[1:]) * 2,
+    lambda x: x.reshape(x.shape[:1] + (x.shape[1] // 2, -1)),
+    lambda x: x * math.ceil(x.shape[1] / 4) + math.sqrt(x.shape[-1]) + math.floor(x.size(0) / 3),
+    lambda x: x * 2 if x.shape == (2, 9) else x - 1,
+    lambda x: x * 2 if x.shape != (x.size(0), 3) else x - 1,
+], ids=["size_plus_tuple", "tuple_plus_tuple", "math_functions", "shape_equals_tuple", "shape_not_equals"])
+def test_tuple_and_math_operations_on_sizes(make):
+    compiled = ember.compile(make, backend="aot_eager")
+    for shape in [(2, 8), (3, 10), (4, 12), (5, 6), (2, 9)]:
+        x = torch.randn(*shape)
+        assert_same(compiled(x), make(x))
+    assert stats()["recompiles"] <= 2  # (== (2, 9) is one more graph, as in torch.compile)
+
+
+def test_min_cut_partitioner_does_not_fix_sizes():
+    def f(x):
+        return (x.sin() * x.cos()).sum(1)
+    with ember.config.patch(aot_eager_partitioner="min_cut"):
+        _run(f, [(4, 6), (5, 6), (7, 6), (9, 6)], grad=True)
     assert stats()["recompiles"] == 1

@@ -13,6 +13,7 @@ constant, guarded.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import torch
@@ -111,15 +112,66 @@ def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
 def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
     """``int(s)``, ``float(s)``, ``abs(s)``, ``operator.index(s)`` of a symbolic int, kept symbolic
     (None: anything else, which reads the value)."""
-    if not isinstance(arg.sym, torch.SymInt) or not has_symbols(arg.sym):
+    sym = arg.sym
+    if not isinstance(sym, (torch.SymInt, torch.SymFloat)) or not has_symbols(sym):
         return None
-    if fn in (int, operator.index):
-        return arg
+    if fn in (math.ceil, math.floor, math.trunc):  # (SymFloat.__ceil__ etc.: a SymInt)
+        return arg if isinstance(sym, torch.SymInt) else tx.output.call_function(fn, [arg], {})
+    if fn is math.sqrt:
+        return tx.output.call_function(torch._sym_sqrt, [arg], {})
     if fn is float:
         return tx.output.call_function(torch.sym_float, [arg], {})
     if fn is abs:
         return tx.output.call_function(operator.abs, [arg], {})
+    if not isinstance(sym, torch.SymInt):
+        return None
+    if fn in (int, operator.index):
+        return arg
     return None
+
+
+def _symbolic_items(v) -> bool:
+    return isinstance(v, TupleVariable) and any(isinstance(i, SymNodeVariable) and has_symbols(i.sym)
+                                                for i in v.items)
+
+
+def _tuple_items(v) -> list | None:
+    """The items of a tuple (a tracked one, or a constant tuple), None for anything else."""
+    if isinstance(v, TupleVariable):
+        return list(v.items)
+    if type(v) is ConstantVariable and type(v.value) in (tuple, torch.Size):
+        return [ConstantVariable(i) for i in v.value]
+    return None
+
+
+def symbolic_sequence_operation(tx, fn, a, b) -> VariableTracker | None:
+    """``shape[1:] + (h,)`` and ``x.shape == (2, 9)`` on tuples holding symbolic sizes, item by item
+    (folding them as constants would read, and so fix, every size). None: not such an operation."""
+    if not (_symbolic_items(a) or _symbolic_items(b)):
+        return None
+    ia, ib = _tuple_items(a), _tuple_items(b)
+    if ia is None or ib is None:
+        return None
+    if fn in (operator.add, operator.iadd):
+        if isinstance(a, SizeVariable) or isinstance(b, SizeVariable) or \
+                torch.Size in (_tuple_type(a), _tuple_type(b)):
+            return SizeVariable(ia + ib)  # (torch.Size + tuple is a Size, either way round)
+        return TupleVariable(ia + ib)
+    if fn in (operator.eq, operator.ne):
+        same = len(ia) == len(ib)
+        for x, y in zip(ia, ib) if same else ():
+            item = symbolic_operation(tx, operator.eq, [x, y])
+            if item is None:
+                item = ConstantVariable(x.is_constant() and y.is_constant() and x.as_constant() == y.as_constant())
+            if not item.truth(tx):  # (a guard on this one item)
+                same = False
+                break
+        return ConstantVariable(same == (fn is operator.eq))
+    return None
+
+
+def _tuple_type(v):
+    return type(v.value) if type(v) is ConstantVariable else getattr(v, "tuple_type", None)
 
 
 class SizeVariable(TupleVariable):
