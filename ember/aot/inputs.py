@@ -54,8 +54,11 @@ def detect_fake_mode(gm: torch.fx.GraphModule, example_inputs: list) -> FakeTens
         v = n.meta.get("example_value", n.meta.get("val"))
         if isinstance(v, FakeTensor):
             return v.fake_mode
-        if isinstance(v, torch.SymInt):
-            pass
+    for n in placeholders(gm):
+        v = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)) and v.node.shape_env is not None:
+            # only symbolic scalars (a resume function's int argument): a mode on their ShapeEnv
+            return FakeTensorMode(shape_env=v.node.shape_env, allow_non_fake_inputs=False)
     return None
 
 
@@ -103,6 +106,10 @@ def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mo
         elif (isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool))
               and fake_mode.shape_env is not None and meta_val.node.shape_env is fake_mode.shape_env):
             fakes.append(meta_val)
+        elif isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and not meta_val.node.is_constant():
+            # a symbolic scalar input must stay one: as a constant, the graph would return (or use)
+            # the traced value for every call
+            raise AOTCompileError(f"symbolic input {n.name} from another ShapeEnv than the graph's")
         else:
             fakes.append(a)
     return fakes

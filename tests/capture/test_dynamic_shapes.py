@@ -306,3 +306,30 @@ def test_min_cut_partitioner_does_not_fix_sizes():
     with ember.config.patch(aot_eager_partitioner="min_cut"):
         _run(f, [(4, 6), (5, 6), (7, 6), (9, 6)], grad=True)
     assert stats()["recompiles"] == 1
+
+
+_CALLS = []
+
+
+@torch.compiler.disable
+def _opaque(t):
+    _CALLS.append(1)
+    return t * 2 + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_symbolic_int_computed_by_a_graph_without_tensors(backend):
+    """A resume function whose graph only computes ``c + 1`` from its int argument: the graph's
+    int output must follow the input (the AOT layer once traced it as the constant it saw: the
+    loop below never ended, and the disabled function ran 66 times instead of 4)."""
+    def f(x):
+        c = 0
+        while c < 4:
+            c += 1
+            t = _opaque(x)
+        return t + c
+    compiled = ember.compile(f, backend=backend)
+    for _ in range(3):
+        _CALLS.clear()
+        assert_same(compiled(torch.ones(2)), torch.full((2,), 7.0))
+        assert len(_CALLS) == 4
