@@ -195,8 +195,8 @@ class FrameCache:
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None
         except Exception as e:
-            if config.strict:
-                raise
+            if config.strict or _violates_mark_dynamic(e):
+                raise  # (the program marked a dimension dynamic that it specialises: torch raises too)
             failure = e
         self._give_up("compiling" if not self.is_resume else "compiling a resume function", failure)
         return None
@@ -209,6 +209,8 @@ class FrameCache:
             return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                            self.offset_map, self.sizes)
         except Exception as e:
+            if _violates_mark_dynamic(e):
+                raise
             if not self.sizes.symbolic or isinstance(e, InjectedFault) or \
                     (isinstance(e, Unsupported) and not getattr(e, "per_call", False)):
                 raise
@@ -251,6 +253,10 @@ class FrameCache:
         warnings.warn(f"ember: internal error {where} for {self.label}{at}: "
                       f"{type(cause).__name__}: {cause}; running it eagerly from now on "
                       f"(set EMBER_STRICT=1 to raise)", stacklevel=4)
+
+
+def _violates_mark_dynamic(e: BaseException) -> bool:
+    return type(e).__name__ == "ConstraintViolationError"
 
 
 def reset_all() -> None:

@@ -19,6 +19,8 @@ reason compiles with static shapes from then on (see ``FrameCache._compile``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 class StaticRetry(Exception):
@@ -28,6 +30,7 @@ class StaticRetry(Exception):
 _DYNAMIC = "_dynamo_dynamic_indices"
 _MAYBE = "_dynamo_weak_dynamic_indices"
 _STATIC = "_dynamo_static_indices"
+_RANGES = "_dynamo_dynamic_range"
 
 
 def _mark(t: torch.Tensor, attr: str, index) -> None:
@@ -44,12 +47,25 @@ def _mark(t: torch.Tensor, attr: str, index) -> None:
     marks.update(d % t.dim() for d in dims)
 
 
-def mark_dynamic(t: torch.Tensor, index, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
-    """Compile ``t``'s dimension(s) ``index`` as symbols from the first compile on.
+@dataclasses.dataclass(frozen=True)
+class DimRange:
+    """What ``mark_dynamic(t, dim, min=, max=)`` records (torch's ``_DimRange`` has the same fields)."""
+    dim: int
+    min: int | None
+    max: int | None
 
-    ``min``/``max`` are accepted for torch's signature; ember does not check them yet (a size
-    outside the range still gets a correct graph)."""
+
+def mark_dynamic(t: torch.Tensor, index, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
+    """Compile ``t``'s dimension(s) ``index`` as symbols from the first compile on. A trace that
+    specialises such a dimension (or needs it outside ``min``..``max``) raises torch's
+    ``ConstraintViolationError``, as torch.compile does."""
     _mark(t, _DYNAMIC, index)
+    ranges = getattr(t, _RANGES, None)
+    if ranges is None:
+        ranges = set()
+        setattr(t, _RANGES, ranges)
+    for d in ([index] if isinstance(index, int) else list(index)):
+        ranges.add(DimRange(d % t.dim(), min, max))
 
 
 def maybe_mark_dynamic(t: torch.Tensor, index) -> None:
@@ -80,6 +96,35 @@ def has_marks(values) -> bool:
         elif isinstance(v, dict):
             stack.extend(v.values())
     return False
+
+
+def constraints(real: torch.Tensor, dims: frozenset) -> list:
+    """ShapeEnv constraints per dimension: a dimension marked with ``mark_dynamic`` must stay a
+    symbol (in its range); automatic and hinted ones may be specialised."""
+    marked = _marked(real, _DYNAMIC)
+    if not marked:
+        return [None] * real.dim()
+    from torch.fx.experimental.symbolic_shapes import RelaxedUnspecConstraint, StrictMinMaxConstraint
+    from torch.utils._sympy.value_ranges import ValueRanges
+    ranges = {r.dim: r for r in getattr(real, _RANGES, ()) if hasattr(r, "dim")}
+    out = []
+    for d in range(real.dim()):
+        r = ranges.get(d)
+        if d not in marked or d not in dims:
+            out.append(None)
+        elif r is not None and (r.min is not None or r.max is not None):
+            out.append(StrictMinMaxConstraint(vr=ValueRanges(lower=r.min if r.min is not None else 0,
+                                                             upper=r.max if r.max is not None else int(1e18)),
+                                              warn_only=False))
+        else:
+            out.append(RelaxedUnspecConstraint(warn_only=False))
+    return out
+
+
+def marked_dynamic(real: torch.Tensor) -> frozenset:
+    """The dimensions ``mark_dynamic`` marked (an entry made without them as symbols does not serve
+    a tensor marked so: it recompiles)."""
+    return frozenset(_marked(real, _DYNAMIC))
 
 
 class FrameSizes:

@@ -236,6 +236,16 @@ class GuardSet:
                 f"stride={list(meta[3])} requires_grad={meta[4]}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, f"___type({e}) is {tt} and {fn}({e}) == {m}")
 
+    def marked_dims(self, source: Source, dims: frozenset) -> None:
+        """The dimensions ``mark_dynamic`` marked on the tensor at ``source`` are among ``dims``
+        (the graph's symbolic ones): a tensor marked otherwise recompiles, as in torch.compile."""
+        e = source.expr(self.scope)
+        self.scope.setdefault("___getattr", getattr)
+        empty = bind(self.scope, frozenset(), "no_dims")
+        self._add(GuardKind.TENSOR_MATCH, source, "marked_dims",
+                  f"mark_dynamic dims of {source.name()} within {sorted(dims)}",
+                  f"___getattr({e}, '_dynamo_dynamic_indices', {empty}) <= {bind(self.scope, dims, 'dims')}")
+
     def shape_env(self, codes: list[str], names: list[tuple[str, str]]) -> None:
         """The ShapeEnv's guards (Python over the inputs' expressions), shown with the inputs'
         readable names (``names``: (expression, name) pairs)."""

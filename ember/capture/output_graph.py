@@ -23,10 +23,10 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.capture.dynamic_dims import StaticRetry
+from ember.capture.dynamic_dims import StaticRetry, constraints
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, concrete_all
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_int
+from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_int
 
 
 def _placeholder_name(source) -> str:
@@ -68,6 +68,9 @@ class OutputGraph:
         if fake is None:
             self.guards.tensor_match(source, real)
             fake = self.fake.fake(real)
+        if not isinstance(real, torch.nn.Parameter):
+            # a later call whose tensor mark_dynamic marked in a dimension this graph has static
+            self.guards.marked_dims(source, dynamic_dims(fake))
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)
         node = self._placeholder(source, real, fake)
@@ -124,7 +127,7 @@ class OutputGraph:
         if not dims or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
-        fake = self.fake.symbolic(real, expr, dims)
+        fake = self.fake.symbolic(real, expr, dims, constraints(real, dims))
         if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
                 or has_symbols(fake.storage_offset())):
             return None  # every dynamic dimension had size 0 or 1 (specialised)
@@ -142,8 +145,10 @@ class OutputGraph:
                 # an in-place metadata op (t_(), squeeze_()) changed the fake: guards would describe
                 # the input as the trace left it
                 raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
-        codes = shape_guard_code(self.fake.shape_env, [f for f, *_ in self.symbolic_inputs],
-                                 [e for _, e, *_ in self.symbolic_inputs])
+        fakes = [f for f, *_ in self.symbolic_inputs]
+        codes = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
+                                 [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
+                                  for f in fakes])
         self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs])
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static

@@ -27,6 +27,7 @@ class FakeContext:
             self.shape_env = new_shape_env()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=False)
         self._memo: dict[int, tuple[weakref.ref, FakeTensor]] = {}
+        self.contexts: dict[int, object] = {}  # id(symbolic fake) -> its symbolic context
 
     def fake(self, real: torch.Tensor) -> FakeTensor:
         """The fake twin of ``real`` (the same object every time)."""
@@ -37,15 +38,16 @@ class FakeContext:
         self._memo[id(real)] = (weakref.ref(real), fake)
         return fake
 
-    def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset) -> FakeTensor:
+    def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset, constraints=None) -> FakeTensor:
         """The fake twin of a graph input whose dimensions ``dims`` are symbols (``expr`` names the
         input in the guard function)."""
         from ember.fake.symbolic import symbolic_fake
         hit = self._memo.get(id(real))
         if hit is not None and hit[0]() is real:
             return hit[1]
-        fake = symbolic_fake(self.mode, real, expr, dims)
+        fake, context = symbolic_fake(self.mode, real, expr, dims, constraints)
         self._memo[id(real)] = (weakref.ref(real), fake)
+        self.contexts[id(fake)] = context
         return fake
 
     @contextlib.contextmanager

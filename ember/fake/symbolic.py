@@ -41,12 +41,14 @@ def new_shape_env():
     return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
 
 
-def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset):
-    """The fake twin of ``real`` whose dimensions ``dims`` are symbols (the others static)."""
+def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None):
+    """The fake twin of ``real`` whose dimensions ``dims`` are symbols (the others static), and its
+    symbolic context; ``constraints``: per dimension, a ShapeEnv constraint the trace must keep
+    (or None), checked by `shape_guard_code` given the context."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
     sizes = [DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())]
-    return mode.from_tensor(real, source=ExprSource(expr),
-                            symbolic_context=StatelessSymbolicContext(dynamic_sizes=sizes))
+    context = StatelessSymbolicContext(dynamic_sizes=sizes, constraint_sizes=constraints or [None] * real.dim())
+    return mode.from_tensor(real, source=ExprSource(expr), symbolic_context=context), context
 
 
 def symbolic_int(shape_env, value: int, expr: str):
@@ -74,6 +76,11 @@ def plain(value):
     return value
 
 
+def dynamic_dims(fake) -> frozenset:
+    """The dimensions of a fake tensor whose size is a symbol."""
+    return frozenset(i for i, d in enumerate(fake.shape) if has_symbols(d))
+
+
 def has_symbols(value) -> bool:
     """Whether ``value`` (a SymInt/SymFloat/SymBool, or a tuple/list of them) is not a constant."""
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
@@ -97,9 +104,10 @@ def same_metadata(shape_env, a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
 
 
-def shape_guard_code(shape_env, fakes: list, exprs: list[str]) -> list[str]:
+def shape_guard_code(shape_env, fakes: list, exprs: list[str], contexts: list) -> list[str]:
     """Python expressions over the inputs (named by ``exprs``) that hold exactly when a call's
     sizes satisfy everything the trace assumed: static sizes and strides of these inputs,
     equalities between dimensions that share a symbol, value ranges, and the guards the trace
     added (branches on sizes, specialisations)."""
-    return shape_env.produce_guards(fakes, [ExprSource(e) for e in exprs], ignore_static=False)
+    return shape_env.produce_guards(fakes, [ExprSource(e) for e in exprs], ignore_static=False,
+                                    input_contexts=contexts)

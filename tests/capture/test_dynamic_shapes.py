@@ -333,3 +333,37 @@ def test_symbolic_int_computed_by_a_graph_without_tensors(backend):
         _CALLS.clear()
         assert_same(compiled(torch.ones(2)), torch.full((2,), 7.0))
         assert len(_CALLS) == 4
+
+
+def test_a_newly_marked_dimension_recompiles():
+    def f(a):
+        return a.cos() if a.shape[0] > 2 else a.sin()
+    counter = CompileCounter()
+    compiled = compile(f, backend=counter)
+    x0 = torch.randn(3, 3, 3)
+    ember.mark_dynamic(x0, 0)
+    compiled(x0)
+    compiled(torch.randn(3, 3, 3))  # unmarked: the symbolic entry serves it
+    assert counter.frame_count == 1
+    x1 = torch.randn(3, 3, 3)
+    ember.mark_dynamic(x1, 1)  # a dimension the entry has static: recompile
+    assert_same(compiled(x1), f(x1))
+    assert counter.frame_count == 2
+
+
+def test_specialising_a_marked_dimension_raises_like_torch():
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def f(x):
+        if x.shape[0] == 3:  # needs the exact size: the mark cannot hold
+            return x * 2
+        return x
+    x = torch.randn(3, 2)
+    ember.mark_dynamic(x, 0)
+    with pytest.raises(ConstraintViolationError):
+        ember.compile(f, backend="eager")(x)
+    ember.reset()
+    y = torch.randn(5, 2)
+    ember.mark_dynamic(y, 0, min=2, max=4)  # 5 is outside the range the user promised
+    with pytest.raises(ConstraintViolationError):
+        ember.compile(lambda t: t * 2, backend="eager")(y)
