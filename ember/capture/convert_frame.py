@@ -373,7 +373,7 @@ def _reasons_function(fn: types.FunctionType, guards: GuardSet) -> Callable:
         reason_body += ["try:", f"    {hname} = {hcode}", "except Exception:", f"    {hname} = None"]
     for i, g in enumerate(guard_list):
         scope[f"___text{i}"] = g.text
-        now = f"___describe({g.source.expr(scope)})" if g.source is not None else "None"
+        now = g.now or (f"___describe({g.source.expr(scope)})" if g.source is not None else "None")
         reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___with_value(___text{i}, {now}))",
                         "except Exception:", f"    ___failed.append(___text{i})"]
     reason_body.append("return ___failed")

@@ -47,6 +47,7 @@ class Guard:
     text: str           # readable form, e.g. "L['x'].shape == (2, 3)"
     code: str           # expression in generated-code form
     order: int          # discovery order, a tiebreak within a kind
+    now: str | None = None  # expression describing the values it checks (for recompile reasons)
 
     def __str__(self) -> str:
         return f"{self.kind.name}: {self.text}"
@@ -68,6 +69,12 @@ def tensor_meta(t: torch.Tensor) -> tuple:
 
 
 _SIMPLE_CONSTANT_TYPES = (int, float, bool, str, bytes, type(None), complex)
+
+
+def sizes_now(pairs) -> str:
+    """``L['x'].size()=[5, 3], L['n']=7``: the values a failing shape guard read."""
+    return ", ".join(f"{name}.size()={list(v.shape)}" if isinstance(v, torch.Tensor) else f"{name}={v!r}"
+                     for name, v in pairs)
 
 
 class GuardSet:
@@ -250,11 +257,18 @@ class GuardSet:
         """The ShapeEnv's guards (Python over the inputs' expressions), shown with the inputs'
         readable names (``names``: (expression, name) pairs)."""
         import re
+        self.scope.setdefault("___sizes_now", sizes_now)
         for code in codes:
-            text = code
+            text, used = code, []
             for expr, name in names:
-                text = re.sub(r"(?<![\w.\]])" + re.escape(expr) + r"(?![\w(\[])", lambda _m, n=name: n, text)
+                pattern = r"(?<![\w.\]])" + re.escape(expr) + r"(?![\w(\[])"
+                if re.search(pattern, text):
+                    used.append((expr, name))
+                text = re.sub(pattern, lambda _m, n=name: n, text)
+            now = "___sizes_now((" + "".join(f"({n!r}, {e}), " for e, n in used) + "))" if used else None
             self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, code)
+            key = (GuardKind.SHAPE_ENV, None, ("shape", code))
+            self._guards[key] = dataclasses.replace(self._guards[key], now=now)
 
     def function_code(self, source: Source, fn) -> None:
         e = source.expr(self.scope)

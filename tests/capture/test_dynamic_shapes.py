@@ -55,8 +55,9 @@ def test_second_size_recompiles_once_with_a_symbol():
 
 def test_recompile_reason_names_the_shape_guard():
     compiled = _run(flat, [(4, 3), (5, 3), (2, 3)])
-    assert any("L['x'].size()[0]" in r for r in compiled._cache.recompile_reasons[1:]), \
-        compiled._cache.recompile_reasons
+    # the symbolic entry's failing guard, with the sizes that broke it
+    assert any("L['x'].size()[0]" in r and "(now: L['x'].size()=[2, 3])" in r
+               for r in compiled._cache.recompile_reasons[1:]), compiled._cache.recompile_reasons
 
 
 def test_dynamic_false_recompiles_per_size():
