@@ -266,7 +266,8 @@ class GuardSet:
                     used.append((expr, name))
                 text = re.sub(pattern, lambda _m, n=name: n, text)
             now = "___sizes_now((" + "".join(f"({n!r}, {e}), " for e, n in used) + "))" if used else None
-            self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, code)
+            fast = re.sub(r"\.(size|stride)\(\)\[(\d+)\]", r".\1(\2)", code)  # (no Size tuple per read)
+            self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, fast)
             key = (GuardKind.SHAPE_ENV, None, ("shape", code))
             self._guards[key] = dataclasses.replace(self._guards[key], now=now)
 
