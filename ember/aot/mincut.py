@@ -150,9 +150,12 @@ def min_cut_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     stop = saved_set | set(parts.tangents)
     bw_body = ancestors([g for g in parts.grads if isinstance(g, torch.fx.Node)] + parts.bw_copies,
                         stop=stop, skip_edge=parts.skip_edge) - saved_set
-    stray = [n for n in bw_body if n.op == "placeholder" and n not in parts.tangents]
+    stray = [n for n in parts.primals if n in bw_body]
     if stray:
-        raise AssertionError(f"min-cut partitioner: backward reads unsaved primals {stray}")
+        # a gradient that reads an input without depending on any tangent (a zero-size batch:
+        # `zeros_like(x)`), so no cut separates it: the input itself is saved (a reference)
+        saved = saved + stray
+        bw_body -= set(stray)
     fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + saved + forward_random_ops(parts))
                               | set(parts.primals))
     if fw_nodes & set(parts.tangents):

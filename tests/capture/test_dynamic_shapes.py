@@ -368,3 +368,17 @@ def test_specialising_a_marked_dimension_raises_like_torch():
     ember.mark_dynamic(y, 0, min=2, max=4)  # 5 is outside the range the user promised
     with pytest.raises(ConstraintViolationError):
         ember.compile(lambda t: t * 2, backend="eager")(y)
+
+
+@pytest.mark.parametrize("dynamic", [False, None, True])
+def test_zero_size_batch_trains_with_the_min_cut_partitioner(dynamic):
+    """A zero-size batch's gradient reads the input without depending on the tangent (zeros_like):
+    the min-cut partitioner saved nothing for it and failed ("backward reads unsaved primals")."""
+    torch.manual_seed(0)
+    lin = nn.Linear(3, 3)
+
+    def f(x):
+        return (torch.softmax(lin(x), 0) * x.size(0)).cumsum(0)
+    with ember.config.patch(aot_eager_partitioner="min_cut"):
+        _run(f, [(5, 3), (6, 3), (0, 3)], dynamic=dynamic, grad=True)
+    assert stats()["fallbacks"] == 0
