@@ -164,9 +164,9 @@ def _wrap(tx, value, source) -> VariableTracker:
             elif t in (int, float):
                 # Type now; the value only if the trace uses it (see LazyGuardedConstant).
                 guards.type_match(source, value)
-                # (an argument of the frame only: torch specialises globals and attributes)
-                symbolic = tx.output.symbolic_int(source, value) if t is int and isinstance(source, LocalSource) \
-                    else None
+                # (an argument of the frame, or an item of a tuple/list/dict argument such as *args:
+                # torch specialises globals and attributes)
+                symbolic = tx.output.symbolic_int(source, value) if t is int and _argument_item(source) else None
                 if symbolic is not None:  # a value that changed between compiles: a symbol
                     return symbolic
                 return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))
@@ -467,6 +467,12 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _argument_item(source) -> bool:
+    while isinstance(source, ItemSource):
+        source = source.base
+    return isinstance(source, LocalSource)
 
 
 def pin_identity(tx, vt) -> None:

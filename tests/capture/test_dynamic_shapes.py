@@ -382,3 +382,15 @@ def test_zero_size_batch_trains_with_the_min_cut_partitioner(dynamic):
     with ember.config.patch(aot_eager_partitioner="min_cut"):
         _run(f, [(5, 3), (6, 3), (0, 3)], dynamic=dynamic, grad=True)
     assert stats()["fallbacks"] == 0
+
+
+def test_ints_in_star_args_and_with_other_int_arguments():
+    def f(x, *ints, off=1):
+        return x[: ints[0]] * ints[0] + off, ints[0] + off
+    compiled = ember.compile(f, backend="aot_eager")
+    for n in (3, 4, 5, 6, 7):
+        x = torch.randn(8, 2)
+        out, m = compiled(x, n)
+        assert_same(out, f(x, n)[0])
+        assert m == n + 1 and type(m) is int
+    assert stats()["recompiles"] == 1  # ints[0] symbolic after it changed (off stays a constant)

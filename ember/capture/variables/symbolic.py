@@ -92,7 +92,9 @@ def is_number(v: VariableTracker) -> bool:
     """A symbolic size, or a plain int/float/bool constant (what arithmetic with a size takes)."""
     if isinstance(v, SymNodeVariable):
         return True
-    return type(v) is ConstantVariable and type(v.value) in (int, float, bool)
+    # (a LazyGuardedConstant too: used with a size, its value is guarded)
+    return isinstance(v, ConstantVariable) and not isinstance(v, SymSliceVariable) \
+        and type(v.value) in (int, float, bool)
 
 
 _NUMERIC_OPS = frozenset({operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv,
