@@ -8,7 +8,8 @@ import collections
 import dis
 import operator
 
-from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_operation,
+from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
+                                              symbolic_operation,
                                               symbolic_sequence_operation)
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
@@ -345,7 +346,8 @@ class OpcodeMixin:
         if isinstance(obj, TensorVariable):
             self.push(self.output.call_function(operator.getitem, [obj, index], {}))
         elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable,
-                                                                                 SizeVariable)):
+                                                                                 SizeVariable)) \
+                and not holds_symbols(obj):
             try:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:

@@ -132,7 +132,8 @@ def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
     return None
 
 
-def _symbolic_items(v) -> bool:
+def holds_symbols(v) -> bool:
+    """A tuple with a symbolic size among its items (folding it as a constant would fix them)."""
     return isinstance(v, TupleVariable) and any(isinstance(i, SymNodeVariable) and has_symbols(i.sym)
                                                 for i in v.items)
 
@@ -149,7 +150,7 @@ def _tuple_items(v) -> list | None:
 def symbolic_sequence_operation(tx, fn, a, b) -> VariableTracker | None:
     """``shape[1:] + (h,)`` and ``x.shape == (2, 9)`` on tuples holding symbolic sizes, item by item
     (folding them as constants would read, and so fix, every size). None: not such an operation."""
-    if not (_symbolic_items(a) or _symbolic_items(b)):
+    if not (holds_symbols(a) or holds_symbols(b)):
         return None
     ia, ib = _tuple_items(a), _tuple_items(b)
     if ia is None or ib is None:
