@@ -117,7 +117,7 @@ def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
     sym = arg.sym
     if not isinstance(sym, (torch.SymInt, torch.SymFloat)) or not has_symbols(sym):
         return None
-    if fn in (math.ceil, math.floor, math.trunc):  # (SymFloat.__ceil__ etc.: a SymInt)
+    if fn in (math.ceil, math.floor, math.trunc, round):  # (SymFloat.__ceil__ etc.: a SymInt)
         return arg if isinstance(sym, torch.SymInt) else tx.output.call_function(fn, [arg], {})
     if fn is math.sqrt:
         return tx.output.call_function(torch._sym_sqrt, [arg], {})
