@@ -9,7 +9,7 @@ The policy is torch.compile's:
 * ``dynamic=True``: every dimension is a symbol from the first compile.
 * ``dynamic=False``: every dimension is static.
 * In every mode, ``mark_dynamic(t, dim)`` / ``maybe_mark_dynamic`` make a dimension a
-  symbol and ``mark_static`` keeps it static (torch's ``torch._dynamo.mark_dynamic``
+  symbol and ``mark_static`` keeps it static (the marks torch's own ``mark_dynamic``
   marks are the same attributes and are honoured too); parameters are static unless
   marked (``force_parameter_static_shapes``).
 

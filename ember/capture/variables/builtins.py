@@ -19,6 +19,7 @@ import torch
 
 from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.frame_builtins import frame_dir, frame_locals, frame_vars
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
 from ember.capture.variables.ordering import _key_values, comparable, order_by_keys, ordered
@@ -516,57 +517,6 @@ def _int_float(kind):
     return handler
 
 
-def _locals(tx, *args, **kwargs):
-    """``locals()`` (and ``vars()``): the frame's bound variables as a new dict, in CPython's order
-    (parameters and locals, then cells, then free variables; an unbound one is left out). Run after
-    a graph break it would read the resume function's own variables: it is traced here instead."""
-    if args or kwargs:
-        return NotImplemented
-    from ember.capture.variables.containers import DictVariable
-    from ember.capture.variables.functions import CellVariable
-    from ember.bytecode.resume import original_code
-    code = original_code(tx.code)  # (in a resume function: the variables of the function it continues)
-    names = list(code.co_varnames) + [c for c in code.co_cellvars if c not in code.co_varnames] + \
-        list(code.co_freevars)
-    # (3.11/3.12: one dict per frame, refreshed in place by every call: `l = locals()` sees later ones)
-    d = getattr(tx, "_locals_dict", None)
-    if d is None:
-        d = tx._locals_dict = DictVariable({})
-    for name in names:
-        value = None
-        if name in tx.cells:
-            cell = tx.cells[name]
-            if isinstance(cell, CellVariable):
-                value = cell.contents
-            else:
-                value = tx._read_cell(cell)
-        elif name in tx.locals:
-            value = tx.locals[name]
-        if value is not None:
-            d.set_item(ConstantVariable(name), value)
-        elif name in d.items:
-            del d.items[name], d.keys[name]
-    return d
-
-
-def _dir(tx, *args, **kwargs):
-    if args or kwargs:
-        return NotImplemented
-    return ListVariable([ConstantVariable(k) for k in sorted(_locals(tx).items)])
-
-
-def _vars(tx, *args, **kwargs):
-    """``vars(obj)``: its ``__dict__`` (as ``obj.__dict__`` reads it); ``vars()`` reads the frame."""
-    if not args and not kwargs:
-        return _locals(tx)
-    if len(args) != 1 or kwargs or args[0].is_constant():
-        return NotImplemented
-    from ember.capture.variables.objects import MissingAttribute
-    try:
-        return tx.getattr(args[0], "__dict__")
-    except MissingAttribute:
-        raise PythonException(TypeError("vars() argument must have __dict__ attribute")) from None
-
 _HANDLERS = {
     isinstance: _isinstance, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
     delattr: _delattr,
@@ -577,8 +527,8 @@ _HANDLERS = {
     int: _int_float(int), float: _int_float(float), frozenset: lambda tx, it=None: SetVariable(
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
-    hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: _vars, locals: _locals,
-    dir: _dir,
+    hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
+    locals: frame_locals, dir: frame_dir,
 }
 
 

@@ -1,0 +1,59 @@
+"""``locals()``, ``vars()`` and ``dir()`` inside a traced frame: read the frame's own variables
+(or an object's ``__dict__``), as the builtins would in eager."""
+from __future__ import annotations
+
+from ember.capture.variables.base import ConstantVariable
+from ember.capture.variables.containers import ListVariable
+from ember.exc import PythonException
+
+
+def frame_locals(tx, *args, **kwargs):
+    """``locals()`` (and ``vars()``): the frame's bound variables as a new dict, in CPython's order
+    (parameters and locals, then cells, then free variables; an unbound one is left out). Run after
+    a graph break it would read the resume function's own variables: it is traced here instead."""
+    if args or kwargs:
+        return NotImplemented
+    from ember.capture.variables.containers import DictVariable
+    from ember.capture.variables.functions import CellVariable
+    from ember.bytecode.resume import original_code
+    code = original_code(tx.code)  # (in a resume function: the variables of the function it continues)
+    names = list(code.co_varnames) + [c for c in code.co_cellvars if c not in code.co_varnames] + \
+        list(code.co_freevars)
+    # (3.11/3.12: one dict per frame, refreshed in place by every call: `l = locals()` sees later ones)
+    d = getattr(tx, "_locals_dict", None)
+    if d is None:
+        d = tx._locals_dict = DictVariable({})
+    for name in names:
+        value = None
+        if name in tx.cells:
+            cell = tx.cells[name]
+            if isinstance(cell, CellVariable):
+                value = cell.contents
+            else:
+                value = tx._read_cell(cell)
+        elif name in tx.locals:
+            value = tx.locals[name]
+        if value is not None:
+            d.set_item(ConstantVariable(name), value)
+        elif name in d.items:
+            del d.items[name], d.keys[name]
+    return d
+
+
+def frame_dir(tx, *args, **kwargs):
+    if args or kwargs:
+        return NotImplemented
+    return ListVariable([ConstantVariable(k) for k in sorted(frame_locals(tx).items)])
+
+
+def frame_vars(tx, *args, **kwargs):
+    """``vars(obj)``: its ``__dict__`` (as ``obj.__dict__`` reads it); ``vars()`` reads the frame."""
+    if not args and not kwargs:
+        return frame_locals(tx)
+    if len(args) != 1 or kwargs or args[0].is_constant():
+        return NotImplemented
+    from ember.capture.variables.objects import MissingAttribute
+    try:
+        return tx.getattr(args[0], "__dict__")
+    except MissingAttribute:
+        raise PythonException(TypeError("vars() argument must have __dict__ attribute")) from None
