@@ -24,7 +24,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.capture.dynamic_dims import StaticRetry, constraints
-from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, concrete_all
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable
 from ember.fake.convert import FakeContext
 from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_int
 
@@ -557,7 +557,7 @@ def _lower(value):
         if value.is_constant():
             c = value.as_constant()
             if has_symbols(c):  # a size some other path kept as a constant: its value, guarded
-                c = concrete_all(c)
+                c = plain(c)
             if type(c) is type and c in _PYTHON_SCALAR_TYPES:  # x.to(bool): the dtype torch reads it as
                 return _PYTHON_SCALAR_TYPES[c], c
             return c, c

@@ -20,26 +20,7 @@ import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker
 from ember.capture.variables.containers import TupleVariable
-from ember.fake.symbolic import has_symbols
-
-
-def concrete(sym):
-    """The value of a SymInt/SymFloat/SymBool at this call, recorded as an assumption."""
-    if isinstance(sym, torch.SymBool):
-        return bool(sym)
-    if isinstance(sym, torch.SymFloat):
-        return float(sym)
-    if isinstance(sym, torch.SymInt):
-        return int(sym)
-    return sym
-
-
-def concrete_all(value):
-    """`concrete` through tuples and lists (a torch.Size stays one)."""
-    if isinstance(value, (tuple, list)):
-        items = [concrete_all(v) for v in value]
-        return type(value)(items) if type(value) in (tuple, list, torch.Size) else value
-    return concrete(value)
+from ember.fake.symbolic import has_symbols, plain
 
 
 class SymNodeVariable(ConstantVariable):
@@ -52,7 +33,7 @@ class SymNodeVariable(ConstantVariable):
 
     @property
     def value(self):
-        return concrete(self.sym)
+        return plain(self.sym)  # (the ShapeEnv records the value as an assumption)
 
     def python_type(self):
         return bool if isinstance(self.sym, torch.SymBool) else float if isinstance(self.sym, torch.SymFloat) \
