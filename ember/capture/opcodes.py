@@ -15,6 +15,7 @@ from ember.capture.variables.base import (ConstantVariable, VariableTracker, con
                                           format_value, unsupported)
 from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
+from ember.fake.symbolic import has_symbols
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable, dict_equal)
 from ember.capture.variables.dict_views import view_set_operation
@@ -421,7 +422,13 @@ class OpcodeMixin:
         item = self.pop()
         if isinstance(container, TensorVariable):
             raise unsupported("`in` on a tensor reads its data")
-        if container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
+        if isinstance(item, SymNodeVariable) and has_symbols(item.sym) and type(container) is ConstantVariable \
+                and type(container.value) in (tuple, list, set, frozenset) \
+                and all(type(v) in (int, float, bool) for v in container.value):
+            # `x.size(0) in (0, 1)`: a guard per comparison made, not the size's value
+            result = any(symbolic_operation(self, operator.eq, [item, ConstantVariable(v)]).truth(self)
+                         for v in container.value)
+        elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
             result = item.as_constant() in container.as_constant()
         elif _iterated_for_contains(container):
             # a class without __contains__: Python iterates it (identity first, then ==)

@@ -394,3 +394,13 @@ def test_ints_in_star_args_and_with_other_int_arguments():
         assert_same(out, f(x, n)[0])
         assert m == n + 1 and type(m) is int
     assert stats()["recompiles"] == 1  # ints[0] symbolic after it changed (off stays a constant)
+
+
+def test_size_in_a_constant_tuple():
+    def f(x):
+        return x * 2 if x.shape[0] in (0, 1) else x - 1
+    compiled = ember.compile(f, backend="aot_eager")
+    for n in (4, 5, 6, 7, 1, 8):
+        x = torch.randn(n)
+        assert_same(compiled(x), f(x))
+    assert stats()["recompiles"] == 2  # 5: symbolic (guards s0 != 0, s0 != 1 are implied); 1: its own
