@@ -15,13 +15,14 @@ The policy is torch.compile's:
 
 Sizes 0 and 1 are never symbols: the ShapeEnv specialises them (a graph for size 1 and
 a graph for every size from 2 up). A frame whose symbolic trace fails for an internal
-reason compiles with static shapes from then on (see ``FrameCache._compile``).
+reason compiles with static shapes from then on (see ``FrameCache._capture``).
 """
 from __future__ import annotations
 
 import dataclasses
 
 import torch
+
 
 class StaticRetry(Exception):
     """A symbolic trace that cannot be finished soundly: the frame is traced again, static."""
