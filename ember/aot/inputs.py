@@ -106,9 +106,12 @@ def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mo
         elif (isinstance(a, (int, float, bool)) and isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool))
               and fake_mode.shape_env is not None and meta_val.node.shape_env is fake_mode.shape_env):
             fakes.append(meta_val)
-        elif isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and not meta_val.node.is_constant():
-            # a symbolic scalar input must stay one: as a constant, the graph would return (or use)
-            # the traced value for every call
+        elif isinstance(meta_val, (torch.SymInt, torch.SymFloat, torch.SymBool)) and not meta_val.node.is_constant() \
+                and fake_mode.shape_env is not None:
+            # a symbolic scalar input must stay one in a symbolic compile: as a constant, the graph
+            # would return (or use) the traced value for every call. (A static compile at call time,
+            # in a mode without a ShapeEnv, serves only calls with these very values: its variant's
+            # signature holds them.)
             raise AOTCompileError(f"symbolic input {n.name} from another ShapeEnv than the graph's")
         else:
             fakes.append(a)

@@ -404,3 +404,20 @@ def test_size_in_a_constant_tuple():
         x = torch.randn(n)
         assert_same(compiled(x), f(x))
     assert stats()["recompiles"] == 2  # 5: symbolic (guards s0 != 0, s0 != 1 are implied); 1: its own
+
+
+def test_aliasing_variant_compiled_at_call_time_with_a_symbolic_int():
+    """A graph with a symbolic int input that mutates an input, later called with aliased inputs:
+    the AOT layer compiles that layout's variant at call time with static values (keyed by them)."""
+    def f(a, b, n):
+        a.add_(n)
+        return b * n
+    compiled = ember.compile(f, backend="aot_eager")
+    for n, alias in [(3, False), (4, False), (5, True), (6, True), (7, False)]:
+        base = torch.randn(4)
+        ea = base.clone()
+        eb = ea if alias else base.clone()
+        ca = base.clone()
+        cb = ca if alias else base.clone()
+        assert_same(compiled(ca, cb, n), f(ea, eb, n))
+        assert_same(ca, ea)
