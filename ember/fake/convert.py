@@ -17,8 +17,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
 class FakeContext:
     def __init__(self, static_shapes: bool = True) -> None:
-        self.static_shapes = static_shapes
-        # A ShapeEnv is only needed for symbolic sizes; creating one imports Dynamo's package
+        # (whether it is symbolic is `shape_env is not None`) A ShapeEnv is only needed for symbolic sizes; creating one imports Dynamo's package
         # (about a second), so static tracing goes without.
         if static_shapes:
             self.shape_env = None
