@@ -38,6 +38,9 @@ class Config:
     backward_pass_autocast: str = "same_as_forward"
     # Which partitioner aot_eager uses: "default" or "min_cut" (inductor always uses min_cut).
     aot_eager_partitioner: str = "default"
+    # Keep float arguments as constants (a recompile per value). False, as torch: a float
+    # argument whose value changed since the frame compiled becomes a symbolic float input.
+    specialize_float: bool = False
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
     # Tests of the safety net: raise an internal error at one point ("guard", "capture",

@@ -63,6 +63,11 @@ class PythonException(Unsupported):
         super().__init__(reason or f"uncaught {name}: {exc}")
 
 
+class SpecializeFloats(Exception):
+    """Raised by a backend given a graph with symbolic float inputs it cannot compile (Inductor's
+    kernels take no float symbols): the frame is traced again with its floats as constants."""
+
+
 class RunEagerly(Exception):
     """An ember-internal error at a point where nothing observable has happened yet.
 

@@ -23,7 +23,7 @@ from ember.aot.partition import default_partition
 from ember.backends.registry import register_backend
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import BackendCompilerFailed
+from ember.exc import BackendCompilerFailed, SpecializeFloats
 
 
 def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = None,
@@ -195,6 +195,10 @@ class _InductorCompilers:
 def inductor(gm: torch.fx.GraphModule, example_inputs: list, *, mode: str | None = None,
              options: dict | None = None, **_ignored):
     """ember's AOT autograd with Inductor's decompositions, compiled by ``compile_fx_inner``."""
+    if any(isinstance(v, torch.SymFloat) and v.node.expr.free_symbols
+           for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))):
+        # (Inductor's kernels would reference the float's symbol without taking it as an argument)
+        raise SpecializeFloats("Inductor takes no symbolic float inputs")
     compilers = _InductorCompilers(mode, options)
 
     def fw_compiler(fw_gm, fw_inputs):

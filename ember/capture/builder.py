@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import math
 import inspect
 import os
 import sys
@@ -17,7 +18,8 @@ import weakref
 
 import torch
 
-from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource, LocalSource
+from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, GlobalSource, ItemSource,
+                                   LocalSource)
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
 _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtype, torch.device,
@@ -164,9 +166,10 @@ def _wrap(tx, value, source) -> VariableTracker:
             elif t in (int, float):
                 # Type now; the value only if the trace uses it (see LazyGuardedConstant).
                 guards.type_match(source, value)
-                # (an argument of the frame, or an item of a tuple/list/dict argument such as *args:
-                # torch specialises globals and attributes)
-                symbolic = tx.output.symbolic_int(source, value) if t is int and _argument_item(source) else None
+                # (an int: an argument of the frame, or an item of a tuple/list/dict argument such as
+                # *args: torch specialises globals and attributes; a finite float from anywhere)
+                symbolic = tx.output.symbolic_int(source, value) if (
+                    _argument_item(source) if t is int else math.isfinite(value) and _float_source(source)) else None
                 if symbolic is not None:  # a value that changed between compiles: a symbol
                     return symbolic
                 return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))
@@ -467,6 +470,14 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _float_source(source) -> bool:
+    """A float read from a frame's argument or a global, directly or through attributes and items
+    (a learning rate in ``opt.param_groups[0]['lr']``), may become a symbol when it changes."""
+    while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
+        source = source.base
+    return isinstance(source, (LocalSource, GlobalSource))
 
 
 def _argument_item(source) -> bool:

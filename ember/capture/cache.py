@@ -26,7 +26,7 @@ from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -206,8 +206,14 @@ class FrameCache:
         retried with static shapes (and an internal error there turns symbols off for the frame)."""
         self.sizes.begin(bound)
         try:
-            return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                           self.offset_map, self.sizes)
+            try:
+                return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                               self.offset_map, self.sizes)
+            except SpecializeFloats as e:
+                log_recompiles.info("%s: %s; tracing again with float arguments as constants", self.label, e)
+                self.sizes.floats = False
+                return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                               self.offset_map, self.sizes)
         except Exception as e:
             if _violates_mark_dynamic(e):
                 raise

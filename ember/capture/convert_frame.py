@@ -34,8 +34,8 @@ from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, 
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Unsupported, maybe_inject, where_raised,
-                       without_tracebacks)
+from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject,
+                       where_raised, without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
 from ember.fake.quiet import quiet_meta_errors
@@ -216,7 +216,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 maybe_inject("backend")
                 compiled = backend(gm, list(example_inputs))
             except Exception as e:
-                if isinstance(e, BackendCompilerFailed):
+                if isinstance(e, (BackendCompilerFailed, SpecializeFloats)):
                     raise
                 raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
                                             f"{type(e).__name__}: {e}") from e
@@ -657,8 +657,8 @@ class _ReturnPlan:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, SymNodeVariable) and vt.node.op == "placeholder" and vt.source is not None:
             return self._read(vt.source)  # an int argument passed on as it is
-        if isinstance(vt, SymNodeVariable) and isinstance(vt.sym, torch.SymInt):
-            return self._out(vt.node)  # a size returned or passed on: the graph computes it
+        if isinstance(vt, SymNodeVariable) and isinstance(vt.sym, (torch.SymInt, torch.SymFloat)):
+            return self._out(vt.node)  # a size or float returned or passed on: the graph computes it
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, SizeVariable):

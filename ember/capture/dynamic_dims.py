@@ -139,6 +139,7 @@ class FrameSizes:
         self.static_only: str | None = None  # why symbolic traces are off for this frame
 
     symbolic = False  # whether the current compile traces with a ShapeEnv
+    floats = True  # whether float arguments may be symbols (False once the backend refused them)
 
     def begin(self, bound: dict) -> None:
         """A compile of the frame starts (its traces, a graph break's re-trace included, agree on

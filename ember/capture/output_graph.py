@@ -23,10 +23,11 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
+from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_int
+from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
 
 def _placeholder_name(source) -> str:
@@ -99,9 +100,9 @@ class OutputGraph:
         self.input_values.append(real)
         return node
 
-    def symbolic_int(self, source, value: int) -> SymNodeVariable | None:
-        """An int read from outside the frame whose value changed since the frame last compiled
-        (automatic dynamic): a graph input and a ShapeEnv symbol. None: a constant as before."""
+    def symbolic_int(self, source, value: int | float) -> SymNodeVariable | None:
+        """An int or float read from outside the frame whose value changed since the frame last
+        compiled (automatic dynamic): a graph input and a ShapeEnv symbol. None: a constant as before."""
         if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(source.name(), value) \
                 or self.fake.shape_env is None:
             return None
@@ -109,7 +110,12 @@ class OutputGraph:
         if hit is not None:
             return hit
         expr = source.expr(self.guards.scope)
-        sym = symbolic_int(self.fake.shape_env, value, expr)
+        if type(value) is float:
+            if config.specialize_float or not self.frame_sizes.floats:
+                return None
+            sym = symbolic_float(self.fake.shape_env, value, expr)
+        else:
+            sym = symbolic_int(self.fake.shape_env, value, expr)
         if not has_symbols(sym):
             return None  # 0 and 1 are specialised
         vt = SymNodeVariable(self._placeholder(source, value, sym), sym)

@@ -60,6 +60,14 @@ def symbolic_int(shape_env, value: int, expr: str):
     return shape_env.create_unspecified_symint_and_symbol(value, ExprSource(expr), DimDynamic.DYNAMIC)
 
 
+def symbolic_float(shape_env, value: float, expr: str):
+    """A backed SymFloat for a float graph input (its value is the hint; a branch on it guards)."""
+    from torch.fx.experimental.symbolic_shapes import DimDynamic
+    source = ExprSource(expr)
+    symbol = shape_env.create_unspecified_symbol(value, source=source, dynamic_dim=DimDynamic.DYNAMIC)
+    return shape_env.create_symfloatnode(symbol, hint=value, source=source)
+
+
 def plain(value):
     """``value`` with every SymInt/SymFloat/SymBool in it (through tuples, lists and torch.Size)
     as a Python int/float/bool. A symbol's value is read through the ShapeEnv, which records it as

@@ -86,12 +86,10 @@ def test_item_used_in_python_arithmetic():
 
 def test_item_new_values_are_correct_and_respecialize():
     cnt = run_many(item_in_arithmetic, [(torch.full((3,), float(v)),) for v in (1, 2, 3, 2, 1)])
-    # The value of .item() flows into the resume function as a Python float.
-    # ember specializes on it: each new value recompiles the resume function
-    # (1 root graph + 3 resume graphs). Dynamo recompiles once, then makes the
-    # float dynamic (automatic dynamic), so it stops at 3 graphs.
-    assert cnt.frame_count == (3 if REFERENCE else 4)
-    assert stats()["recompiles"] == (1 if REFERENCE else 2), stats()
+    # The value of .item() flows into the resume function as a Python float: it recompiles once,
+    # then the float is a symbol (automatic dynamic, as Dynamo): 1 root graph + 2 resume graphs.
+    assert cnt.frame_count == 3
+    assert stats()["recompiles"] == 1, stats()
 
 
 def tolist_in_python(x):

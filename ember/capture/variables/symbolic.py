@@ -93,24 +93,32 @@ def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
 
 
 def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
-    """``int(s)``, ``float(s)``, ``abs(s)``, ``operator.index(s)`` of a symbolic int, kept symbolic
-    (None: anything else, which reads the value)."""
+    """``int(s)``, ``float(s)``, ``abs(s)``, ``operator.index(s)``, ``math.sqrt(s)`` etc. of a
+    symbolic int or float, kept symbolic (None: anything else, which reads the value)."""
     sym = arg.sym
     if not isinstance(sym, (torch.SymInt, torch.SymFloat)) or not has_symbols(sym):
         return None
     if fn in (math.ceil, math.floor, math.trunc, round):  # (SymFloat.__ceil__ etc.: a SymInt)
         return arg if isinstance(sym, torch.SymInt) else tx.output.call_function(fn, [arg], {})
-    if fn is math.sqrt:
-        return tx.output.call_function(torch._sym_sqrt, [arg], {})
+    sym_math = _SYM_MATH.get(fn)
+    if sym_math is not None:
+        return tx.output.call_function(sym_math, [arg], {})
     if fn is float:
         return tx.output.call_function(torch.sym_float, [arg], {})
     if fn is abs:
         return tx.output.call_function(operator.abs, [arg], {})
+    if fn is int and isinstance(sym, torch.SymFloat):
+        return tx.output.call_function(torch.sym_int, [arg], {})  # (truncation, unguarded)
     if not isinstance(sym, torch.SymInt):
         return None
     if fn in (int, operator.index):
         return arg
     return None
+
+
+# math functions the shape language computes symbolically (others read the value)
+_SYM_MATH = {getattr(math, n): getattr(torch, "_sym_" + n) for n in (
+    "sqrt", "cos", "cosh", "sin", "sinh", "tan", "tanh", "asin", "acos", "atan", "log2")}
 
 
 def holds_symbols(v) -> bool:

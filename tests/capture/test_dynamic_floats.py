@@ -1,0 +1,180 @@
+"""Unspecialized floats (issue 10 part 3): a float whose value changed since the frame compiled
+becomes a graph input holding a backed symbolic float, so a learning rate or a logged loss that
+changes every call costs one recompile, not one per value (torch.compile's
+``specialize_float=False``). Every test compares with eager and counts compiles.
+
+Under ``EMBER_TEST_REFERENCE=torch`` most counts here fail the other way: torch.compile 2.13
+specialises the float again (a recompile per value) wherever its tensorify pass cannot turn the
+float's uses into tensor ops (``torch.full``, ``alpha=``, ``clamp(min=)``, a param group's lr...).
+"""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import ember
+from ember_test_helpers import REFERENCE, assert_same, compile, stats
+
+VALUES = [0.1, 0.25, 0.3, 0.7, 1.5]
+
+
+def _run(fn, values=VALUES, *, backend="aot_eager", grad=False, make=lambda: torch.randn(3)):
+    compiled = compile(fn, backend=backend)
+    for a in values:
+        x = make()
+        x1, x2 = x.clone().requires_grad_(grad), x.clone().requires_grad_(grad)
+        expected = fn(x1 * 1, a)
+        actual = compiled(x2 * 1, a)
+        assert_same(actual, expected)
+        if grad:
+            expected.sum().backward()
+            actual.sum().backward()
+            assert_same(x2.grad, x1.grad)
+    return compiled
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, a: x * a + 1,
+    lambda x, a: x * (a * 2 - 1) / a,
+    lambda x, a: x * math.sqrt(a) + math.cos(a),   # math functions the shape language has
+    lambda x, a: torch.full((3,), a) + x,
+    lambda x, a: x.add(x, alpha=a),
+    lambda x, a: x.clamp(min=a),
+    lambda x, a: F.leaky_relu(x, a),
+    lambda x, a: torch.where(x > a, x, a),
+    lambda x, a: x.masked_fill(x > 0, a),
+    lambda x, a: x * float(a) + abs(a) + max(a, 0.3),
+    lambda x, a: x.lerp(x * 2, a),
+    lambda x, a: torch.tensor(a) + x,
+], ids=lambda f: "")
+def test_changing_float_recompiles_once(fn):
+    _run(fn)
+    assert stats()["graphs"] == 2  # static for 0.1, then one symbolic graph for every other value
+
+
+def test_dtype_promotion_is_the_python_floats():
+    # an int tensor times a Python float is float32 (the default dtype), not float64
+    compiled = _run(lambda x, a: x.long() * a - x.int() + a)
+    assert stats()["graphs"] == 2
+    assert compiled(torch.ones(3), 0.5).dtype == torch.float32
+
+
+def test_gradients_through_a_symbolic_float():
+    _run(lambda x, a: (x * a).sin() / a, grad=True)
+    assert stats()["graphs"] == 2
+
+
+def test_branch_on_a_float_is_a_guard():
+    def fn(x, a):
+        if a > 0.5:
+            return x + a
+        return x - a
+    compiled = _run(fn)
+    # 0.1 static; 0.25, 0.3 one symbolic graph guarded a <= 0.5; 0.7, 1.5 the other side
+    assert stats()["graphs"] == 3
+    if not REFERENCE:
+        assert any("L['a']" in g for g in compiled._cache.entries[-1].guards.readable())
+
+
+def test_int_of_a_float_truncates_without_a_guard():
+    _run(lambda x, a: x * int(a * 10))
+    assert stats()["graphs"] == 2
+
+
+def test_returned_float_is_a_python_float():
+    compiled = _run(lambda x, a: (x * a, a * 3))
+    out = compiled(torch.ones(3), 0.9)
+    assert type(out[1]) is float and out[1] == 0.9 * 3
+    assert stats()["graphs"] == 2
+
+
+def test_nan_and_inf_are_constants():
+    fn = lambda x, a: x * a  # noqa: E731
+    _run(fn, [0.5, 0.75, float("nan"), float("inf"), 0.25])
+    # 0.5 static; 0.75 symbolic (reused by inf and 0.25: the symbol's guard excludes only nan);
+    # nan a constant graph
+    assert stats()["graphs"] == 3
+
+
+def test_specialize_float_config_recompiles_per_value():
+    with ember.config.patch(specialize_float=True):
+        _run(lambda x, a: x * a, [0.1, 0.2, 0.3])
+    assert stats()["graphs"] == 3
+
+
+def test_float_attribute_and_global_that_change():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.scale = 0.5
+
+        def forward(self, x):
+            return self.lin(x) * self.scale * _GLOBALS["lr"]
+
+    m = M()
+    compiled = compile(m, backend="aot_eager")
+    for i in range(6):
+        _GLOBALS["lr"] = 0.1 * (i + 1)
+        m.scale = 0.5 + i
+        x = torch.randn(2, 4)
+        assert_same(compiled(x), m(x))
+    assert stats()["graphs"] == 2
+
+
+_GLOBALS = {"lr": 0.1}
+
+
+def test_learning_rate_in_a_param_group():
+    def step(params, grads, group):
+        for p, g in zip(params, grads):
+            p.add_(g, alpha=-group["lr"])
+
+    compiled = compile(step, backend="aot_eager")
+    ps = [torch.randn(3) for _ in range(2)]
+    gs = [torch.randn(3) for _ in range(2)]
+    ps_eager = [p.clone() for p in ps]
+    for i in range(6):
+        group = {"lr": 0.01 * (i + 1)}
+        compiled(ps, gs, group)
+        step(ps_eager, gs, group)
+        assert_same(ps, ps_eager)
+    assert stats()["graphs"] == 2
+
+
+def test_logged_loss_item_does_not_recompile_per_step():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    eager_model = torch.nn.Linear(4, 1)
+    eager_model.load_state_dict(model.state_dict())
+
+    def train_step(m, x, y, log):
+        loss = ((m(x) - y) ** 2).mean()
+        loss.backward()
+        value = loss.item()          # a graph break; the resume function gets a new float each step
+        log.append(value * 2)
+        return loss.detach() * value
+
+    compiled = compile(train_step, backend="aot_eager")
+    log_c, log_e = [], []
+    for _ in range(10):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        assert_same(compiled(model, x, y, log_c), train_step(eager_model, x, y, log_e))
+        for m in (model, eager_model):
+            with torch.no_grad():
+                for p in m.parameters():
+                    p -= 0.1 * p.grad
+                    p.grad = None
+    assert log_c == pytest.approx(log_e)
+    # the resume function after loss.item(): static, then one symbolic recompile for all steps
+    assert stats()["recompiles"] <= 1
+
+
+@pytest.mark.slow
+def test_inductor_specialises_floats_and_stays_correct():
+    # Inductor's kernels take no float symbols: the frame is traced again with the float a constant
+    _run(lambda x, a: x * a + 1, [0.1, 0.2, 0.3], backend="inductor")
+    assert stats()["graphs"] == 3
