@@ -23,9 +23,13 @@ import torch
 
 from ember import metrics
 from ember.backends.registry import lookup_backend
+from ember.capture import dynamic_dims as _dynamic_dims
 from ember.capture.cache import FrameCache, reset_all
+from ember.distributed import collectives as _collectives
 from ember.capture.skipfiles import compile_disabled
 from ember.capture.variables.objects import has_hooks, untraced_hooks
+
+_dynamic_dims.collectives = _collectives  # (capture does not import distributed: wired here)
 
 
 @dataclasses.dataclass(frozen=True)

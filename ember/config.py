@@ -41,6 +41,9 @@ class Config:
     # Keep float arguments as constants (a recompile per value). False, as torch: a float
     # argument whose value changed since the frame compiled becomes a symbolic float input.
     specialize_float: bool = False
+    # Under torch.distributed, all-gather each frame's observed input sizes after its first trace
+    # so every rank makes the same dynamic-shape decisions (ember/distributed/collectives.py).
+    enable_compiler_collectives: bool = False
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
     # Tests of the safety net: raise an internal error at one point ("guard", "capture",

@@ -207,6 +207,14 @@ class FrameCache:
         self.sizes.begin(bound)
         try:
             try:
+                entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                                self.offset_map, self.sizes)
+                if not self.sizes.agree_with_other_ranks():
+                    return entry
+                # another rank saw other sizes: trace again with the decisions every rank shares
+                log_recompiles.info("%s: tracing again with the sizes every rank observed (compiler "
+                                    "collectives)", self.label)
+                self.sizes.begin(bound)
                 return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                                self.offset_map, self.sizes)
             except SpecializeFloats as e:
@@ -216,7 +224,7 @@ class FrameCache:
                                self.offset_map, self.sizes)
         except Exception as e:
             if _violates_mark_dynamic(e):
-                raise
+                return self._relax_marks(bound, e)
             if not self.sizes.symbolic or isinstance(e, InjectedFault) or \
                     (isinstance(e, Unsupported) and not getattr(e, "per_call", False)):
                 raise
@@ -229,6 +237,24 @@ class FrameCache:
         self.sizes.symbolic = False
         return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                        self.offset_map, self.sizes)
+
+    def _relax_marks(self, bound, violation: BaseException) -> CacheEntry:
+        """The trace specialised a dimension marked dynamic: under fullgraph (or for torch's own
+        marks) the error propagates; a mark from ember.mark_dynamic becomes a hint, with a warning."""
+        if self.fullgraph or self.sizes.relaxed_marks:
+            raise violation
+        self.sizes.relaxed_marks = True
+        self.sizes.begin(bound)
+        try:
+            entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                            self.offset_map, self.sizes)
+        except Exception as e:
+            if _violates_mark_dynamic(e):
+                raise violation from None  # (a mark torch's mark_dynamic made)
+            raise
+        warnings.warn(f"ember: {self.label} specialises a dimension marked with ember.mark_dynamic; "
+                      f"compiling it static (fullgraph=True raises instead):\n{violation}", stacklevel=4)
+        return entry
 
     def _recompile_reason(self, bound) -> str:
         """The first guard of the newest entry that fails for ``bound`` (diagnostics only: an

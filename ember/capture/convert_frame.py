@@ -226,12 +226,13 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 torch._C._set_grad_enabled(grad_mode)
                 _restore_autocast(autocast_before)
         guards.refresh_global_state("abc_token")
-        metrics.bump("graphs")
         log.debug("graph for %s:\n%s", label, gm.code)
 
     if output.symbolic_inputs:
         _shape_guard_names(guards.scope, codegen.parameter_names(code))
         output.install_shape_guards()
+    if compiled is not None:
+        metrics.bump("graphs")  # (counted once its guards hold: a trace retried counts once)
     scope = guards.scope
     args = ", ".join(src.expr(scope) for src in input_sources)
     body = _guard_block(guards)

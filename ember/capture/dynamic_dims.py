@@ -24,6 +24,11 @@ import dataclasses
 import torch
 
 
+# Compiler collectives (ember/distributed/collectives.py, wired by ember.api: capture does not
+# import distributed): an object with ``active()`` and ``exchange(sizes, values)``, or None.
+collectives = None
+
+
 class StaticRetry(Exception):
     """A symbolic trace that cannot be finished soundly: the frame is traced again, static."""
 
@@ -32,6 +37,7 @@ _DYNAMIC = "_dynamo_dynamic_indices"
 _MAYBE = "_dynamo_weak_dynamic_indices"
 _STATIC = "_dynamo_static_indices"
 _RANGES = "_dynamo_dynamic_range"
+_SOFT = "_ember_soft_dynamic_indices"  # marked by ember.mark_dynamic: a warning outside fullgraph
 
 
 def _mark(t: torch.Tensor, attr: str, index) -> None:
@@ -59,8 +65,11 @@ class DimRange:
 def mark_dynamic(t: torch.Tensor, index, min: int | None = None, max: int | None = None) -> None:  # noqa: A002
     """Compile ``t``'s dimension(s) ``index`` as symbols from the first compile on. A trace that
     specialises such a dimension (or needs it outside ``min``..``max``) raises torch's
-    ``ConstraintViolationError``, as torch.compile does."""
+    ``ConstraintViolationError`` naming the lines that did, under ``fullgraph=True``; otherwise
+    ember warns once for the frame and specialises it. (A mark made with torch's own
+    ``mark_dynamic`` keeps torch's contract: the error, with or without ``fullgraph``.)"""
     _mark(t, _DYNAMIC, index)
+    _mark(t, _SOFT, index)
     ranges = getattr(t, _RANGES, None)
     if ranges is None:
         ranges = set()
@@ -99,10 +108,13 @@ def has_marks(values) -> bool:
     return False
 
 
-def constraints(real: torch.Tensor, dims: frozenset) -> list:
+def constraints(real: torch.Tensor, dims: frozenset, relaxed: bool = False) -> list:
     """ShapeEnv constraints per dimension: a dimension marked with ``mark_dynamic`` must stay a
-    symbol (in its range); automatic and hinted ones may be specialised."""
+    symbol (in its range); automatic and hinted ones may be specialised, and so may ones
+    ``ember.mark_dynamic`` marked when ``relaxed`` (a trace broke the mark, ember warned)."""
     marked = _marked(real, _DYNAMIC)
+    if relaxed:
+        marked = marked - _marked(real, _SOFT)
     if not marked:
         return [None] * real.dim()
     from torch.fx.experimental.symbolic_shapes import RelaxedUnspecConstraint, StrictMinMaxConstraint
@@ -120,6 +132,25 @@ def constraints(real: torch.Tensor, dims: frozenset) -> list:
         else:
             out.append(RelaxedUnspecConstraint(warn_only=False))
     return out
+
+
+def name_violation(error: Exception, output) -> None:
+    """Add to the ShapeEnv's ConstraintViolationError the user's lines that specialised the marked
+    dimensions it names."""
+    import linecache
+    import re
+    m = re.search(r"Constraints violated \((.*?)\)!", str(error))
+    names = [n.strip() for n in m.group(1).split(",")] if m else []
+    lines = output.lines_specialising(names) if names else []
+    if not lines:
+        return
+    where = []
+    for loc in lines:
+        file, _, line = loc.rpartition(":")
+        code = linecache.getline(file, int(line)).strip() if line.isdigit() else ""
+        where.append(f"  - {loc}" + (f": {code}" if code else ""))
+    error.args = (f"{error.args[0] if error.args else ''}\nSpecialised by:\n" + "\n".join(where),
+                  *error.args[1:])
 
 
 def marked_dynamic(real: torch.Tensor) -> frozenset:
@@ -140,6 +171,7 @@ class FrameSizes:
 
     symbolic = False  # whether the current compile traces with a ShapeEnv
     floats = True  # whether float arguments may be symbols (False once the backend refused them)
+    relaxed_marks = False  # ember.mark_dynamic marks a trace specialised: hints from now on
 
     def begin(self, bound: dict) -> None:
         """A compile of the frame starts (its traces, a graph break's re-trace included, agree on
@@ -147,6 +179,16 @@ class FrameSizes:
         self.symbolic = self.static_only is None and (
             self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values()))
         self.traces += 1
+
+    def agree_with_other_ranks(self) -> bool:
+        """After the frame's first trace, under compiler collectives: adopt the merge of every rank's
+        observations. True when that marks something changed the trace took as fixed (trace again)."""
+        if self.traces != 1 or collectives is None or not collectives.active():
+            return False
+        seen, ints = collectives.exchange(dict(self.seen), dict(self.ints))
+        again = seen != self.seen or ints != self.ints
+        self.seen, self.ints = seen, ints
+        return again and self.dynamic is not False and self.static_only is None
 
     def int_is_dynamic(self, name: str, value: int) -> bool:
         """Whether the int read at source ``name`` is a symbol in this trace: it had another value

@@ -24,7 +24,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.config import config
-from ember.capture.dynamic_dims import StaticRetry, constraints
+from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable
 from ember.fake.convert import FakeContext
 from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
@@ -37,6 +37,11 @@ def _placeholder_name(source) -> str:
     while "__" in out:
         out = out.replace("__", "_")
     return out if out.strip("_") and not out[0].isdigit() else "input"
+
+
+def _source_name(source) -> str:
+    name = source.name  # (a property of torch's sources in 2.13, a method before)
+    return name if isinstance(name, str) else name()
 
 
 class OutputGraph:
@@ -53,7 +58,8 @@ class OutputGraph:
         self.active_autocasts: list = []  # their trackers (see variables/autocast_breaks.py)
         self.autocast_exits: list = []  # autocast blocks entered before the frame that it left
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
-        self.current_location: str | None = None  # "file:line" of the instruction being traced
+        self._location: str | None = None  # "file:line" of the instruction being traced
+        self.guard_lines: list = []  # (number of ShapeEnv guards when a line started, "file:line: code")
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
         self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
         self._int_inputs: dict = {}  # source -> SymNodeVariable of a symbolic int input
@@ -133,13 +139,38 @@ class OutputGraph:
         if not dims or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
-        fake = self.fake.symbolic(real, expr, dims, constraints(real, dims))
+        fake = self.fake.symbolic(real, expr, dims, constraints(real, dims, self.frame_sizes.relaxed_marks))
         if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
                 or has_symbols(fake.storage_offset())):
             return None  # every dynamic dimension had size 0 or 1 (specialised)
         self.guards.tensor_match(source, real, sizes=False)
         self.symbolic_inputs.append((fake, expr, entry_metadata(fake), source))
         return fake
+
+    @property
+    def current_location(self) -> str | None:
+        return self._location
+
+    @current_location.setter
+    def current_location(self, location: str | None) -> None:
+        self._location = location
+        env = self.fake.shape_env
+        if env is not None and location:
+            self.guard_lines.append((len(env.guards), location))
+
+    def lines_specialising(self, names: list[str]) -> list[str]:
+        """The user's lines whose trace added a ShapeEnv guard on the symbol of one of the sources
+        ``names`` (e.g. ``x.size()[0]``): where a dimension marked dynamic was specialised."""
+        env = self.fake.shape_env
+        symbols = {sym for sym, sources in env.var_to_sources.items()
+                   if any(_source_name(src) in names for src in sources)}
+        out = []
+        for i, guard in enumerate(env.guards):
+            if guard.expr.free_symbols & symbols:
+                where = next((loc for n, loc in reversed(self.guard_lines) if n <= i), None)
+                if where is not None and where not in out:
+                    out.append(where)
+        return out
 
     def install_shape_guards(self) -> None:
         """The ShapeEnv's guards over the symbolic inputs (after the backend compiled the graph:
@@ -152,9 +183,14 @@ class OutputGraph:
                 # the input as the trace left it
                 raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
         fakes = [f for f, *_ in self.symbolic_inputs]
-        codes = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
-                                 [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
-                                  for f in fakes])
+        try:
+            codes = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
+                                     [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
+                                      for f in fakes])
+        except Exception as e:
+            if type(e).__name__ == "ConstraintViolationError":
+                name_violation(e, self)
+            raise
         self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs])
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static

@@ -352,22 +352,44 @@ def test_a_newly_marked_dimension_recompiles():
     assert counter.frame_count == 2
 
 
-def test_specialising_a_marked_dimension_raises_like_torch():
-    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+def _specialises(x):
+    y = x * 2
+    if x.shape[0] == 3:  # needs the exact size: the mark cannot hold
+        return y * 2
+    return y
 
-    def f(x):
-        if x.shape[0] == 3:  # needs the exact size: the mark cannot hold
-            return x * 2
-        return x
+
+def test_specialising_a_marked_dimension_raises_under_fullgraph_naming_the_line():
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
     x = torch.randn(3, 2)
     ember.mark_dynamic(x, 0)
-    with pytest.raises(ConstraintViolationError):
-        ember.compile(f, backend="eager")(x)
+    with pytest.raises(ConstraintViolationError, match=r"(?s)x.size\(\)\[0\].*if x.shape\[0\] == 3"):
+        ember.compile(_specialises, backend="eager", fullgraph=True)(x)
     ember.reset()
     y = torch.randn(5, 2)
     ember.mark_dynamic(y, 0, min=2, max=4)  # 5 is outside the range the user promised
     with pytest.raises(ConstraintViolationError):
-        ember.compile(lambda t: t * 2, backend="eager")(y)
+        ember.compile(lambda t: t * 2, backend="eager", fullgraph=True)(y)
+
+
+def test_specialising_a_marked_dimension_warns_once_and_specialises():
+    compiled = ember.compile(_specialises, backend="eager")
+    with pytest.warns(UserWarning, match="marked with ember.mark_dynamic") as record:
+        for n in (3, 3, 4, 3, 5):
+            x = torch.randn(n, 2)
+            ember.mark_dynamic(x, 0)
+            assert_same(compiled(x), _specialises(x))
+    assert sum("mark_dynamic" in str(w.message) for w in record) == 1
+    assert stats()["graphs"] == 2  # 3 specialised; every other size one symbolic graph
+
+
+def test_torch_mark_dynamic_keeps_torchs_contract():
+    # (torch's test_raise_guard_full_constraint: the error without fullgraph)
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+    x = torch.randn(3, 2)
+    torch._dynamo.mark_dynamic(x, 0)
+    with pytest.raises(ConstraintViolationError):
+        ember.compile(_specialises, backend="eager")(x)
 
 
 @pytest.mark.parametrize("dynamic", [False, None, True])
