@@ -206,22 +206,14 @@ class FrameCache:
         retried with static shapes (and an internal error there turns symbols off for the frame)."""
         self.sizes.begin(bound)
         try:
-            try:
-                entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                                self.offset_map, self.sizes)
-                if not self.sizes.agree_with_other_ranks():
-                    return entry
-                # another rank saw other sizes: trace again with the decisions every rank shares
-                log_recompiles.info("%s: tracing again with the sizes every rank observed (compiler "
-                                    "collectives)", self.label)
-                self.sizes.begin(bound)
-                return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                               self.offset_map, self.sizes)
-            except SpecializeFloats as e:
-                log_recompiles.info("%s: %s; tracing again with float arguments as constants", self.label, e)
-                self.sizes.floats = False
-                return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
-                               self.offset_map, self.sizes)
+            entry = self._trace_floats_or_constants(bound)
+            if not self.sizes.agree_with_other_ranks():
+                return entry
+            # another rank saw other sizes: trace again with the decisions every rank shares
+            log_recompiles.info("%s: tracing again with the sizes every rank observed (compiler "
+                                "collectives)", self.label)
+            self.sizes.begin(bound)
+            return self._trace_floats_or_constants(bound)
         except Exception as e:
             if _violates_mark_dynamic(e):
                 return self._relax_marks(bound, e)
@@ -235,6 +227,24 @@ class FrameCache:
             log_recompiles.info("%s: the trace with symbolic sizes failed (%s: %s); tracing with static "
                                 "shapes", self.label, type(e).__name__, e)
         self.sizes.symbolic = False
+        return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                       self.offset_map, self.sizes)
+
+    def _trace_floats_or_constants(self, bound) -> CacheEntry:
+        """Trace and compile; a trace with symbolic floats that fails — the backend refused them
+        (Inductor), or an operation does not take a SymFloat (``torch.arange(0, a, 0.1)``) — is
+        traced again with the frame's floats constant (as torch restarts when it cannot tensorify)."""
+        self.sizes.float_symbols = 0
+        try:
+            return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
+                           self.offset_map, self.sizes)
+        except Exception as e:
+            if not (isinstance(e, SpecializeFloats) or self.sizes.float_symbols) \
+                    or isinstance(e, InjectedFault) or _violates_mark_dynamic(e):
+                raise
+            log_recompiles.info("%s: %s: %s; tracing again with float arguments as constants",
+                                self.label, type(e).__name__, e)
+        self.sizes.floats = False
         return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                        self.offset_map, self.sizes)
 

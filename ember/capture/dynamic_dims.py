@@ -171,6 +171,7 @@ class FrameSizes:
 
     symbolic = False  # whether the current compile traces with a ShapeEnv
     floats = True  # whether float arguments may be symbols (False once the backend refused them)
+    float_symbols = 0  # float symbols the current trace made
     relaxed_marks = False  # ember.mark_dynamic marks a trace specialised: hints from now on
 
     def begin(self, bound: dict) -> None:

@@ -120,6 +120,7 @@ class OutputGraph:
             if config.specialize_float or not self.frame_sizes.floats:
                 return None
             sym = symbolic_float(self.fake.shape_env, value, expr)
+            self.frame_sizes.float_symbols += 1
         else:
             sym = symbolic_int(self.fake.shape_env, value, expr)
         if not has_symbols(sym):

@@ -173,6 +173,13 @@ def test_logged_loss_item_does_not_recompile_per_step():
     assert stats()["recompiles"] <= 1
 
 
+def test_operation_that_takes_no_symbolic_float_retraces_with_constants():
+    # torch.arange cannot trace a SymFloat end: the frame's floats become constants (a recompile
+    # per value), never a failure
+    _run(lambda x, a: torch.arange(0, a, 0.1) + x.sum())
+    assert stats()["fallbacks"] == 0
+
+
 @pytest.mark.slow
 def test_inductor_specialises_floats_and_stays_correct():
     # Inductor's kernels take no float symbols: the frame is traced again with the float a constant
