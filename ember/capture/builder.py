@@ -473,11 +473,12 @@ def _identity_key(k) -> bool:
 
 
 def _float_source(source) -> bool:
-    """A float read from a frame's argument or a global, directly or through attributes and items
-    (a learning rate in ``opt.param_groups[0]['lr']``), may become a symbol when it changes."""
-    while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
+    """A float read from a frame's argument, a global or a closure cell, directly or through
+    attributes and items (``opt.param_groups[0]['lr']``), may become a symbol when it changes."""
+    while isinstance(source, (ItemSource, AttrSource)):
         source = source.base
-    return isinstance(source, (LocalSource, GlobalSource))
+    # (a closure's cell: the function's own variable, such as a loss scale a closure updates)
+    return isinstance(source, (LocalSource, GlobalSource, CellContentsSource))
 
 
 def _argument_item(source) -> bool:

@@ -147,7 +147,7 @@ class CellContentsSource(Source):
     freevar: str
 
     def name(self) -> str:
-        return f"{self.base.name()}.__closure__[{self.index}].cell_contents  # {self.freevar}"
+        return f"{self.base.name()}.__closure__[{self.index}].cell_contents ({self.freevar})"
 
     def expr(self, scope):
         return hoist(scope, f"{self.base.expr(scope)}.__closure__[{self.index}].cell_contents")

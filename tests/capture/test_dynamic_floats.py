@@ -173,6 +173,27 @@ def test_logged_loss_item_does_not_recompile_per_step():
     assert stats()["recompiles"] <= 1
 
 
+def test_float_in_a_closure_cell_that_changes():
+    # (an AMP-style loss scaler or a schedule kept in a closure)
+    state = {"lr": 0.1}
+    scale = 1.0
+
+    def f(x):
+        return x * scale * state["lr"]
+
+    compiled = compile(f, backend="aot_eager")
+    for v in VALUES:
+        scale, state["lr"] = v, v / 10
+        assert_same(compiled(torch.ones(2)), f(torch.ones(2)))
+    assert stats()["graphs"] == 2
+
+
+def test_truth_of_a_float_guards_on_zero_not_on_the_value():
+    fn = lambda x, a: x * (2.0 if a else 3.0) * (not a)  # noqa: E731
+    _run(fn, [0.7, 1.3, 0.0, 2.1, 0.4, 0.0, 1.9])
+    assert stats()["graphs"] == 3  # 0.7 static; a symbol guarded a != 0; a symbol guarded a == 0
+
+
 def test_operation_that_takes_no_symbolic_float_retraces_with_constants():
     # torch.arange cannot trace a SymFloat end: the frame's floats become constants (a recompile
     # per value), never a failure

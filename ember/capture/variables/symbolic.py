@@ -43,7 +43,8 @@ class SymNodeVariable(ConstantVariable):
         return f"{type(self.sym).__name__}({self.sym.node.expr})"
 
     def truth(self, tx):
-        return bool(self.sym)
+        # (a float's truth is `!= 0`: a guard on that, not on its value)
+        return bool(self.sym != 0) if isinstance(self.sym, torch.SymFloat) else bool(self.sym)
 
 
 class SymSliceVariable(ConstantVariable):
