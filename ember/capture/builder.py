@@ -27,7 +27,7 @@ _CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), torch.dtyp
                    slice, range)
 
 # Python functions under these torch packages are inlined, not put in the graph as calls.
-_INLINED_TORCH_PREFIXES = ("torch.nn.modules", "torch.nn.utils.parametriz", "torch.utils._contextlib",
+_INLINED_TORCH_PREFIXES = ("torch.nn.modules", "torch.nn.utils.parametriz", "torch.nn.utils.clip_grad", "torch.utils._contextlib",
                            "torch.nn.parameter", "torch.distributions")
 _TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
                     "typing", "warnings", "inspect", "types", "enum", "dataclasses")
@@ -337,6 +337,11 @@ def _wrap(tx, value, source) -> VariableTracker:
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return TensorMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
 
+    if isinstance(value, types.BuiltinFunctionType) and value in _torch_polyfills():
+        if source is not None:
+            guards.id_match(source, value)
+        return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
+
     if is_torch_callable(value):
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
@@ -470,6 +475,11 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def _torch_polyfills() -> dict:
+    from ember.capture.polyfills.torch_utils import POLYFILLS
+    return POLYFILLS
 
 
 def _float_source(source) -> bool:

@@ -174,9 +174,10 @@ def _isinstance(tx, obj, classes):
         from ember.capture.variables.generators import IteratorBase
         wanted = cls if isinstance(cls, tuple) else (cls,)
         if isinstance(obj, IteratorBase) and all(c in (collections.abc.Iterator, collections.abc.Iterable) or (
-                isinstance(c, type) and c.__module__ == "builtins" and not issubclass(c, collections.abc.Iterator)
-                and c is not object) for c in wanted):
-            # an iterator of some builtin type: an Iterator and Iterable, never a list, tuple, int ...
+                isinstance(c, type) and (c.__module__ == "builtins" or issubclass(c, torch.Tensor))
+                and not issubclass(c, collections.abc.Iterator) and c is not object) for c in wanted):
+            # an iterator of some builtin type: an Iterator and Iterable, never a list, tuple, int,
+            # tensor ...
             return ConstantVariable(any(c in (collections.abc.Iterator, collections.abc.Iterable) for c in wanted))
         raise unsupported(f"isinstance on {obj.describe()}") from None
     if isinstance(obj, TensorVariable) and t is torch.Tensor:

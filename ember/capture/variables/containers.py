@@ -702,13 +702,21 @@ def _subclass_method(cls: type, base: type, name: str):
 class IteratorVariable(IteratorBase):
     """An iterator over a known list of items; advancing it mutates ``pos``."""
 
-    def __init__(self, items: list, source=None):
+    real_type = None
+
+    def __init__(self, items: list, source=None, real_type: type | None = None):
         self.items = list(items)
         self.pos = 0
         self.source = source  # a real iterator from outside: consumption is replayed
+        self.real_type = real_type  # the type of the object it stands for, where known
 
     def describe(self):
         return f"iterator({len(self.items) - self.pos} left)"
+
+    def python_type(self):
+        if self.real_type is None:
+            return super().python_type()
+        return self.real_type
 
     def next(self, tx):
         """The next item, or None when exhausted."""

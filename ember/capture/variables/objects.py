@@ -410,7 +410,7 @@ class NNModuleVariable(VariableTracker):
             return TupleVariable(out)
         # parameters(), named_modules(), ... are generators: `next(m.parameters())` works, once each
         from ember.capture.variables.containers import IteratorVariable
-        return IteratorVariable(out)
+        return IteratorVariable(out, real_type=types.GeneratorType)
 
     def _dotted(self, key):
         if self.source is None or not isinstance(key, str):

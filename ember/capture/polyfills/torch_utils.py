@@ -1,0 +1,30 @@
+"""Pure-Python versions of torch C helpers that return Python containers of tensors (a graph op
+cannot return a dict): traced in place of the C function, they build the same structure from the
+tensors' metadata."""
+from __future__ import annotations
+
+
+def group_tensors_by_device_and_dtype(tensorlistlist, with_indices=False):
+    """``torch._C._group_tensors_by_device_and_dtype``: the tensors of ``tensorlistlist[0]`` grouped
+    by (device, dtype), each group holding the matching entries of every list (None stays None)
+    and, for ``with_indices``, their positions; groups in order of first appearance."""
+    groups = {}
+    first = tensorlistlist[0]
+    for i in range(len(first)):
+        t = first[i]
+        key = (t.device, t.dtype)
+        if key not in groups:
+            groups[key] = ([[] for _ in tensorlistlist], [])
+        lists, indices = groups[key]
+        for j in range(len(tensorlistlist)):
+            lists[j].append(tensorlistlist[j][i] if tensorlistlist[j] else None)
+        indices.append(i)
+    return {k: (v[0], v[1] if with_indices else []) for k, v in groups.items()}
+
+
+POLYFILLS = {}
+try:
+    import torch
+    POLYFILLS[torch._C._group_tensors_by_device_and_dtype] = group_tensors_by_device_and_dtype
+except AttributeError:  # (a torch build without it)
+    pass
