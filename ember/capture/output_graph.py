@@ -25,7 +25,7 @@ from ember.capture.variables.containers import DictVariable, ListVariable, Tuple
 from ember.capture.variables.tensor import TensorVariable
 from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation
-from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
 from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
@@ -228,6 +228,10 @@ class OutputGraph:
             dtype = torch.bool if isinstance(sym, torch.SymBool) else torch.int64 \
                 if isinstance(sym, torch.SymInt) else torch.get_default_dtype()
             target, kwargs = torch.scalar_tensor, {"dtype": ConstantVariable(dtype), **kwargs}
+        elif kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1:
+            literal = symbolic_tensor_literal(self, args[0], kwargs)
+            if literal is not None:
+                return literal
         rg = kwargs.get("requires_grad")
         if rg is not None and rg.is_constant() and rg.as_constant():
             # A new leaf that requires grad: AOT graphs return fresh tensors without autograd

@@ -55,6 +55,19 @@ def test_changing_float_recompiles_once(fn):
     assert stats()["graphs"] == 2  # static for 0.1, then one symbolic graph for every other value
 
 
+@pytest.mark.parametrize("fn", [
+    lambda x, a: torch.tensor([a, 1.0]) * x[:2],
+    lambda x, a: torch.tensor([[a, 2], [3, a * 2]]) + 1,          # nested, ints and floats: float32
+    lambda x, a: torch.tensor((x.size(0), int(a * 10))) * a,      # ints: int64
+    lambda x, a: torch.tensor([a, True], dtype=torch.float64),
+], ids=["flat", "nested", "sizes", "dtype"])
+def test_tensor_literal_of_symbolic_numbers(fn):
+    compiled = _run(fn)
+    out = compiled(torch.randn(3), 0.9)
+    assert out.dtype == fn(torch.randn(3), 0.9).dtype
+    assert stats()["graphs"] == 2
+
+
 def test_dtype_promotion_is_the_python_floats():
     # an int tensor times a Python float is float32 (the default dtype), not float64
     compiled = _run(lambda x, a: x.long() * a - x.int() + a)

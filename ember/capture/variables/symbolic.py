@@ -190,3 +190,38 @@ class SizeVariable(TupleVariable):
         # Anything else (``__eq__`` against a Size, ``__add__``, ...): on the concrete sizes.
         return ConstantVariable(torch.Size(item.as_constant() for item in self.items)).call_method(
             tx, name, args, kwargs)
+
+
+def symbolic_tensor_literal(output, arg, kwargs) -> VariableTracker | None:
+    """``torch.tensor([a, 2 * a])`` of a (nested) list or tuple holding symbolic numbers: one
+    ``scalar_tensor`` per item, stacked and shaped like the literal, so the numbers stay symbolic
+    (folding the list would read, and so fix, them). None: not such a literal."""
+    from ember.capture.variables.containers import ListVariable
+    if set(kwargs) - {"dtype", "device"}:
+        return None
+    flat: list = []
+
+    def walk(v):
+        if isinstance(v, (ListVariable, TupleVariable)):
+            shapes = [walk(i) for i in v.items]
+            if any(sh is None for sh in shapes) or len(set(shapes)) > 1:
+                return None  # ragged: torch.tensor raises; let it
+            return (len(shapes), *(shapes[0] if shapes else ()))
+        if isinstance(v, SymNodeVariable) or (type(v) is ConstantVariable and type(v.value) in (int, float, bool)):
+            flat.append(v)
+            return ()
+        return None
+
+    shape = walk(arg)
+    if shape is None or not shape or not any(isinstance(i, SymNodeVariable) and has_symbols(i.sym) for i in flat):
+        return None
+    kinds = {i.python_type() for i in flat}
+    dtype_vt = kwargs.get("dtype")
+    dtype = dtype_vt.as_constant() if dtype_vt is not None else (
+        torch.get_default_dtype() if float in kinds else torch.int64 if int in kinds else torch.bool)
+    extra = {"dtype": ConstantVariable(dtype)}
+    if "device" in kwargs:
+        extra["device"] = kwargs["device"]
+    parts = [output.call_function(torch.scalar_tensor, [i], dict(extra)) for i in flat]
+    stacked = output.call_function(torch.stack, [ListVariable(parts)], {})
+    return output.call_method("reshape", [stacked, TupleVariable([ConstantVariable(d) for d in shape])], {})
