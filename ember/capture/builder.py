@@ -485,13 +485,20 @@ def _torch_polyfills() -> dict:
 def _float_source(source) -> bool:
     """A float read from a frame's argument, a global or a closure cell, directly or through
     attributes and items (``opt.param_groups[0]['lr']``), may become a symbol when it changes."""
+    source = _item_of(source)
     while isinstance(source, (ItemSource, AttrSource)):
         source = source.base
     # (a closure's cell: the function's own variable, such as a loss scale a closure updates)
     return isinstance(source, (LocalSource, GlobalSource, CellContentsSource))
 
 
+def _item_of(source):
+    """The tensor's source for ``t.item()`` of a 0-d input (its value follows the tensor's)."""
+    return source.base if isinstance(source, CallSource) and source.func is torch.Tensor.item else source
+
+
 def _argument_item(source) -> bool:
+    source = _item_of(source)
     while isinstance(source, ItemSource):
         source = source.base
     return isinstance(source, LocalSource)

@@ -191,6 +191,8 @@ class CallSource(Source):
     args: tuple
 
     def name(self) -> str:
+        if not self.args:
+            return f"{getattr(self.func, '__qualname__', self.func)}({self.base.name()})"
         return f"{getattr(self.func, '__qualname__', self.func)}({self.base.name()}, " \
                f"{', '.join(map(repr, self.args))})"
 

@@ -219,3 +219,32 @@ def test_inductor_specialises_floats_and_stays_correct():
     # Inductor's kernels take no float symbols: the frame is traced again with the float a constant
     _run(lambda x, a: x * a + 1, [0.1, 0.2, 0.3], backend="inductor")
     assert stats()["graphs"] == 3
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.int64])
+def test_item_of_a_0d_cpu_input_is_read_with_the_guards(dtype):
+    # (SEEDS: a 0-d CPU scalar tensor's .item() gets a backed symbol): no graph break, a constant
+    # first, a symbol once the value changed
+    def fn(x, t):
+        return x[: int(t.item()) + 1] * t.item()
+
+    compiled = compile(fn, backend="aot_eager")
+    for v in (2, 3, 4, 1, 5):
+        t = torch.tensor(v, dtype=dtype)
+        x = torch.randn(8)
+        assert_same(compiled(x, t), fn(x, t))
+    assert stats()["graph_breaks"] == 0
+    assert stats()["graphs"] <= (3 if dtype is torch.int64 else 2)  # (an int 1 is specialised)
+
+
+def test_item_after_a_write_to_the_input_or_an_alias_still_breaks():
+    def writes_alias(x, y):
+        x.add_(1)          # y is a view of x: its value at entry is stale now
+        return x * y.item()
+
+    compiled = compile(writes_alias, backend="aot_eager")
+    for _ in range(2):
+        a, b = torch.arange(4.0), torch.arange(4.0)
+        assert_same(compiled(a, a[1]), writes_alias(b, b[1]))
+        assert_same(a, b)
+    assert stats()["graph_breaks"] >= 1

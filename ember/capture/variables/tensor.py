@@ -15,6 +15,8 @@ import torch
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.fake.symbolic import has_symbols, plain
 
+_INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
 # Tensor methods whose results depend on data or that act outside the graph.
 _BREAKING_METHODS = {
     "item": "Tensor.item() reads a tensor's data",
@@ -122,6 +124,14 @@ class TensorVariable(VariableTracker):
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(plain(attr))
 
+    def _input_scalar(self) -> bool:
+        real = self.real
+        return (self.source is not None and real is not None and self.node.op == "placeholder"
+                and type(real) in (torch.Tensor, torch.nn.Parameter) and real.dim() == 0
+                and real.device.type == "cpu" and real.layout is torch.strided
+                and (real.dtype.is_floating_point or real.dtype in _INT_DTYPES) and not real.is_complex()
+                and self.fake._version == 0)  # (views of it share the counter: no write so far)
+
     def setattr(self, tx, name, value):
         if name == "grad" and self.real is not None and self.source is not None:
             if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
@@ -131,6 +141,12 @@ class TensorVariable(VariableTracker):
         super().setattr(tx, name, value)
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "item" and not args and not kwargs and self._input_scalar():
+            # a 0-d CPU input the trace has not written: its value is read with the guards, as a
+            # scalar argument would be (a constant, a symbol once it changes between calls)
+            from ember.capture.builder import wrap
+            from ember.capture.sources import CallSource
+            return wrap(tx, self.real.item(), CallSource(torch.Tensor.item, self.source, ()))
         if name in _BREAKING_METHODS:
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
