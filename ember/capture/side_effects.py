@@ -60,6 +60,10 @@ class SideEffects:
                               "attributes of")
         self._dict_read.add(id(obj))
 
+    def instance_dict_read(self, obj: Any) -> bool:
+        """Whether the trace holds ``obj.__dict__`` as a dict tracker (see `read_instance_dict`)."""
+        return id(obj) in self._dict_read
+
     def pending_attrs(self, obj: Any) -> list:
         """``(name, value)`` of the attributes the frame wrote on ``obj``, in first-write order (the
         order new keys enter its ``__dict__``)."""

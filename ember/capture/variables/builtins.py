@@ -49,6 +49,9 @@ _TENSOR_OPERATORS = {
 }
 
 
+_ITEM_OPERATORS = {operator.getitem, operator.setitem, operator.delitem}
+
+
 # operator functions that mutate their first argument when it is mutable (`operator.isub(s, t)`)
 _MUTATING_OPERATORS = {
     operator.iadd, operator.isub, operator.imul, operator.imatmul, operator.itruediv, operator.ifloordiv,
@@ -105,7 +108,10 @@ class BuiltinVariable(VariableTracker):
             result = handler(tx, *args, **kwargs)
             if result is not NotImplemented:
                 return result
-        if fn in _TENSOR_OPERATORS and _has_tensor(args):
+        if fn in _TENSOR_OPERATORS and _has_tensor(args) and (
+                fn not in _ITEM_OPERATORS or isinstance(args[0], TensorVariable)):
+            # `operator.setitem(d, k, tensor)` acts on the dict, not the graph: only an item
+            # operation on a tensor is a graph op
             return tx.output.call_function(fn, args, kwargs)
         if len(args) == 1 and not kwargs and isinstance(args[0], SymNodeVariable):
             symbolic = symbolic_conversion(tx, fn, args[0])  # float(x.size(0)), int(n), abs(...)

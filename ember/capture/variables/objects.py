@@ -69,6 +69,9 @@ def _guard_not_on_instance(tx, obj_vt, obj, name):
     """A class-level attribute found for ``obj.name``: an instance attribute added later would
     shadow it (``a.act = other``), so pin its absence from the instance ``__dict__``."""
     if obj_vt.source is not None and isinstance(raw_attribute(obj, "__dict__"), dict):
+        tracked = getattr(obj_vt, "_tracked_instance_dict", None)
+        if tracked is not None and tracked(tx) is not None:
+            return  # the trace holds the dict: its key set is guarded, and the trace may have changed it
         tx.guards.not_in_instance_dict(obj_vt.source, name)
 
 
@@ -508,18 +511,38 @@ class UserObjectVariable(VariableTracker):
         cls_attr = _static_lookup(obj, name)
         if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
             return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
-        if d is not None and name in d:
+        tracked = self._tracked_instance_dict(tx)
+        if tracked is not None:
+            # the trace holds `obj.__dict__` as a dict tracker (and may have written into it):
+            # the attribute is what that dict holds now, not what the real one held
+            if name in tracked.items:
+                return tracked.items[name]
+        elif d is not None and name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
         if cls_attr is not None or _on_class(obj, name):
             return _class_attribute(tx, self, obj, name)
         if raw_attribute(obj, "__slots__") is not None and raw_attribute(obj, name, _ABSENT) is not _ABSENT:
             return wrap(tx, raw_attribute(obj, name), AttrSource(self.source, name) if self.source else None)
-        _guard_absent(tx, self.source, obj, name)  # (for a __getattr__ hook: that it is still called)
+        if tracked is not None and not hasattr(type(obj), name):
+            # absent from the dict the trace holds (its key set is guarded): pin the class's side
+            tx.guards.no_attribute(class_source(type(obj)), type(obj), name)
+        else:
+            _guard_absent(tx, self.source, obj, name)  # (for a __getattr__ hook: that it is still called)
         getattr_hook = _static_lookup(obj, "__getattr__")
         if isinstance(getattr_hook, types.FunctionType):
             return class_member(tx, getattr_hook, AttrSource(class_source(type(obj)), "__getattr__"), self,
                                 type(obj)).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+
+    def _tracked_instance_dict(self, tx):
+        """The dict tracker of ``obj.__dict__`` if the trace read it (None otherwise)."""
+        if self.source is None or not tx.side_effects.instance_dict_read(self.obj):
+            return None
+        from ember.capture.variables.containers import DictVariable
+        hit = tx.output.source_memo.get(AttrSource(self.source, "__dict__"))
+        if hit is not None and isinstance(hit[1], DictVariable):
+            return hit[1]
+        return None
 
     def _written_dict(self, tx, d: dict):
         """``obj.__dict__`` after the frame assigned attributes of ``obj``: its keys and values as
