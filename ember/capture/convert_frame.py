@@ -34,6 +34,7 @@ from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, 
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.autograd_function import check_ctx_containers
 from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject,
                        where_raised, without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
@@ -180,6 +181,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             result = tx.run()
             block_grad_mode = None
             if torch.is_grad_enabled() != grad_mode:
+            check_ctx_containers(tx, tx.reached_break is not None)
                 # The frame leaves grad mode changed: a break inside `with torch.no_grad():`, or a
                 # resume function that leaves such a block. Graphs stay balanced (the graph restores
                 # the entry mode at its end); the entry function sets the new mode after the graph.

@@ -127,6 +127,124 @@ def _with_defaults(forward, args: list, kwargs: dict) -> list:
     return [a if isinstance(a, VariableTracker) else ConstantVariable(a) for a in bound.args]
 
 
+def _kwargs_as_positions(forward, args: list, kwargs: dict) -> list:
+    """Eager's C++ ``apply`` puts keyword arguments at their positions in ``forward(ctx, ...)`` (they are
+    then inputs like the others: ``needs_input_grad`` has an entry for each); the positions before the
+    last one given must all be filled (it does not apply defaults)."""
+    try:
+        params = list(inspect.signature(forward).parameters.values())[1:]
+    except (TypeError, ValueError):
+        raise unsupported("torch.autograd.Function.apply with keyword arguments") from None
+    if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
+        raise unsupported("torch.autograd.Function.apply with keyword arguments (forward takes *args or "
+                          "keyword-only arguments)")
+    names = [p.name for p in params]
+    if any(k not in names or names.index(k) < len(args) for k in kwargs):
+        raise unsupported("torch.autograd.Function.apply with keyword arguments forward does not take")
+    last = max(names.index(k) for k in kwargs)
+    if any(names[i] not in kwargs for i in range(len(args), last + 1)):
+        raise unsupported("torch.autograd.Function.apply leaving a positional argument out (eager raises)")
+    return list(args) + [kwargs[names[i]] for i in range(len(args), last + 1)]
+
+
+def _plain_constant(value) -> bool:
+    """A Python value nothing can change: shared by every call of the generated Function as is."""
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes, torch.dtype, torch.device,
+                                           torch.Size, type(Ellipsis), torch.memory_format, torch.layout)):
+        return True
+    import enum
+    if isinstance(value, enum.Enum):
+        return True
+    if isinstance(value, (tuple, frozenset)):
+        return all(_plain_constant(v) for v in value)
+    if isinstance(value, slice):
+        return all(_plain_constant(v) for v in (value.start, value.stop, value.step))
+    return False
+
+
+def _born_ids(vt) -> list:
+    from ember.capture.variables.containers import BaseSequence, DictVariable
+    found = []
+    born = getattr(vt, "born", None)
+    if born is not None:
+        found.append(born)
+    if isinstance(vt, BaseSequence):
+        for item in vt.items:
+            found += _born_ids(item)
+    elif isinstance(vt, DictVariable):
+        for item in getattr(vt, "items", {}).values() if isinstance(getattr(vt, "items", None), dict) else ():
+            found += _born_ids(item)
+    return found
+
+
+def _outside_object(tx, vt):
+    """The real object of a value read from outside the frame (a module, a function, an object), with an
+    identity guard: the generated Function hands that very object to backward, as eager's ctx would."""
+    if vt.source is None:
+        return _NO_OBJECT
+    for attr in ("module", "obj", "fn", "value"):
+        if attr in vars(vt):
+            obj = vars(vt)[attr]
+            tx.guards.id_match(vt.source, obj)
+            return obj
+    return _NO_OBJECT
+
+
+_NO_OBJECT = object()
+
+
+def _ctx_attr_ref(tx, name, value, forward_birth, checks):
+    """How the generated Function's forward sets ``ctx.name``: ``("out", k)`` for a tensor (filled in
+    by the caller), ``("const", v)`` for a value shared by every call, ``("copy", v)`` for a container
+    each call gets a fresh copy of (eager's forward makes a new one on every call; backward may change it)."""
+    if value.is_constant():
+        c = value.as_constant()
+        if _plain_constant(c):
+            return ("const", c)
+        if isinstance(c, (list, dict, set, tuple)):
+            # A container made before forward (a local list passed in) is the program's own object in
+            # eager: backward sees whatever is done to it later. The copy is right only if nothing is:
+            # the frame checks that when its trace ends (`check_ctx_containers`).
+            old = [b for b in _born_ids(value) if b < forward_birth]
+            if old:
+                checks.append((name, old, False))
+            return ("copy", c)
+    obj = _outside_object(tx, value)
+    if obj is not _NO_OBJECT:
+        return ("const", obj)
+    raise unsupported(f"ctx.{name} holds a {value.describe()}")
+
+
+def check_ctx_containers(tx, broke: bool) -> None:
+    """At the end of a trace: a container from before a traced Function's forward that it stored on its
+    ctx must not have been changed afterwards in the frame (eager's backward would see the change, the
+    graph's copy would not). Otherwise the frame breaks at the ``apply`` instead, which then runs eagerly.
+    (After a graph break the program holds a rebuilt container the copy does not follow either; that is
+    not checked.)"""
+    pending = getattr(tx.output, "ctx_container_checks", None)
+    if not pending:
+        return
+    writes = tx.side_effects.container_writes
+    for borns, pos, _sourced, offset, opname, what in pending:
+        if any(b in borns for b in writes[pos:]):
+            e = unsupported(f"{what} holds a container from outside forward that the program changes later")
+            e.top_offset, e.top_opname = offset, opname
+            raise e
+
+
+def _note_container_checks(tx, fn_cls, checks) -> None:
+    root = tx
+    while root.parent is not None:
+        root = root.parent
+    inst = root.instructions[root.ip - 1]
+    if inst.opname == "PRECALL":
+        inst = root.instructions[root.ip]
+    pending = tx.output.__dict__.setdefault("ctx_container_checks", [])
+    for name, borns, sourced in checks:
+        pending.append((set(borns), len(tx.side_effects.container_writes), sourced, inst.offset, inst.opname,
+                        f"ctx.{name} of {fn_cls.__qualname__}"))
+
+
 def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     fn_cls = getattr(cls_vt, "value", None)
@@ -141,7 +259,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     if uses_setup_context:  # eager's apply binds forward's defaults first: setup_context sees them
         args = _with_defaults(fn_cls.forward, args, kwargs)
     elif kwargs:
-        raise unsupported("torch.autograd.Function.apply with keyword arguments")
+        args = _kwargs_as_positions(fn_cls.forward, args, kwargs)
     output = tx.output
     grad_on = torch.is_grad_enabled()
     ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
@@ -173,9 +291,9 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     tensor_outs = [o for o in out_items if isinstance(o, TensorVariable)]
     if not tensor_outs:
         raise unsupported(f"{fn_cls.__qualname__}.forward returns no tensor")
-    for name, value in ctx.attrs.items():
-        if not (isinstance(value, TensorVariable) or value.is_constant()):
-            raise unsupported(f"ctx.{name} holds a {value.describe()}")
+    checks: list = []
+    attr_refs = {name: _ctx_attr_ref(tx, name, value, region._birth, checks)
+                 for name, value in ctx.attrs.items() if not isinstance(value, TensorVariable)}
     non_diff = []
     for t in ctx.non_differentiable:
         hits = [i for i, o in enumerate(tensor_outs) if o.node is t.node]
@@ -204,8 +322,10 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     ref_of = {id(v): ("out", k) for k, v in enumerate([*tensor_outs, *ctx_tensors])}
     saved_refs = None if ctx.saved is None else [
         ref_of[id(v)] if isinstance(v, TensorVariable) else None for v in ctx.saved]
-    attr_refs = {name: (ref_of[id(v)] if isinstance(v, TensorVariable) else ("const", v.as_constant()))
+    attr_refs = {name: (ref_of[id(v)] if isinstance(v, TensorVariable) else attr_refs[name])
                  for name, v in ctx.attrs.items()}
+    if checks:
+        _note_container_checks(tx, fn_cls, checks)
     out_positions = [i for i, o in enumerate(out_items) if isinstance(o, TensorVariable)]
     wrapper = _make_function(fn_cls, backward_fn, gm, len(tensor_outs), out_is_tuple, saved_refs, attr_refs,
                              non_diff, ctx.materialize, len(args), len(out_items), out_positions)
@@ -244,9 +364,12 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
         raise unsupported(f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
     from ember.capture.variables.containers import TupleVariable
     items = list(result.items) if isinstance(result, TupleVariable) else [result]  # (eager: not a tuple -> (r,))
-    if len(items) != len(ctx.needs_input_grad):
-        raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for "
-                          f"{len(ctx.needs_input_grad)} inputs")
+    n_in = len(ctx.needs_input_grad)
+    if len(items) > n_in and all(i.is_constant() and i.as_constant() is None for i in items[n_in:]):
+        items = items[:n_in]  # (eager drops extra gradients that are None)
+    if len(items) != n_in:
+        # eager's error at backward time; an AOT backend would meet it while compiling: run the call eagerly
+        raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
 
 
 def _mark_body(output, body, grad_on):
@@ -302,7 +425,8 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
         if saved_refs is not None:
             ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
         for name, ref in attr_refs.items():
-            setattr(ctx, name, ref[1] if ref[0] == "const" else values[ref[1]])
+            kind, v = ref
+            setattr(ctx, name, v if kind == "const" else copy.deepcopy(v) if kind == "copy" else values[v])
         if non_diff:
             ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
         if not materialize:
@@ -317,6 +441,8 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
         result = backward_fn(ctx, *full)
         if not isinstance(result, tuple):
             result = (result,)
+        if len(result) > n_args and all(r is None for r in result[n_args:]):
+            result = result[:n_args]  # (eager drops extra gradients that are None)
         if len(result) != n_args:
             raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
                                f"gradients (expected {n_args}, got {len(result)})")

@@ -1,0 +1,165 @@
+"""Probe findings: torch.autograd.Function traced into the graph, and autograd inside compiled code.
+
+Each case is compared with eager (outputs, inputs after the call, gradients) with a counting eager
+backend and with ``aot_eager`` behind a counter; graph counts are those torch.compile makes.
+"""
+import enum
+
+import pytest
+import torch
+
+import ember
+from ember_test_helpers import CompileCounter, assert_same, check_same, clone_inputs, reset, stats
+
+
+class _AotCounter(CompileCounter):
+    def __call__(self, gm, example_inputs):
+        super().__call__(gm, example_inputs)
+        return ember.lookup_backend("aot_eager")(gm, example_inputs)
+
+
+def _grads(args):
+    return [a.grad for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+
+
+def check(fn, *args, graphs=1, fullgraph=True, breaks=0):
+    """check_same with the eager counting backend, then the same through aot_eager."""
+    reset()
+    check_same(fn, *args, graphs=graphs, fullgraph=fullgraph)
+    assert stats()["graph_breaks"] == breaks
+    reset()
+    counter = _AotCounter()
+    compiled = ember.compile(fn, backend=counter, fullgraph=fullgraph)
+    for _ in range(2):
+        eager_args, comp_args = clone_inputs(args), clone_inputs(args)
+        expected, actual = fn(*eager_args), compiled(*comp_args)
+        assert_same(actual, expected, "output")
+        outs = [o for o in (expected if isinstance(expected, (tuple, list)) else [expected])
+                if isinstance(o, torch.Tensor) and o.requires_grad]
+        if outs:
+            sum(o.sum() for o in outs).backward()
+            acts = [o for o in (actual if isinstance(actual, (tuple, list)) else [actual])
+                    if isinstance(o, torch.Tensor) and o.requires_grad]
+            sum(o.sum() for o in acts).backward()
+            assert_same(_grads(comp_args), _grads(eager_args), "grads", check_requires_grad=False)
+    assert counter.frame_count == graphs
+    assert stats()["fallbacks"] == 0
+
+
+def x34():
+    return torch.randn(3, 4, requires_grad=True)
+
+
+# --- ctx attributes of any Python type -----------------------------------------------------------
+
+class KeepsModule(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mod):
+        ctx.mod = mod
+        return mod(x) * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.mod.weight.shape[0], None
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class KeepsEnum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, color):
+        ctx.color = color
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (3 if ctx.color is Color.RED else 5), None
+
+
+def test_ctx_holds_module_and_enum():
+    lin = torch.nn.Linear(4, 4)
+    check(lambda x: KeepsModule.apply(x, lin), x34())
+    check(lambda x: KeepsEnum.apply(x, Color.BLUE), x34())
+
+
+class KeepsList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, lst):
+        ctx.lst = lst
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * len(ctx.lst), None
+
+
+def test_ctx_list_changed_after_forward_matches_eager():
+    """Eager's ctx holds the program's own list: a change after apply shows in backward. The graph
+    cannot follow it, so the apply runs eagerly (a graph break) -- never the stale length."""
+    def fn(x):
+        lst = [1, 2]
+        y = KeepsList.apply(x.sin(), lst)
+        lst.append(3)
+        return y + 1
+    check(fn, x34(), graphs=2, fullgraph=False, breaks=1)
+
+
+def test_ctx_list_not_changed_stays_in_graph():
+    def fn(x):
+        dims = [1, 2]
+        return KeepsList.apply(x, dims) + len(dims)
+    check(fn, x34())
+
+
+class AppendsInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.seen = []
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.seen.append(1)
+        return g * len(ctx.seen)
+
+
+def test_ctx_list_changed_by_backward_is_fresh_each_call():
+    # (backward changing ctx state is a side effect: the call runs eagerly)
+    check(lambda x: AppendsInBackward.apply(x.sin()) + 1, x34(), graphs=2, fullgraph=False, breaks=1)
+
+
+# --- apply arguments ------------------------------------------------------------------------------
+
+class WithDefault(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, scale=2.0):
+        ctx.scale = scale
+        return x * scale
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.scale * 3, None  # (one more gradient than inputs when scale is not passed: eager drops it)
+
+
+def test_apply_keyword_and_default_arguments():
+    check(lambda x: WithDefault.apply(x, scale=3.0), x34())
+    check(lambda x: WithDefault.apply(x), x34())
+
+
+def test_apply_leaving_a_position_out_raises_as_eager():
+    class Two(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, a=1.0, b=2.0):
+            return x * a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, None, None
+    x = x34()
+    with pytest.raises(TypeError):
+        Two.apply(x, b=3.0)
+    with pytest.raises(TypeError):
+        ember.compile(lambda t: Two.apply(t, b=3.0))(x)
