@@ -44,6 +44,16 @@ class Config:
     # Under torch.distributed, all-gather each frame's observed input sizes after its first trace
     # so every rank makes the same dynamic-shape decisions (ember/distributed/collectives.py).
     enable_compiler_collectives: bool = False
+    # Data-dependent values, off by default as in torch: `.item()`/`.tolist()` of a computed tensor
+    # become unbacked symbols in the graph instead of a graph break (capture_scalar_outputs); ops
+    # whose output size depends on data (nonzero, unique, masked_select, boolean-mask indexing)
+    # get unbacked sizes (capture_dynamic_output_shape_ops). A branch on such a value breaks.
+    capture_scalar_outputs: bool = False
+    capture_dynamic_output_shape_ops: bool = False
+    # Facts about symbols the guards cannot check at entry (a data-dependent size's bounds, an
+    # equation found mid-trace) are checked inside the graph by `_assert_scalar` nodes; False drops
+    # them (torch's do_not_emit_runtime_asserts).
+    runtime_asserts: bool = True
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
     # Tests of the safety net: raise an internal error at one point ("guard", "capture",

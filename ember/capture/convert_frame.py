@@ -39,6 +39,7 @@ from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Special
                        where_raised, without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
+from ember.fake.symbolic import data_dependent_capture, has_unbacked
 from ember.fake.quiet import quiet_meta_errors
 
 log = logging.getLogger("ember.graph")
@@ -146,7 +147,8 @@ class _NotBreakable(Unsupported):
 
 def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=None) -> CacheEntry:
     code = fn.__code__
-    fake = FakeContext(static_shapes=sizes is None or not sizes.symbolic)
+    # a ShapeEnv for symbolic sizes, or for the unbacked symbols of data-dependent values
+    fake = FakeContext(static_shapes=(sizes is None or not sizes.symbolic) and not data_dependent_capture())
     guards = GuardSet()
     output = OutputGraph(fake, guards)
     output.frame_sizes = sizes
@@ -179,9 +181,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
                 tx.locals[names[-1]].source = None
             result = tx.run()
+            check_ctx_containers(tx, tx.reached_break is not None)
             block_grad_mode = None
             if torch.is_grad_enabled() != grad_mode:
-            check_ctx_containers(tx, tx.reached_break is not None)
                 # The frame leaves grad mode changed: a break inside `with torch.no_grad():`, or a
                 # resume function that leaves such a block. Graphs stay balanced (the graph restores
                 # the entry mode at its end); the entry function sets the new mode after the graph.
@@ -660,8 +662,10 @@ class _ReturnPlan:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, SymNodeVariable) and vt.node.op == "placeholder" and vt.source is not None:
             return self._read(vt.source)  # an int argument passed on as it is
-        if isinstance(vt, SymNodeVariable) and isinstance(vt.sym, (torch.SymInt, torch.SymFloat)):
-            return self._out(vt.node)  # a size or float returned or passed on: the graph computes it
+        if isinstance(vt, SymNodeVariable) and (isinstance(vt.sym, (torch.SymInt, torch.SymFloat))
+                                                or has_unbacked(vt.sym)):
+            # a size, float or data-dependent value returned or passed on: the graph computes it
+            return self._out(vt.node)
         if isinstance(vt, ConstantVariable):
             return codegen.literal(vt.value, s, bind)
         if isinstance(vt, SizeVariable):

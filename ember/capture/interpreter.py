@@ -29,6 +29,7 @@ from ember.capture.variables.functions import (CellVariable, NestedFunctionVaria
                                                UserFunctionVariable, bind_arguments)
 from ember.capture.variables.objects import ClassVariable
 from ember.exc import PythonException, Unsupported
+from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard
 
 MAX_INLINE_DEPTH = 64
 
@@ -103,7 +104,14 @@ class Translator(OpcodeMixin):
             try:
                 if handler is None:
                     raise unsupported(f"opcode {inst.opname} is not supported")
-                handler(inst)
+                try:
+                    handler(inst)
+                except (PythonException, Unsupported):
+                    raise
+                except Exception as e:
+                    if not is_data_dependent_guard(e):
+                        raise
+                    raise unsupported(data_dependent_reason(e)) from None
             except PythonException as e:
                 self.chain_exception(e)
                 if not self.handle_exception(inst, e):

@@ -27,7 +27,7 @@ from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
+from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
 
 def _placeholder_name(source) -> str:
@@ -281,6 +281,8 @@ class OutputGraph:
         except _ReadsAutogradState as e:
             raise unsupported(f"{_describe(kind, target)} {e}") from None
         except Exception as e:
+            if is_data_dependent_guard(e):
+                raise unsupported(f"{_describe(kind, target)}: {data_dependent_reason(e)}") from None
             failure = unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}")
             failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
@@ -296,9 +298,18 @@ class OutputGraph:
                                      f"{_describe(kind, target)}({shown})")
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
+        bindings = None
+        env = self.fake.shape_env
+        if env is not None and env.pending_fresh_unbacked_symbols:
+            # data-dependent values (.item(), nonzero's size) this op made: the node binds them (where
+            # the runtime asserts about them go; the AOT layer traces the graph again with its own)
+            from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+            bindings = compute_unbacked_bindings(env, result)
         if not _contains_tensor(result) and has_symbols(result):
             # A size (or sizes) of a dynamic dimension: a node computes it at run time.
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+            if bindings:
+                node.meta["unbacked_bindings"] = bindings
             return self._wrap_symbolic(node, result)
         if not _contains_tensor(result):
             result = plain(result)  # (a SymInt that is a constant: 0 * s0, a specialised size)
@@ -307,6 +318,8 @@ class OutputGraph:
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
         if self.current_location:
             node.meta["stack_trace"] = self.current_location
         if not _contains_tensor(result):
@@ -397,7 +410,21 @@ class OutputGraph:
         for name, module in self.submodules.items():
             root.add_module(name, module)
         gm = fx.GraphModule(root, self.graph)
+        self._insert_runtime_asserts(gm)
         return gm, keep_values, keep_sources
+
+    def _insert_runtime_asserts(self, gm: fx.GraphModule) -> None:
+        """Facts about data-dependent symbols learnt while tracing (``torch._check(n < 4)``, a size
+        made from ``.item()`` is not negative) cannot be guards at entry: ``_assert_scalar`` nodes
+        check them in the graph, right after the value exists (config.runtime_asserts)."""
+        env = self.fake.shape_env
+        from ember.config import config
+        if env is None or not config.runtime_asserts or not any(env.deferred_runtime_asserts.values()):
+            return
+        from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+        with self.fake.enabled():
+            insert_deferred_runtime_asserts(gm, env, "ember")
+        gm.recompile()
 
 
 class _ReadsAutogradState(Exception):

@@ -13,6 +13,7 @@ and two dimensions of equal size share a symbol until a call tells them apart.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
 import torch
 from torch._guards import GuardSource
@@ -34,11 +35,43 @@ class ExprSource(_ShapeSource):
         return GuardSource.LOCAL
 
 
+def data_dependent_capture() -> bool:
+    """Whether traces put data-dependent values in the graph as unbacked symbols (a config flag)."""
+    from ember.config import config
+    return config.capture_scalar_outputs or config.capture_dynamic_output_shape_ops
+
+
+def is_data_dependent_guard(error: BaseException) -> bool:
+    """Whether ``error`` is the ShapeEnv refusing to decide something about an unbacked symbol
+    (a branch on ``.item()``'s value): the trace cannot go on, a graph break can."""
+    module = sys.modules.get("torch.fx.experimental.symbolic_shapes")
+    return module is not None and isinstance(error, module.GuardOnDataDependentSymNode)
+
+
+def data_dependent_reason(error: BaseException) -> str:
+    import re
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    match = re.search(r"expression (.*?) \(unhinted", first)
+    return (f"a branch or conversion on a data-dependent value ({match.group(1) if match else first}): "
+            "the trace cannot decide it (.item(), .tolist(), nonzero() results are unknown while tracing)")
+
+
+def has_unbacked(value) -> bool:
+    """Whether a SymInt/SymFloat/SymBool depends on an unbacked (data-dependent) symbol."""
+    if not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return False
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+    return bool(free_unbacked_symbols(value))
+
+
 def new_shape_env():
-    """A ShapeEnv for one trace. Data-dependent sizes and scalars stay graph breaks (torch's
-    ``capture_scalar_outputs``/``capture_dynamic_output_shape_ops`` off), as in static tracing."""
+    """A ShapeEnv for one trace. Data-dependent scalars (``.item()``) and sizes (``nonzero``) are
+    unbacked symbols where ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
+    say so (fake tensors raise otherwise: a graph break, as in static tracing)."""
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    return ShapeEnv(allow_scalar_outputs=False, allow_dynamic_output_shape_ops=False)
+    from ember.config import config
+    return ShapeEnv(allow_scalar_outputs=config.capture_scalar_outputs,
+                    allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
 
 
 def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None):

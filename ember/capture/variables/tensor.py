@@ -147,6 +147,12 @@ class TensorVariable(VariableTracker):
             from ember.capture.builder import wrap
             from ember.capture.sources import CallSource
             return wrap(tx, self.real.item(), CallSource(torch.Tensor.item, self.source, ()))
+        if name in ("item", "tolist") and not args and not kwargs and self._unbacked_scalars(tx):
+            # config.capture_scalar_outputs: the value is an unbacked symbol of the graph (a branch
+            # on it breaks; passing it on to ops or out of the frame does not)
+            if name == "item":
+                return tx.output.call_method("item", [self], {})
+            return self._tolist(tx)
         if name in _BREAKING_METHODS:
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":
@@ -161,6 +167,25 @@ class TensorVariable(VariableTracker):
         if name in ("requires_grad_", "detach_"):
             return self._autograd_flag_change(tx, name, args, kwargs)
         return tx.output.call_method(name, [self, *args], kwargs)
+
+    def _unbacked_scalars(self, tx) -> bool:
+        from ember.config import config
+        fake = self.fake
+        return (config.capture_scalar_outputs and tx.output.fake.shape_env is not None
+                and type(fake).__name__ == "FakeTensor" and fake.layout is torch.strided
+                and not fake.is_complex() and fake.dtype is not torch.bfloat16 and fake.dtype is not torch.float16
+                and not has_symbols(fake.shape))
+
+    def _tolist(self, tx):
+        """``t.tolist()``: nested lists of ``t[i]...item()``, one unbacked symbol per element."""
+        from ember.capture.variables.containers import ListVariable
+
+        def build(t, shape):
+            if not shape:
+                return tx.output.call_method("item", [t], {})
+            return ListVariable([build(tx.output.call_function(operator.getitem, [t, ConstantVariable(i)], {}),
+                                       shape[1:]) for i in range(shape[0])])
+        return build(self, tuple(self.fake.shape))
 
     def _autograd_flag_change(self, tx, name, args, kwargs):
         """``requires_grad_`` / ``detach_``: a no-op stays out of the graph; a real change breaks.
