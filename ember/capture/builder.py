@@ -169,7 +169,7 @@ def _wrap(tx, value, source) -> VariableTracker:
                 # (an int: an argument of the frame, or an item of a tuple/list/dict argument such as
                 # *args: torch specialises globals and attributes; a finite float from anywhere)
                 symbolic = tx.output.symbolic_int(source, value) if (
-                    _argument_item(source) if t is int else math.isfinite(value) and _float_source(source)) else None
+                    _argument_item(tx, source) if t is int else math.isfinite(value) and _float_source(source)) else None
                 if symbolic is not None:  # a value that changed between compiles: a symbol
                     return symbolic
                 return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))
@@ -275,6 +275,8 @@ def _wrap(tx, value, source) -> VariableTracker:
         # code. Everything the trace reads from the module is guarded through its source
         # (parameters and buffers are graph inputs, attributes and submodules are re-read,
         # methods through the class); its structure where the trace iterates or measures it.
+        if source is not None:
+            tx.output.module_sources.add(source)  # (ints read through it stay constants)
         return _by_type(guards, NNModuleVariable(value, source), source, value)
 
     if value is sys.version_info:
@@ -497,10 +499,19 @@ def _item_of(source):
     return source.base if isinstance(source, CallSource) and source.func is torch.Tensor.item else source
 
 
-def _argument_item(source) -> bool:
+def _argument_item(tx, source) -> bool:
+    """An int that may become a symbol when it changes (torch's unspecialised ints): read from the
+    frame's arguments or its own closure cells, directly or through items and attributes of
+    objects that are not modules. Ints from globals and from nn.Module attributes stay constants
+    (recompiling per value), as in torch.compile."""
     source = _item_of(source)
-    while isinstance(source, ItemSource):
+    modules = tx.output.module_sources
+    while isinstance(source, (ItemSource, AttrSource)):
         source = source.base
+        if source in modules:
+            return False
+    if isinstance(source, CellContentsSource):
+        return isinstance(source.base, ConstSource) and source.base.label == "FN"
     return isinstance(source, LocalSource)
 
 

@@ -54,6 +54,7 @@ class OutputGraph:
         self.placeholders: list[fx.Node] = []
         self._by_tensor: dict[int, TensorVariable] = {}
         self.source_memo: dict = {}
+        self.module_sources: set = set()  # sources of the nn.Modules the trace read
         self.entry_grad_mode: bool | None = torch.is_grad_enabled()
         self.active_autocasts: list = []  # their trackers (see variables/autocast_breaks.py)
         self.autocast_exits: list = []  # autocast blocks entered before the frame that it left

@@ -85,10 +85,8 @@ def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constrai
 
 
 def symbolic_int(shape_env, value: int, expr: str):
-    """A SymInt for an int graph input, of any sign (0 and 1 come back as plain ints: specialised,
-    like sizes: they are often flags)."""
-    if value in (0, 1):
-        return value
+    """A SymInt for an int graph input, of any sign; 0 and 1 are symbols too (torch's unspecified
+    ints: a flag's branch guards it, ``Eq(s0, 0)``, rather than a graph per value)."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic
     return shape_env.create_unspecified_symint_and_symbol(value, ExprSource(expr), DimDynamic.DYNAMIC)
 

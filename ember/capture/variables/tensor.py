@@ -109,13 +109,24 @@ class TensorVariable(VariableTracker):
             return tx.output.call_method("detach", [self], {})
         if name in ("_version", "_base"):
             raise unsupported(f"Tensor.{name}")
+        if name in ("is_leaf", "grad_fn") and self._real_input():
+            # The fake of an input is a leaf even when the input is not (a non-leaf input that
+            # requires grad): its leafness is the real tensor's, guarded (an in-place op of the trace
+            # can only make a leaf a non-leaf, which the fake shows).
+            from ember.capture.sources import AttrSource
+            real_leaf = self.real.is_leaf
+            tx.guards.equals(AttrSource(self.source, "is_leaf"), real_leaf)
+            if not real_leaf:
+                if name == "is_leaf":
+                    return ConstantVariable(False)
+                raise unsupported("grad_fn of an input that is not a leaf")
         try:
             attr = getattr(self.fake, name)
         except AttributeError:
             from ember.capture.variables.objects import MissingAttribute
             if self.real is not None:
                 return self._own_attribute(tx, name)  # e.g. `param.tag = ...` set by the program
-            raise MissingAttribute(f"Tensor has no attribute {name!r}") from None
+            raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'") from None
         if callable(attr) and not isinstance(attr, (torch.Tensor, torch.Size)):
             return TensorMethodVariable(self, name)
         if isinstance(attr, torch.Tensor):
@@ -123,6 +134,10 @@ class TensorVariable(VariableTracker):
         if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(plain(attr))
+
+    def _real_input(self) -> bool:
+        """A graph input read from the frame (its real tensor and source known)."""
+        return self.real is not None and self.source is not None and self.node.op == "placeholder"
 
     def _input_scalar(self) -> bool:
         real = self.real
