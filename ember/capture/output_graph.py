@@ -389,8 +389,15 @@ class OutputGraph:
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""
         self.graph.output(tuple(output_nodes))
-        if self.observes_tensor_identity and len(self.input_sources) > 1:
-            self.guards.all_distinct(self.input_sources)
+        # No two tensor inputs are the same tensor (torch's NO_TENSOR_ALIASING): a call passing one
+        # tensor twice recompiles (traced as one input, guarded `a is b`), as torch.compile does.
+        # Parameters are left out (torch skips them: their guard would cost every module call),
+        # unless the program observes tensor identity (a set of tensors, a dict keyed by them).
+        tensors = [src for src, real in zip(self.input_sources, self.input_values)
+                   if isinstance(real, torch.Tensor)
+                   and (self.observes_tensor_identity or not isinstance(real, torch.nn.Parameter))]
+        if len(tensors) > 1:
+            self.guards.all_distinct(tensors)
         from ember.capture.variables.autograd_function import drop_unused_bodies
         drop_unused_bodies(self.graph)
         toggles = [n for n in self.graph.nodes if n.target is torch._C._set_grad_enabled]

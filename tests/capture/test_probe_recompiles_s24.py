@@ -162,3 +162,39 @@ def test_int_items_of_argument_containers():
     x = torch.randn(3)
     cnt = _run(f, [(x, {"n": v}, (v + 1,)) for v in [2, 3, 4, 5, 6]])
     assert cnt.frame_count == 2
+
+
+# --- one tensor passed twice: torch's NO_TENSOR_ALIASING guard ---------------------------------
+
+def test_same_tensor_twice_recompiles_once_like_torch():
+    def f(a, b, c):
+        a.add_(b)
+        return c + 1
+    x, y, z = torch.randn(3), torch.randn(3), torch.randn(3)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    counts = []
+    for args in [(x, y, z), (x, x, z), (x, y, y), (y, y, y), (x, y, z), (x, x, x)]:
+        eager_args = [t.clone() for t in args]
+        if args[0] is args[1]:
+            eager_args[1] = eager_args[0]
+        if args[1] is args[2]:
+            eager_args[2] = eager_args[1]
+        if args[0] is args[2]:
+            eager_args[2] = eager_args[0]
+        comp_args = [t.clone() for t in eager_args]
+        comp_args = [comp_args[[id(e) for e in eager_args].index(id(e))] for e in eager_args]
+        assert_same(compiled(*comp_args), f(*eager_args))
+        assert_same(comp_args, eager_args)
+        counts.append(cnt.frame_count)
+    assert counts == [1, 2, 3, 4, 4, 4]
+
+
+def test_same_parameter_twice_is_not_guarded_distinct():
+    lin = nn.Linear(3, 3)
+
+    def f(w, b, x):
+        return x @ w.t() + b
+    x = torch.randn(2, 3)
+    cnt = _run(f, [(lin.weight, lin.bias, x), (lin.weight, lin.bias, x)])
+    assert cnt.frame_count == 1
