@@ -579,6 +579,10 @@ class CompiledGraph:
                     a = fn_args[i]
                     if isinstance(a, torch.Tensor) and a.requires_grad:
                         fn_args[i] = a.detach()
+                if not any(isinstance(a, torch.Tensor) and a.requires_grad for a in fn_args) and torch.is_grad_enabled():
+                    # (no input left to connect the outputs: they would not require grad, while eager's
+                    # do -- a custom Function whose backward gives None. Keep the edges then.)
+                    fn_args = args
             try:
                 with _no_ambient_autocast():
                     if self.enables_grad and not torch.is_grad_enabled():

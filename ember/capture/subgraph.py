@@ -42,16 +42,18 @@ class Region:
                     n.op == "get_attr" and n.target in self.tx.output.submodules):
                 raise unsupported(f"{what} uses {n.op} nodes")
 
-    def external_inputs(self, body: list[fx.Node], known: set, extra_uses=()) -> list[fx.Node]:
+    def external_inputs(self, body: list[fx.Node], known: set, extra_uses=(), symbols: bool = False) -> list[fx.Node]:
         """Tensors from before the region that ``body`` (or ``extra_uses``) reads and that are not in
-        ``known``, in first-use order."""
+        ``known``, in first-use order (``symbols``: symbolic numbers too)."""
         inside = set(body)
         found: list[fx.Node] = []
 
         def note(node):
             if node in inside or node in known or node in found:
                 return
-            if not isinstance(node.meta.get("example_value"), torch.Tensor):
+            value = node.meta.get("example_value")
+            if not (isinstance(value, torch.Tensor)
+                    or symbols and isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))):
                 raise unsupported("a traced region uses a non-tensor graph value")
             found.append(node)
         for n in body:

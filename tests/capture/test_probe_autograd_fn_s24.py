@@ -163,3 +163,112 @@ def test_apply_leaving_a_position_out_raises_as_eager():
         Two.apply(x, b=3.0)
     with pytest.raises(TypeError):
         ember.compile(lambda t: Two.apply(t, b=3.0))(x)
+
+
+# --- symbolic numbers (an int argument that changed, dynamic sizes) -------------------------------
+
+class ScaleBy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k * 2, None
+
+
+class KeepsShape(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.n = x.shape[0]
+        ctx.shape = x.shape
+        return x.sum(0) * ctx.n
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.expand(ctx.shape) * ctx.n
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_symbolic_int_argument_and_sizes_stay_in_graph(backend):
+    """An int argument that changed between calls is a symbol on the recompile; it (and symbolic sizes)
+    reach forward, ctx and backward as the call's numbers -- no graph break."""
+    reset()
+    counter = _AotCounter() if backend == "aot_eager" else CompileCounter()
+    f = ember.compile(lambda x, k: ScaleBy.apply(x, k), backend=counter)
+    for k in (2, 3, 4, 5):
+        x, xe = x34(), None
+        xe = x.detach().clone().requires_grad_()
+        out, expected = f(x, k), ScaleBy.apply(xe, k)
+        assert_same(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        assert_same(x.grad, xe.grad)
+    assert stats()["graph_breaks"] == 0 and counter.frame_count == 2
+    reset()
+    counter = _AotCounter() if backend == "aot_eager" else CompileCounter()
+    g = ember.compile(lambda x: KeepsShape.apply(x), backend=counter, dynamic=True)
+    for n in (2, 3, 5):
+        x = torch.randn(n, 4, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        out, expected = g(x), KeepsShape.apply(xe)
+        assert_same(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        assert_same(x.grad, xe.grad)
+    assert stats()["graph_breaks"] == 0 and counter.frame_count == 1
+
+
+# --- outputs that are not tensors ------------------------------------------------------------------
+
+class ListOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return [x * 2, x * 3]
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+class TupleWithList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2, [x * 3], 7
+
+    @staticmethod
+    def backward(ctx, g, gl, gi):
+        return g * 5
+
+
+def test_outputs_that_are_not_tensors_pass_through():
+    """As eager: only a tensor or a tuple's tensors get the Function's gradient; a list (or a list in the
+    tuple) comes back as forward made it, its tensors not requiring grad."""
+    check(lambda x: ListOut.apply(x), x34())
+    check(lambda x: TupleWithList.apply(x), x34())
+    check(lambda x: (lambda r: (r[0] * r[2], r[1][0], r[1][0].requires_grad))(TupleWithList.apply(x)), x34())
+
+
+class OnlyFirstGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x.clone(), x.clone()
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        return g1  # None when only the second output is used
+
+
+def test_outputs_require_grad_when_backward_gives_none():
+    """aot_eager detaches inputs the backward graph gives no gradient; with none left the outputs
+    stopped requiring grad (eager's do: they come from the Function)."""
+    def fn(x):
+        a, b = OnlyFirstGrad.apply(x)
+        return b.sin()
+    x = x34()
+    out = ember.compile(fn, backend="aot_eager")(x)
+    assert out.requires_grad and fn(x).requires_grad
+    out.sum().backward()
+    assert x.grad is None

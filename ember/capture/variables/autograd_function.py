@@ -196,7 +196,15 @@ _NO_OBJECT = object()
 def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     """How the generated Function's forward sets ``ctx.name``: ``("out", k)`` for a tensor (filled in
     by the caller), ``("const", v)`` for a value shared by every call, ``("copy", v)`` for a container
-    each call gets a fresh copy of (eager's forward makes a new one on every call; backward may change it)."""
+    each call gets a fresh copy of (eager's forward makes a new one on every call; backward may change it),
+    ``("sym", vt)`` for a symbolic number (an output of the forward's graph, resolved by the caller),
+    ``("seq", type, refs)`` for a tuple or ``torch.Size`` holding symbolic numbers."""
+    from ember.capture.variables.containers import TupleVariable
+    if _is_symbolic(value):
+        return ("sym", value)
+    if isinstance(value, TupleVariable) and _has_symbols(value):
+        return ("seq", value.python_type(), [_ctx_attr_ref(tx, name, v, forward_birth, checks)
+                                             for v in value.items])
     if value.is_constant():
         c = value.as_constant()
         if _plain_constant(c):
@@ -213,6 +221,46 @@ def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     if obj is not _NO_OBJECT:
         return ("const", obj)
     raise unsupported(f"ctx.{name} holds a {value.describe()}")
+
+
+def _is_symbolic(vt) -> bool:
+    from ember.capture.variables.symbolic import SymNodeVariable
+    return isinstance(vt, SymNodeVariable)
+
+
+def _has_symbols(vt) -> bool:
+    from ember.capture.variables.containers import BaseSequence
+    if _is_symbolic(vt):
+        return True
+    return isinstance(vt, BaseSequence) and any(_has_symbols(i) for i in vt.items)
+
+
+def _syms_of_ref(ref) -> list:
+    if ref[0] == "sym":
+        return [ref[1]]
+    if ref[0] == "seq":
+        return [s for r in ref[2] for s in _syms_of_ref(r)]
+    return []
+
+
+def _resolve_ref(ref, ref_of):
+    if ref[0] == "sym":
+        return ref_of[id(ref[1])]
+    if ref[0] == "seq":
+        return ("seq", ref[1], [_resolve_ref(r, ref_of) for r in ref[2]])
+    return ref
+
+
+def _ref_value(ref, values):
+    kind = ref[0]
+    if kind == "const":
+        return ref[1]
+    if kind == "copy":
+        return copy.deepcopy(ref[1])
+    if kind == "seq":
+        items = [_ref_value(r, values) for r in ref[2]]
+        return ref[1](items) if ref[1] in (tuple, torch.Size) else ref[1](*items)
+    return values[ref[1]]
 
 
 def check_ctx_containers(tx, broke: bool) -> None:
@@ -278,19 +326,21 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     region.check_pure(f"{fn_cls.__qualname__}.forward")
     body = region.nodes()
 
-    # the outputs: a tensor, or a tuple of tensors and constants
+    # the outputs: as eager's apply, a tensor or a tuple (a namedtuple comes back a plain tuple) whose
+    # tensors get the Function's gradient; anything else is passed through as forward made it (its
+    # tensors, computed under no_grad, need no grad)
     if isinstance(out, TensorVariable):
         out_items, out_is_tuple = [out], False
-    elif isinstance(out, TupleVariable) and out.tuple_type is None:
+    elif isinstance(out, TupleVariable):
         out_items, out_is_tuple = list(out.items), True
-        for o in out_items:
-            if not (isinstance(o, TensorVariable) or o.is_constant()):
-                raise unsupported(f"{fn_cls.__qualname__}.forward returns a {o.describe()}")
     else:
-        raise unsupported(f"{fn_cls.__qualname__}.forward returns {out.describe()}")
+        out_items, out_is_tuple = [out], False
     tensor_outs = [o for o in out_items if isinstance(o, TensorVariable)]
     if not tensor_outs:
-        raise unsupported(f"{fn_cls.__qualname__}.forward returns no tensor")
+        if ctx.non_differentiable:
+            raise unsupported("ctx.mark_non_differentiable of a tensor that is not an output")
+        _mark_body(output, body, grad_on)
+        return TupleVariable(out_items) if out_is_tuple else out
     checks: list = []
     attr_refs = {name: _ctx_attr_ref(tx, name, value, region._birth, checks)
                  for name, value in ctx.attrs.items() if not isinstance(value, TensorVariable)}
@@ -307,22 +357,27 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
     ctx_tensors += [v for v in ctx.attrs.values() if isinstance(v, TensorVariable)]
-    extras = region.external_inputs(body, {a.node for a in tensor_args},
-                                    [v.node for v in [*tensor_outs, *ctx_tensors]])
+    ctx_tensors += [s for ref in attr_refs.values() for s in _syms_of_ref(ref)]  # (symbolic numbers)
+    graph_args = [a for a in args if isinstance(a, TensorVariable) or _is_symbolic(a)]
+    extras = region.external_inputs(body, {a.node for a in graph_args},
+                                    [v.node for v in [*tensor_outs, *ctx_tensors]], symbols=True)
 
     call_args: list[VariableTracker] = []
     for a in args:
         call_args.append(a if isinstance(a, TensorVariable) or a.is_constant() else ConstantVariable(None))
     # Tensors from outside that forward reads (globals, closures, list members) go in one list: autograd
     # gives tensors inside a list no gradient and no needs_input_grad entry of their own, as in eager.
-    call_args.append(ListVariable([TensorVariable(node, node.meta["example_value"]) for node in extras]))
+    from ember.capture.variables.symbolic import SymNodeVariable
+    call_args.append(ListVariable([TensorVariable(node, node.meta["example_value"])
+                                   if isinstance(node.meta["example_value"], torch.Tensor)
+                                   else SymNodeVariable(node, node.meta["example_value"]) for node in extras]))
 
-    gm = extract(body, [a.node if isinstance(a, TensorVariable) else None for a in args] + extras,
+    gm = extract(body, [a.node if isinstance(a, TensorVariable) or _is_symbolic(a) else None for a in args] + extras,
                  [v.node for v in [*tensor_outs, *ctx_tensors]], output.submodules)
     ref_of = {id(v): ("out", k) for k, v in enumerate([*tensor_outs, *ctx_tensors])}
     saved_refs = None if ctx.saved is None else [
         ref_of[id(v)] if isinstance(v, TensorVariable) else None for v in ctx.saved]
-    attr_refs = {name: (ref_of[id(v)] if isinstance(v, TensorVariable) else attr_refs[name])
+    attr_refs = {name: (ref_of[id(v)] if isinstance(v, TensorVariable) else _resolve_ref(attr_refs[name], ref_of))
                  for name, v in ctx.attrs.items()}
     if checks:
         _note_container_checks(tx, fn_cls, checks)
@@ -425,8 +480,7 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
         if saved_refs is not None:
             ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
         for name, ref in attr_refs.items():
-            kind, v = ref
-            setattr(ctx, name, v if kind == "const" else copy.deepcopy(v) if kind == "copy" else values[v])
+            setattr(ctx, name, _ref_value(ref, values))
         if non_diff:
             ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
         if not materialize:
