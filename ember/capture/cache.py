@@ -161,6 +161,15 @@ class FrameCache:
         entry = self._compile(bound)
         if entry is None:
             return None
+        if entry.compiled is None and entry.break_reason is None and entry.eager_reason is None \
+                and not self.fullgraph:
+            # No tensor operation traced (the frame returns its inputs or constants, or only touches
+            # Python objects): torch.compile skips such a frame's code from then on, its entries
+            # included, and so does ember (a later call runs eagerly: nothing to gain, no recompiles).
+            self.run_eagerly_reason = "no tensor operations traced: the function runs eagerly from now on"
+            self.entries = []
+            log_breaks.info("%s: %s", self.label, self.run_eagerly_reason)
+            return None
         self.entries.append(entry)
         if entry.eager_reason is not None:
             return entry

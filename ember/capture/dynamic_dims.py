@@ -203,8 +203,15 @@ class FrameSizes:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
         sizes for the next compile)."""
         shape = tuple(real.shape)
+        known = name in self.seen
         prev = self.seen.get(name)
-        if prev is None or len(prev) != len(shape):
+        # None: the input had different numbers of dimensions across calls. Every dimension is a
+        # symbol from then on, whatever its rank (torch's automatic dynamic: the whole size is
+        # dynamic once the rank changed), so a third rank does not recompile once more per size.
+        any_rank = known and (prev is None or len(prev) != len(shape))
+        if any_rank:
+            self.seen[name] = None
+        elif prev is None:
             self.seen[name] = shape
         else:
             self.seen[name] = tuple(None if p is None or p != s else s for p, s in zip(prev, shape))
@@ -213,6 +220,8 @@ class FrameSizes:
             return frozenset()
         n = real.dim()
         if self.dynamic is True and not isinstance(real, torch.nn.Parameter):
+            auto = set(range(n))
+        elif self.dynamic is None and not isinstance(real, torch.nn.Parameter) and any_rank:
             auto = set(range(n))
         elif self.dynamic is None and not isinstance(real, torch.nn.Parameter) and prev is not None \
                 and len(prev) == n:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import dis
 import operator
+import torch
 
 from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
                                               symbolic_operation,
@@ -345,6 +346,13 @@ class OpcodeMixin:
         index = self.pop()
         obj = self.pop()
         if isinstance(obj, TensorVariable):
+            if isinstance(index, SymNodeVariable) and isinstance(index.sym, torch.SymInt) \
+                    and has_symbols(index.sym) and obj.fake.dim() > 0 \
+                    and obj.python_type() in (torch.Tensor, torch.nn.Parameter):
+                # `x[n]` with a symbolic int: Tensor.__getitem__ would read n's value (`__index__`,
+                # a guard per value); torch.select keeps it symbolic (a guard on its sign and range)
+                self.push(self.output.call_function(torch.select, [obj, ConstantVariable(0), index], {}))
+                return
             self.push(self.output.call_function(operator.getitem, [obj, index], {}))
         elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable,
                                                                                  SizeVariable)) \

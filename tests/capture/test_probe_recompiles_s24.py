@@ -198,3 +198,132 @@ def test_same_parameter_twice_is_not_guarded_distinct():
     x = torch.randn(2, 3)
     cnt = _run(f, [(lin.weight, lin.bias, x), (lin.weight, lin.bias, x)])
     assert cnt.frame_count == 1
+
+
+# --- a frame that traces no tensor operation: skipped from then on, as torch.compile -------------
+
+def test_frame_without_operations_runs_eagerly_from_then_on():
+    def f(x, n):
+        return x * n if n else x
+    x = torch.randn(3)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    counts = []
+    for n in [2, 0, 3, 4, 2]:
+        assert_same(compiled(x, n), f(x, n))
+        counts.append(cnt.frame_count)
+    assert counts == [1, 1, 1, 1, 1]
+
+
+def test_frame_without_operations_first_never_compiles():
+    def f(x, n):
+        return x if n == 0 else x * n
+    x = torch.randn(3)
+    cnt = _run(f, [(x, 0), (x, 2), (x, 0), (x, 3)])
+    assert cnt.frame_count == 0
+
+
+def test_frame_with_only_python_side_effects_stays_correct():
+    def f(x, lst, d):
+        lst.append(len(lst))
+        d["k"] = d.get("k", 0) + 1
+        return x
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    x = torch.randn(3)
+    lst_e, lst_c, d_e, d_c = [], [], {}, {}
+    for _ in range(3):
+        assert compiled(x, lst_c, d_c) is x
+        f(x, lst_e, d_e)
+    assert lst_c == lst_e and d_c == d_e
+    assert cnt.frame_count == 0
+
+
+def test_empty_frame_under_fullgraph_still_compiles_its_entry():
+    def f(x):
+        return x
+    compiled = compile(f, backend=CompileCounter(), fullgraph=True)
+    x = torch.randn(3)
+    assert compiled(x) is x and compiled(x) is x
+
+
+# --- automatic dynamic: an input whose rank changed is dynamic in every dimension from then on ---
+
+def test_rank_change_makes_every_dimension_dynamic():
+    def f(x):
+        return x.sin() + 1
+    cnt = _run(f, [(torch.randn(*s),) for s in [(2, 3), (2, 3, 4), (5,), (3, 3), (2, 2, 2), (7,), (4, 5)]])
+    assert cnt.frame_count == 4
+
+
+# --- symbolic ints stay symbolic in bitwise operations and as a tensor index ------------------
+
+def test_int_bitwise_operations_stay_symbolic():
+    def f(x, n):
+        return x * (n << 1) + (n >> 1) + (n & 3) + (n | 1) + (n ^ 2)
+    x = torch.randn(3)
+    cnt = _run(f, [(x, n) for n in [2, 3, -4, 5, 0, 1, -1]])
+    assert cnt.frame_count == 2
+
+
+def test_int_index_into_a_tensor_stays_symbolic():
+    def f(x, n):
+        return x[n] * 2
+    x = torch.randn(5, 2)
+    # 0: static; 1: a symbol, guarded non-negative and in range; -1: one more graph
+    cnt = _run(f, [(x, n) for n in [0, 1, 2, 4, -1, -5, 3]])
+    assert cnt.frame_count == 3
+
+
+def test_int_index_out_of_range_raises_as_eager():
+    def f(x, n):
+        return x[n]
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(5, 2)
+    for n in [1, 2, 7, 3, -9]:
+        try:
+            expected = f(x, n)
+        except IndexError:
+            with pytest.raises(IndexError):
+                compiled(x, n)
+        else:
+            assert_same(compiled(x, n), expected)
+
+
+def test_int_index_with_backward():
+    def f(p, n):
+        return (p[n] * 2).sum()
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for n in [0, 1, 2, 3]:
+        pe = torch.randn(4, 2, generator=torch.Generator().manual_seed(n)).requires_grad_()
+        pc = pe.detach().clone().requires_grad_()
+        f(pe, n).backward()
+        compiled(pc, n).backward()
+        assert_same(pc.grad, pe.grad)
+    assert cnt.frame_count == 2
+
+
+def test_size_minus_one_as_index():
+    def f(x):
+        return x[x.shape[0] - 2] * x.shape[0]
+    cnt = _run(f, [(torch.randn(n, 3),) for n in [2, 3, 4, 5, 6]])
+    assert cnt.frame_count == 2
+
+
+# --- torch.backends flags are guarded where the trace reads them ----------------------------------
+
+def test_cudnn_flag_switched_between_calls():
+    def f(x):
+        return x + 1 if torch.backends.cudnn.enabled else x - 1
+    old = torch.backends.cudnn.enabled
+    try:
+        cnt = CompileCounter()
+        compiled = compile(f, backend=cnt)
+        x = torch.randn(3)
+        for flag in [True, False, True, False]:
+            torch.backends.cudnn.enabled = flag
+            assert_same(compiled(x), f(x))
+        assert cnt.frame_count == 2
+    finally:
+        torch.backends.cudnn.enabled = old

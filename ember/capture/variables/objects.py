@@ -713,6 +713,12 @@ class PythonModuleVariable(VariableTracker):
                 # the program's own `F.relu`: a later `F.relu = my_relu` must recompile (torch's
                 # own code reading its namespaces is trusted, as Dynamo does)
                 tx.guards.id_match(AttrSource(self.source, name), value)
+        if trusted and self.module.__name__.startswith("torch.backends") \
+                and type(value) in (bool, int, float, str, type(None)):
+            # a backend flag the program may switch (torch.backends.cudnn.enabled = False): its
+            # value, guarded where the trace uses it (torch guards it too)
+            base = self.source if self.source is not None else ConstSource(self.module, self.module.__name__)
+            return wrap(tx, value, AttrSource(base, name))
         return wrap(tx, value, None if trusted or self.source is None else AttrSource(self.source, name))
 
     def setattr(self, tx, name, value):

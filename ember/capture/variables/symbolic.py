@@ -84,10 +84,19 @@ _NUMERIC_OPS = frozenset({operator.add, operator.sub, operator.mul, operator.tru
                           operator.eq, operator.ne, operator.neg, operator.pos, operator.abs})
 
 
+# bitwise operations of ints (SymInt has them; torch.compile keeps ``n << 1``, ``n & 1`` symbolic)
+_INT_OPS = frozenset({operator.lshift, operator.rshift, operator.and_, operator.or_, operator.xor})
+
+
 def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
     """``fn(*args)`` as a graph node when some argument is a symbolic size and the others are
     numbers (None: not such an operation; the caller handles it as a constant)."""
-    if fn not in _NUMERIC_OPS or not any(isinstance(a, SymNodeVariable) and has_symbols(a.sym) for a in args) \
+    if fn in _INT_OPS:
+        if not all(is_number(a) and a.python_type() is int for a in args):
+            return None
+    elif fn not in _NUMERIC_OPS:
+        return None
+    if not any(isinstance(a, SymNodeVariable) and has_symbols(a.sym) for a in args) \
             or not all(is_number(a) for a in args):
         return None  # (a symbol specialised meanwhile is a constant)
     return tx.output.call_function(fn, list(args), {})
