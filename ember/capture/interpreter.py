@@ -106,7 +106,11 @@ class Translator(OpcodeMixin):
                     raise unsupported(f"opcode {inst.opname} is not supported")
                 try:
                     handler(inst)
-                except (PythonException, Unsupported):
+                except PythonException as e:
+                    if not is_data_dependent_guard(e.exc):  # (a builtin given an unbacked value raised it)
+                        raise
+                    raise unsupported(data_dependent_reason(e.exc)) from None
+                except Unsupported:
                     raise
                 except Exception as e:
                     if not is_data_dependent_guard(e):

@@ -166,3 +166,11 @@ def test_input_scalar_item_stays_backed():
 
     _run(fn, [(torch.randn(2), torch.tensor(v)) for v in (1.0, 2.0, -3.0, 4.0)])
     assert stats()["graph_breaks"] == 0
+
+
+def test_builtin_needing_the_value_breaks_at_its_line():
+    """``range()`` of an unbacked value inside a generator expression: the builtin's refusal is a
+    graph break (the graph before it keeps ``item``), not an exception of the program."""
+    fn = lambda x: sum(x * i for i in range(int(x.argmax().item()) + 1))  # noqa: E731
+    _run(fn, [(torch.tensor([1.0, 5.0, 2.0]),), (torch.tensor([9.0, 5.0, 2.0]),), (torch.tensor([0.0, 1.0, 7.0]),)])
+    assert stats()["graph_breaks"] == 1 and stats()["graphs"] >= 2
