@@ -137,7 +137,7 @@ class OpcodeMixin:
 
     def BUILD_STRING(self, inst):
         parts = self.popn(inst.arg)
-        lazy = derived_lazy(concat_strings, parts)
+        lazy = derived_lazy(concat_strings, parts, symbols=True)
         self.push(lazy if lazy is not None else ConstantVariable("".join(p.as_constant() for p in parts)))
 
     def _built_target(self, inst):
@@ -236,7 +236,8 @@ class OpcodeMixin:
                 return
         if not value.is_constant():
             raise unsupported(f"formatting {value.describe()} into a string")
-        lazy = derived_lazy(format_value, [value, ConstantVariable(flags & 0x03), ConstantVariable(spec)])
+        lazy = derived_lazy(format_value, [value, ConstantVariable(flags & 0x03), ConstantVariable(spec)],
+                            symbols=True)
         if lazy is not None:  # a scalar argument only formatted: not guarded by value
             self.push(lazy)
             return
@@ -671,10 +672,12 @@ _NON_RAISING = {operator.add, operator.sub, operator.mul, operator.iadd, operato
 def _lazy_arithmetic(fn, a, b):
     if fn not in _NON_RAISING:
         return None
-    for v in (a, b):
-        raw = v.python_type() if v.is_constant() else None
-        if raw not in (int, float):
-            return None
+    types_ = {v.python_type() if v.is_constant() else None for v in (a, b)}
+    if types_ == {str} and fn in (operator.add, operator.iadd):
+        # `"step " + str(step)`: a string built from a scalar argument, rebuilt at run time
+        return derived_lazy(operator.add, [a, b], symbols=True)
+    if not types_ <= {int, float}:
+        return None
     return derived_lazy(_INPLACE_TO_PLAIN.get(fn, fn), [a, b])
 
 

@@ -327,3 +327,44 @@ def test_cudnn_flag_switched_between_calls():
         assert cnt.frame_count == 2
     finally:
         torch.backends.cudnn.enabled = old
+
+
+# --- strings built from a scalar argument are rebuilt at run time, not a guard per value ----------
+
+def test_formatted_float_argument_after_it_became_a_symbol(capsys):
+    def f(x, lr):
+        y = x * lr
+        print(f"lr {lr:.3f} {lr!r}")
+        return y + 1
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    x = torch.randn(3)
+    for i in range(6):
+        lr = i * 0.1 + 0.05
+        assert_same(compiled(x, lr), f(x, lr))
+        out = capsys.readouterr().out
+        assert out == f"lr {lr:.3f} {lr!r}\n" * 2
+    assert cnt.frame_count == 3  # torch.compile: 3 too (before the print, after it static, after it dynamic)
+
+
+def test_str_concatenation_of_an_int_argument(capsys):
+    def f(x, step):
+        y = x * 2
+        s = "step " + str(step) + "/" + repr(step)
+        print(s)
+        return y + 1
+    compiled = compile(f, backend=CompileCounter())
+    x = torch.randn(3)
+    for step in range(5):
+        assert_same(compiled(x, step), f(x, step))
+        out = capsys.readouterr().out
+        assert out == f"step {step}/{step}\n" * 2
+    if not REFERENCE:
+        assert stats()["recompiles"] == 0
+
+
+def test_formatted_int_used_as_a_value_is_guarded():
+    def f(x, n):
+        s = f"v{n}"
+        return x * 2 if s.endswith("3") else x * 3
+    _run(f, [(torch.randn(3), n) for n in [2, 3, 13, 4, 23]])

@@ -173,17 +173,32 @@ def concat_strings(*parts) -> str:
     return "".join(parts)
 
 
-def derived_lazy(fn, parts: list) -> "LazyGuardedConstant | None":
+def _input_symbol(p) -> bool:
+    """A symbolic int/float graph input read from the frame (``SymNodeVariable`` with its source)."""
+    import torch
+    sym = getattr(p, "sym", None)
+    if sym is None or getattr(p, "source", None) is None or not isinstance(sym, (torch.SymInt, torch.SymFloat)):
+        return False
+    from ember.fake.symbolic import has_symbols
+    return has_symbols(sym) and sym.node.hint is not None
+
+
+def derived_lazy(fn, parts: list, symbols: bool = False) -> "LazyGuardedConstant | None":
     """``fn(*parts)`` as a new unspecialized constant when some part is an unspecialized
     LazyGuardedConstant and the rest are constants (None otherwise): computed now for the trace,
-    rebuilt from the parts' sources at run time, and only guarded if its own value gets used."""
-    lazy = [p for p in parts if isinstance(p, LazyGuardedConstant) and not p.specialized]
+    rebuilt from the parts' sources at run time, and only guarded if its own value gets used.
+    ``symbols``: a symbolic scalar input (an int or float argument that changed, see
+    OutputGraph.symbolic_int) counts as such a part too (``f"{lr:.3f}"``: formatted from the
+    argument at run time, as torch.compile's lazily formatted strings, not a guard per value)."""
+    def unspecialized(p):
+        return (isinstance(p, LazyGuardedConstant) and not p.specialized) or (symbols and _input_symbol(p))
+    lazy = [p for p in parts if unspecialized(p)]
     if not lazy or not all(p.is_constant() for p in parts):
         return None
     from ember.capture.sources import ApplySource
-    raw = [ConstantVariable.value.__get__(p) if isinstance(p, LazyGuardedConstant) else p.as_constant()
-           for p in parts]
-    src = ApplySource(fn, tuple(p.source if p in lazy else r for p, r in zip(parts, raw)))
+    raw = [ConstantVariable.value.__get__(p) if isinstance(p, LazyGuardedConstant) else
+           p.sym.node.hint if any(p is q for q in lazy) else p.as_constant() for p in parts]
+    src = ApplySource(fn, tuple(p.source if any(p is q for q in lazy) else r for p, r in zip(parts, raw)))
 
     def install():
         for p in lazy:

@@ -18,6 +18,7 @@ import types
 import torch
 
 from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion
+from ember.capture.variables.base import derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.frame_builtins import frame_dir, frame_locals, frame_vars
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
@@ -103,6 +104,12 @@ class BuiltinVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
+        if fn in (str, repr) and len(args) == 1 and not kwargs and args[0].is_constant() \
+                and args[0].python_type() in (int, float):
+            # `"step " + str(step)`: rebuilt from the argument at run time, not a guard per value
+            lazy = derived_lazy(fn, [args[0]], symbols=True)
+            if lazy is not None:
+                return lazy
         handler = _HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, *args, **kwargs)
