@@ -12,6 +12,7 @@ import collections.abc
 import functools
 import math
 import operator
+import os
 import sys
 import types
 
@@ -36,7 +37,8 @@ _PURE_BUILTINS = {
 _PURE_MODULES = ("math", "operator", "_operator", "cmath")
 _PURE_SYS = {sys.getrecursionlimit, sys.getdefaultencoding,
              # alternate constructors of builtin value types (bound to the class): pure on constants
-             int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans}
+             int.from_bytes, float.fromhex, bytes.fromhex, str.maketrans, bytes.maketrans,
+             os.fspath}  # (on a str or bytes constant: itself)
 
 # operator functions that map onto tensors as graph ops
 _TENSOR_OPERATORS = {
@@ -476,6 +478,13 @@ def _id(tx, obj):
         # an input tensor: its id() is that of the object the call passes (guarded by number)
         tx.guards.id_equals(obj.source, obj.real)
         return ConstantVariable(id(obj.real))
+    source = getattr(obj, "source", None)
+    hit = tx.output.source_memo.get(source) if source is not None else None
+    if hit is not None and hit[1] is obj and type(hit[0]) in (list, dict, set, frozenset, tuple, collections.deque):
+        # a container from outside (a global memo's key `id(MY_DICT)`): the object the source gives
+        # now, guarded by number like an input tensor's
+        tx.guards.id_equals(source, hit[0])
+        return ConstantVariable(id(hit[0]))
     raise unsupported(f"id() of {obj.describe()}")
 
 

@@ -1,0 +1,42 @@
+"""Behaviours found by running PyTorch's own test/dynamo files against ember (session 24), each
+compared with eager and, where torch.compile makes one graph, compiled with ``fullgraph=True``."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+from ember_test_helpers import assert_same, compile, stats
+
+MY_DICT = {"a": 1, "b": 2}
+MY_LIST = [1.0, 2.0]
+
+
+def _memo_of_ids(x):
+    memo = {}
+    memo[id(MY_DICT)] = True
+    memo[id(MY_LIST)] = 1
+    if id(MY_DICT) in memo and id(MY_LIST) in memo:
+        return x + 1.0
+    return x + 2.0
+
+
+def test_id_of_a_global_container_as_a_dict_key():
+    global MY_DICT
+    compiled = compile(_memo_of_ids, fullgraph=True)
+    x = torch.randn(4)
+    assert_same(compiled(x), _memo_of_ids(x))
+    saved, MY_DICT = MY_DICT, {"c": 3}  # another object: its id() differs, the guard sees it
+    try:
+        assert_same(compiled(x), _memo_of_ids(x))
+        assert stats()["recompiles"] == 1
+    finally:
+        MY_DICT = saved
+
+
+def test_os_fspath_of_a_constant():
+    def fn(x):
+        return x + len(os.fspath("some/path"))
+
+    x = torch.ones(2)
+    assert_same(compile(fn, fullgraph=True)(x), fn(x))
