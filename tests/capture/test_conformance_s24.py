@@ -40,3 +40,29 @@ def test_os_fspath_of_a_constant():
 
     x = torch.ones(2)
     assert_same(compile(fn, fullgraph=True)(x), fn(x))
+
+
+def test_catch_warnings_record_true():
+    import warnings
+
+    def fn(x):
+        with warnings.catch_warnings(record=True) as w:
+            y = x.sin()
+        return y, len(w)
+
+    x = torch.randn(3)
+    assert_same(compile(fn, fullgraph=True)(x), fn(x))
+
+
+def test_catch_warnings_record_true_with_a_warning_runs_eagerly_and_records_it():
+    import warnings
+
+    def fn(x):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            warnings.warn("recorded")
+            y = x.sin()
+        return y, [str(r.message) for r in w]
+
+    x = torch.randn(3)
+    assert_same(compile(fn)(x), fn(x))

@@ -84,7 +84,14 @@ class RecordFunctionVariable(VariableTracker):
 
 
 class CatchWarningsVariable(VariableTracker):
-    """``warnings.catch_warnings()`` (without ``record=True``)."""
+    """``warnings.catch_warnings()``; with ``record=True`` its ``__enter__`` gives a new list of the
+    warnings the block issues: the trace issues none (a Python warning of the program's own breaks
+    the graph, which a catch_warnings block refuses: the frame runs eagerly), so it stays empty.
+    (Warnings torch's kernels issue while the graph runs are emitted, not recorded: as
+    torch.compile.)"""
+
+    def __init__(self, record: bool = False):
+        self.record = record
 
     def describe(self):
         return "warnings.catch_warnings"
@@ -94,6 +101,9 @@ class CatchWarningsVariable(VariableTracker):
 
     def enter(self, tx):
         tx.trace.catch_warnings_depth += 1
+        if self.record:
+            from ember.capture.variables.containers import ListVariable
+            return ListVariable([])
         return ConstantVariable(None)
 
     def exit(self, tx):
@@ -120,9 +130,9 @@ def construct_context(tx, cls, args, kwargs):
         return RecordFunctionVariable()
     if cls is warnings.catch_warnings:
         record = kwargs.get("record")
-        if args or set(kwargs) - {"record"} or (record is not None and record.as_constant()):
-            raise unsupported("warnings.catch_warnings(record=True / module=...) inside the compiled region")
-        return CatchWarningsVariable()
+        if args or set(kwargs) - {"record"} or (record is not None and not record.is_constant()):
+            raise unsupported("warnings.catch_warnings(module=... / positional arguments) inside the compiled region")
+        return CatchWarningsVariable(bool(record.as_constant()) if record is not None else False)
     return None
 
 
