@@ -66,3 +66,15 @@ def test_catch_warnings_record_true_with_a_warning_runs_eagerly_and_records_it()
 
     x = torch.randn(3)
     assert_same(compile(fn)(x), fn(x))
+
+
+def test_index_and_count_of_sequences_including_deque():
+    import collections
+
+    for list_type in (list, tuple, torch.Size, collections.deque):
+        for start in ([], [2], [0, 3]):
+            def f(t):
+                xs = list_type([1, 2, 3, 4])
+                return t + xs.index(3, *start) + xs.count(2)
+
+            assert_same(compile(f, fullgraph=True)(torch.zeros(1)), f(torch.zeros(1)))

@@ -20,7 +20,7 @@ from ember.exc import PythonException
 
 _METHODS = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
             "copy", "__len__", "__iter__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
-            "__iadd__"}
+            "__iadd__", "index", "count"}
 
 _MUTATING = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
              "__setitem__", "__delitem__", "__iadd__"}
@@ -121,6 +121,10 @@ class DequeVariable(VariableTracker):
             return DequeVariable(list(items), self.maxlen)
         if name == "__len__" and not args:
             return ConstantVariable(len(items))
+        if name in ("index", "count"):
+            # as a list's (the same comparisons; a deque's index takes the same start/stop)
+            from ember.capture.variables.containers import ListVariable
+            return ListVariable(list(items)).call_method(tx, name, args, kwargs)
         if name == "__iter__" and not args:
             return self.iter(tx)
         if name == "__contains__" and len(args) == 1:
