@@ -78,3 +78,36 @@ def test_index_and_count_of_sequences_including_deque():
                 return t + xs.index(3, *start) + xs.count(2)
 
             assert_same(compile(f, fullgraph=True)(torch.zeros(1)), f(torch.zeros(1)))
+
+
+def test_enum_member_looked_up_by_value():
+    from enum import Enum, IntEnum
+
+    class ExplicitEnum(str, Enum):
+        @classmethod
+        def _missing_(cls, value):
+            raise ValueError(f"{value} is not a valid {cls.__name__}")
+
+    class PaddingStrategy(ExplicitEnum):
+        LONGEST = "longest"
+        MAX_LENGTH = "max_length"
+
+    class Num(IntEnum):
+        A = 1
+        B = 2
+
+    def fn(x):
+        a = PaddingStrategy("longest")
+        b = Num(2)
+        if a == PaddingStrategy.LONGEST and b is Num.B and Num(Num.A) is Num.A:
+            return torch.sin(x) * b
+        return torch.cos(x)
+
+    x = torch.randn(3)
+    assert_same(compile(fn, fullgraph=True)(x), fn(x))
+
+    def missing(x):
+        return x + len(PaddingStrategy("nope"))
+
+    from ember_test_helpers import check_raises_same
+    check_raises_same(missing, x)

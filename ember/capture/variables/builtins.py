@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import collections
 import collections.abc
+import enum
 import functools
 import math
 import operator
@@ -730,6 +731,19 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls is collections.OrderedDict:
         d = _dict(tx, *args, **kwargs)
         return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)
+    if isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ and len(args) == 1 \
+            and not kwargs and args[0].is_constant() and cls._member_map_:
+        # `Color("red")`: a lookup of an existing member by value (the class is fixed once made);
+        # a value with no member would call the class's _missing_: left to eager
+        value = args[0].as_constant()
+        member = value if isinstance(value, cls) else None
+        if member is None:
+            try:
+                member = cls._value2member_map_.get(value)
+            except TypeError:  # an unhashable value: Enum searches linearly
+                member = None
+        if member is not None:
+            return wrap_constant(member)
     if cls is object and not args:
         raise unsupported("creating new objects in the frame (side effects) is not supported yet")
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
