@@ -111,3 +111,22 @@ def test_enum_member_looked_up_by_value():
 
     from ember_test_helpers import check_raises_same
     check_raises_same(missing, x)
+
+
+def test_typed_dict_construction_makes_a_dict():
+    from typing import Literal, TypedDict
+
+    class Inputs(TypedDict):
+        type: Literal["pixel_values"]
+        data: torch.Tensor
+
+    class Partial(TypedDict, total=False):
+        data: torch.Tensor
+
+    def fn(x):
+        d = Inputs(type="pixel_values", data=x + 1)
+        e = Partial(data=x)
+        return d["data"] * 2 + e["data"], type(d) is dict, sorted(d)
+
+    x = torch.randn(3)
+    assert_same(compile(fn, fullgraph=True)(x), fn(x))

@@ -454,6 +454,14 @@ def _callable(tx, obj):
                                                  DictVariable, SetVariable)))
 
 
+def _is_typeddict(cls) -> bool:
+    import typing
+    try:
+        return typing.is_typeddict(cls) or (type(cls).__name__ == "_TypedDictMeta")
+    except Exception:  # noqa: BLE001 (an unusual metaclass)
+        return False
+
+
 def _print(tx, *args, **kwargs):
     raise unsupported("print() has a side effect outside the graph")
 
@@ -731,6 +739,8 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls is collections.OrderedDict:
         d = _dict(tx, *args, **kwargs)
         return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)
+    if isinstance(cls, type) and issubclass(cls, dict) and _is_typeddict(cls):
+        return _dict(tx, *args, **kwargs)  # a TypedDict class makes a plain dict
     if isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ and len(args) == 1 \
             and not kwargs and args[0].is_constant() and cls._member_map_:
         # `Color("red")`: a lookup of an existing member by value (the class is fixed once made);
