@@ -130,3 +130,31 @@ def test_typed_dict_construction_makes_a_dict():
 
     x = torch.randn(3)
     assert_same(compile(fn, fullgraph=True)(x), fn(x))
+
+
+def test_tolist_of_a_small_input_reads_values_with_the_guards():
+    def fn(x, y):
+        out = []
+        for i in x.tolist():
+            out.append(i * 4)
+        return out, y * sum(x.tolist())
+
+    compiled = compile(fn, fullgraph=True)
+    for values in ([3], [5], [7], [5, 6], [[1, 2], [3, 4]], [1.5, 2.5]):
+        x, y = torch.tensor(values), torch.randn(2)
+        if x.dim() == 2:
+            def fn2(x, y):
+                return x.tolist(), y * x.sum()
+            assert_same(compile(fn2, fullgraph=True)(x, y), fn2(x, y))
+            continue
+        assert_same(compiled(x, y), fn(x, y))
+
+
+def test_tolist_after_an_in_place_write_sees_the_write():
+    def fn(x):
+        x.add_(1)
+        return x.tolist()
+
+    a, b = torch.tensor([1, 2]), torch.tensor([1, 2])
+    assert_same(compile(fn)(a), fn(b))
+    assert_same(a, b)

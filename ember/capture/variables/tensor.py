@@ -139,10 +139,13 @@ class TensorVariable(VariableTracker):
         """A graph input read from the frame (its real tensor and source known)."""
         return self.real is not None and self.source is not None and self.node.op == "placeholder"
 
-    def _input_scalar(self) -> bool:
+    def _input_scalar(self, max_numel: int = 0) -> bool:
+        """A CPU int/float input the trace has not written, 0-d (or, with ``max_numel``, with at most
+        that many elements): its values can be read with the guards, like scalar arguments."""
         real = self.real
         return (self.source is not None and real is not None and self.node.op == "placeholder"
-                and type(real) in (torch.Tensor, torch.nn.Parameter) and real.dim() == 0
+                and type(real) in (torch.Tensor, torch.nn.Parameter)
+                and (real.dim() == 0 if not max_numel else real.numel() <= max_numel)
                 and real.device.type == "cpu" and real.layout is torch.strided
                 and (real.dtype.is_floating_point or real.dtype in _INT_DTYPES) and not real.is_complex()
                 and self.fake._version == 0)  # (views of it share the counter: no write so far)
@@ -162,6 +165,18 @@ class TensorVariable(VariableTracker):
             from ember.capture.builder import wrap
             from ember.capture.sources import CallSource
             return wrap(tx, self.real.item(), CallSource(torch.Tensor.item, self.source, ()))
+        if name == "tolist" and not args and not kwargs and self._input_scalar(max_numel=16):
+            # a small input's values, each read with the guards like item() of a 0-d input
+            from ember.capture.builder import wrap
+            from ember.capture.sources import CallSource
+            from ember.capture.variables.containers import ListVariable
+            real = self.real
+
+            def build(index):
+                if len(index) == real.dim():
+                    return wrap(tx, real[index].item(), CallSource(tensor_element, self.source, index))
+                return ListVariable([build(index + (i,)) for i in range(real.shape[len(index)])])
+            return build(())
         if name in ("item", "tolist") and not args and not kwargs and self._unbacked_scalars(tx):
             # config.capture_scalar_outputs: the value is an unbacked symbol of the graph (a branch
             # on it breaks; passing it on to ops or out of the frame does not)
@@ -228,6 +243,11 @@ class TensorVariable(VariableTracker):
             raise unsupported("iteration over a 0-d tensor")
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(self.fake.shape[0])]
+
+
+def tensor_element(t: torch.Tensor, *index: int):
+    """``t[index].item()``: an element of a small input tensor, read by its guards."""
+    return t[index].item()
 
 
 class TensorMethodVariable(VariableTracker):
