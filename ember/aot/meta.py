@@ -73,8 +73,11 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
         requires_grad=f_arg.requires_grad,
         mutates_data=mutates_data,
         mutates_metadata=mutates_metadata,
+        # (a custom Function's forward runs under no_grad, but its ctx.mark_dirty gives the input the
+        # Function's history in eager: that mutation takes part in autograd)
         mutations_under_no_grad=mutates_data and bool(
-            torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem)),
+            torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(elem))
+        and not (f_arg.requires_grad and _is_custom_function_output(f_arg)),
         mutations_hidden_from_autograd=mutates_data and bool(
             torch._functionalize_are_all_mutations_hidden_from_autograd(elem)),
     )

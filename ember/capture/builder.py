@@ -397,6 +397,13 @@ def _wrap(tx, value, source) -> VariableTracker:
     if isinstance(value, types.MethodType):
         self_src = AttrSource(source, "__self__") if source is not None else None
         func_src = AttrSource(source, "__func__") if source is not None else None
+        from ember.capture.variables.functions import _FUNCTION_APPLY, UserFunctionVariable
+        if value.__func__ is _FUNCTION_APPLY and isinstance(value.__self__, type):
+            # `f = MyFunction.apply` kept (a module attribute, a global): the same call as `MyFunction.apply`
+            if func_src is not None:
+                guards.id_match(func_src, value.__func__)
+            return UserMethodVariable(UserFunctionVariable(value.__func__), wrap(tx, value.__self__, self_src),
+                                      source)
         return UserMethodVariable(wrap(tx, value.__func__, func_src), wrap(tx, value.__self__, self_src), source)
 
     if isinstance(value, functools.partial):

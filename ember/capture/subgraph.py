@@ -31,11 +31,13 @@ class Region:
         """The nodes added since the start, in order (placeholders are inputs: not counted)."""
         return [n for n in self.graph.nodes if n not in self._before and n.op != "placeholder"]
 
-    def check_pure(self, what: str) -> None:
+    def check_pure(self, what: str, changed_ok=()) -> None:
+        """``changed_ok``: fake tensors of inputs the region may change in place (``mark_dirty``)."""
         if side_effect_state(self.tx) != self._effects or any(
                 born < self._birth for born in self.tx.side_effects.container_writes[self._writes:]):
             raise unsupported(f"{what} has side effects")
-        if [t.fake._version for t in self._inputs] != self._versions:
+        if any(t.fake._version != v for t, v in zip(self._inputs, self._versions)
+               if not any(t.fake is c for c in changed_ok)):
             raise unsupported(f"{what} changes an input in place")
         for n in self.nodes():
             if n.op not in ("call_function", "call_method") and not (

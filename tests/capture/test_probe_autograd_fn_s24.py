@@ -272,3 +272,166 @@ def test_outputs_require_grad_when_backward_gives_none():
     assert out.requires_grad and fn(x).requires_grad
     out.sum().backward()
     assert x.grad is None
+
+
+# --- ctx reads, apply kept as a value, materialize_grads(False) with extra gradients ---------------
+
+class CtxHasattr(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.a = 1
+        return x * (2 if hasattr(ctx, "a") else 3) * (5 if hasattr(ctx, "b") else 7)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * (getattr(ctx, "a", 0) + getattr(ctx, "b", 10))
+
+
+class Doubles(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, foo):
+        return torch.add(foo, foo)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+DOUBLES = Doubles.apply
+
+
+class KeepsApply(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.f = Doubles.apply
+
+    def forward(self, x):
+        return self.f(x) + DOUBLES(x)
+
+
+class TwoGradsOneInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x.clone(), x.clone()
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        return g1, g2  # (g2 is None when the second output is unused: eager drops it)
+
+
+class Holder:
+    def __init__(self, k):
+        self.k = k
+
+
+class KeepsNewObject(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.holder = Holder(2.0)
+        ctx.holder.t = x.sin()
+        return x * ctx.holder.k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.holder.k * 3 + ctx.holder.t
+
+
+def test_ctx_missing_attribute_apply_as_value_and_new_object():
+    check(lambda x: CtxHasattr.apply(x), x34())
+    check(KeepsApply(), x34())
+    check(lambda x: TwoGradsOneInput.apply(x)[0], x34())
+    check(lambda x: KeepsNewObject.apply(x), x34())
+
+
+# --- ctx.mark_dirty: forward changes an input in place --------------------------------------------
+
+class Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 3
+
+
+class AddsInto(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        x.add_(w)
+        ctx.mark_dirty(x)
+        return x, w * 2
+
+    @staticmethod
+    def backward(ctx, g, gw):
+        return g, g * 5 + gw * 2
+
+
+class ExpSaved(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.exp_()
+        ctx.mark_dirty(x)
+        ctx.save_for_backward(x)
+        return x
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+def test_mark_dirty_stays_in_graph():
+    def fn(x):
+        z = x * 1
+        y = Doubled.apply(z)
+        return z * 2, y is z, y.requires_grad
+    check(fn, x34())
+
+    def loop(x):
+        z = x * 1
+        for _ in range(2):
+            z = Doubled.apply(z)
+        return ExpSaved.apply(z)
+    check(loop, x34())
+
+    def graph_input(x, w):  # x does not require grad: after the call it does, as in eager
+        a, b = AddsInto.apply(x, w)
+        return a * 2 + b, x.requires_grad
+    check(graph_input, torch.randn(3, 4), x34())
+
+
+def test_mark_dirty_that_cannot_be_traced_runs_eagerly():
+    def leaf(x):  # eager raises (a leaf that requires grad changed in place)
+        return Doubled.apply(x)
+    x = x34()
+    with pytest.raises(RuntimeError):
+        leaf(x)
+    with pytest.raises(RuntimeError):
+        ember.compile(leaf)(x)
+
+    def view(x):
+        z = x * 1
+        return Doubled.apply(z[0]), z
+    check(view, x34(), graphs=1, fullgraph=False, breaks=1)
+
+
+# --- autograd state read inside the graph ----------------------------------------------------------
+
+def test_grad_fn_of_a_tensor_the_graph_computes():
+    """``y.grad_fn`` was a method tracker: ``type(y.grad_fn).__name__`` said 'getset_descriptor'."""
+    def fn(x):
+        y = x * 2
+        with torch.no_grad():
+            z = x * 3
+        return y, type(y.grad_fn).__name__, y.grad_fn.name(), y.grad_fn is None, z.grad_fn is None, \
+            x.grad_fn is None
+    check(fn, x34())
+
+    def custom(x):
+        y = KeepsEnum.apply(x, Color.RED)
+        return y, y.grad_fn is not None, y.grad_fn.name()
+    check(custom, x34())

@@ -14,10 +14,20 @@ user's ``backward``. ember does the same in three steps:
    joint trace calls the user's backward on fake tensors, so the backward graph is the user's).
 
 ``R`` stays in the frame's graph under a no-grad region, for any of its values that escape the
-forward in other ways (stored in a list): unused, it is removed when the graph is finished.
-Anything else (a graph break inside forward or backward, side effects, ``mark_dirty``, in-place
-changes to inputs, outputs that are not tensors or tuples) breaks the graph at the call, which then
-runs eagerly, as before.
+forward in other ways (stored in a list, or an output that is not a tensor or a tuple: eager passes
+those through, their tensors not requiring grad): unused, it is removed when the graph is finished.
+
+What forward stores on ``ctx`` the generated Function stores again on each call: tensors and
+symbolic numbers (outputs of the copied graph), constants, containers and objects forward made
+(a fresh copy each call), objects from outside the frame (identity-guarded). A container from
+before forward is copied too, and the frame checks at the end of its trace that the program did not
+change it afterwards (eager's backward would see the change): if it did, the frame breaks at the call.
+``ctx.mark_dirty`` of an input (not a view, not a leaf that requires grad, not resized) is traced: the
+copied graph changes the input in place and the generated Function marks it dirty and returns it.
+
+Anything else (a graph break inside forward or backward, side effects, in-place changes to inputs
+not marked dirty, a backward that reads tensors from outside or returns the wrong number of
+gradients) breaks the graph at the call, which then runs eagerly, as before.
 """
 from __future__ import annotations
 
@@ -44,6 +54,7 @@ class FunctionCtxVariable(VariableTracker):
         self.attrs: dict[str, VariableTracker] = {}
         self.saved: list | None = None
         self.non_differentiable: list[VariableTracker] = []
+        self.dirty: list[VariableTracker] = []
         self.materialize = True
         self.needs_input_grad = needs_input_grad
 
@@ -72,6 +83,10 @@ class FunctionCtxVariable(VariableTracker):
         if name == "__class__":
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.python_type())
+        if not hasattr(self.python_type(), name):
+            # never set on this ctx (hasattr(ctx, "x") is False, getattr(ctx, "x", d) gives d)
+            from ember.capture.variables.objects import MissingAttribute
+            raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
         raise unsupported(f"attribute {name!r} of an autograd.Function ctx")
 
     def setattr(self, tx, name, value):
@@ -99,9 +114,51 @@ class FunctionCtxVariable(VariableTracker):
                 raise unsupported("ctx.set_materialize_grads with a non-constant value")
             self.materialize = bool(value.as_constant())
             return ConstantVariable(None)
-        if name in ("mark_dirty", "save_for_forward"):
+        if name == "mark_dirty":
+            if not all(isinstance(a, TensorVariable) for a in args):
+                raise unsupported("ctx.mark_dirty of a value that is not a tensor")
+            self.dirty.extend(args)
+            return ConstantVariable(None)
+        if name == "save_for_forward":
             raise unsupported(f"ctx.{name} in a traced autograd.Function")
         return super().call_method(tx, name, args, kwargs)
+
+
+class GradFnVariable(VariableTracker):
+    """``t.grad_fn`` of a tensor the graph computes: the autograd node eager would have made (the fake
+    tensor's, of the same class). ``is None``, ``type(...)`` and ``.name()`` are answered; the node
+    itself (its hooks, next_functions) is not available inside the graph."""
+
+    def __init__(self, node):
+        self.node_cls = type(node)
+        self.node_name = node.name()
+
+    def python_type(self):
+        return self.node_cls
+
+    def describe(self):
+        return f"grad_fn {self.node_name}"
+
+    def truth(self, tx):
+        return True
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "name" and not args and not kwargs:
+            return ConstantVariable(self.node_name)
+        raise unsupported(f"grad_fn.{name}() of a tensor computed in the graph")
+
+    def getattr(self, tx, name):
+        if name == "name":
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
+        if name == "__class__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.node_cls)
+        raise unsupported(f"grad_fn.{name} of a tensor computed in the graph")
+
+
+def grad_fn_variable(node) -> VariableTracker:
+    return ConstantVariable(None) if node is None else GradFnVariable(node)
 
 
 def _user_backward(fn_cls):
@@ -200,8 +257,13 @@ def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     ``("sym", vt)`` for a symbolic number (an output of the forward's graph, resolved by the caller),
     ``("seq", type, refs)`` for a tuple or ``torch.Size`` holding symbolic numbers."""
     from ember.capture.variables.containers import TupleVariable
-    if _is_symbolic(value):
+    from ember.capture.variables.new_object import NewObjectVariable
+    if _is_symbolic(value) or isinstance(value, TensorVariable):
         return ("sym", value)
+    if isinstance(value, NewObjectVariable) and value.items is None and value.born >= forward_birth:
+        # an object forward made: a new one each call (as eager's forward makes), with what the trace set
+        return ("obj", value.cls, {k: _ctx_attr_ref(tx, f"{name}.{k}", v, forward_birth, checks)
+                                   for k, v in value.attrs.items()})
     if isinstance(value, TupleVariable) and _has_symbols(value):
         return ("seq", value.python_type(), [_ctx_attr_ref(tx, name, v, forward_birth, checks)
                                              for v in value.items])
@@ -229,8 +291,9 @@ def _is_symbolic(vt) -> bool:
 
 
 def _has_symbols(vt) -> bool:
+    """Whether a tuple holds graph values (symbolic numbers, tensors)."""
     from ember.capture.variables.containers import BaseSequence
-    if _is_symbolic(vt):
+    if _is_symbolic(vt) or isinstance(vt, TensorVariable):
         return True
     return isinstance(vt, BaseSequence) and any(_has_symbols(i) for i in vt.items)
 
@@ -240,6 +303,8 @@ def _syms_of_ref(ref) -> list:
         return [ref[1]]
     if ref[0] == "seq":
         return [s for r in ref[2] for s in _syms_of_ref(r)]
+    if ref[0] == "obj":
+        return [s for r in ref[2].values() for s in _syms_of_ref(r)]
     return []
 
 
@@ -248,6 +313,8 @@ def _resolve_ref(ref, ref_of):
         return ref_of[id(ref[1])]
     if ref[0] == "seq":
         return ("seq", ref[1], [_resolve_ref(r, ref_of) for r in ref[2]])
+    if ref[0] == "obj":
+        return ("obj", ref[1], {k: _resolve_ref(r, ref_of) for k, r in ref[2].items()})
     return ref
 
 
@@ -257,6 +324,9 @@ def _ref_value(ref, values):
         return ref[1]
     if kind == "copy":
         return copy.deepcopy(ref[1])
+    if kind == "obj":
+        from ember.capture.variables.new_object import rebuild
+        return rebuild(ref[1], {k: _ref_value(r, values) for k, r in ref[2].items()}, None)
     if kind == "seq":
         items = [_ref_value(r, values) for r in ref[2]]
         return ref[1](items) if ref[1] in (tuple, torch.Size) else ref[1](*items)
@@ -313,6 +383,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
                                             for a in args))
     tensor_args = [a for a in args if isinstance(a, TensorVariable)]
+    layouts = [_layout(a.fake) for a in tensor_args]
     region = Region(tx, tensor_args)
 
     # 1. forward, under no_grad as in eager
@@ -323,7 +394,8 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
             tx.getattr(cls_vt, "setup_context").call(tx, [ctx, TupleVariable(list(args)), out], {})
         else:
             out = forward.call(tx, [ctx, *args], {})
-    region.check_pure(f"{fn_cls.__qualname__}.forward")
+    dirty_args = _dirty_arguments(ctx, args, tensor_args, layouts)
+    region.check_pure(f"{fn_cls.__qualname__}.forward", changed_ok=[args[i].fake for i in dirty_args])
     body = region.nodes()
 
     # the outputs: as eager's apply, a tensor or a tuple (a namedtuple comes back a plain tuple) whose
@@ -336,6 +408,16 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     else:
         out_items, out_is_tuple = [out], False
     tensor_outs = [o for o in out_items if isinstance(o, TensorVariable)]
+    # each dirty input comes back as the output that is it (eager returns the input object itself)
+    dirty_outs = {}
+    for i in dirty_args:
+        hits = [k for k, o in enumerate(tensor_outs) if o.fake is args[i].fake]
+        if not hits:
+            raise unsupported("ctx.mark_dirty of an input forward does not return (eager raises)")
+        for k in hits:
+            dirty_outs[k] = i
+    if dirty_args and any(not (isinstance(o, TensorVariable) or o.is_constant()) for o in out_items):
+        raise unsupported("ctx.mark_dirty with outputs that are not tensors or constants")
     if not tensor_outs:
         if ctx.non_differentiable:
             raise unsupported("ctx.mark_non_differentiable of a tensor that is not an output")
@@ -383,7 +465,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
         _note_container_checks(tx, fn_cls, checks)
     out_positions = [i for i, o in enumerate(out_items) if isinstance(o, TensorVariable)]
     wrapper = _make_function(fn_cls, backward_fn, gm, len(tensor_outs), out_is_tuple, saved_refs, attr_refs,
-                             non_diff, ctx.materialize, len(args), len(out_items), out_positions)
+                             non_diff, ctx.materialize, len(args), len(out_items), out_positions, dirty_outs)
     _mark_body(output, body, grad_on)
     result = output.call_function(_apply_of(wrapper), call_args, {})
     results = [result] if isinstance(result, TensorVariable) else list(result.items)
@@ -391,6 +473,31 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
         return results[0]
     it = iter(results)
     return TupleVariable([next(it) if isinstance(o, TensorVariable) else o for o in out_items])
+
+
+def _layout(fake):
+    return (tuple(fake.shape), tuple(fake.stride()), fake.storage_offset(), fake.dtype)
+
+
+def _dirty_arguments(ctx, args, tensor_args, layouts) -> list:
+    """Positions of the arguments ``ctx.mark_dirty`` named (forward changed them in place), where the
+    generated Function can do the same: a tensor argument that is not a view, not a leaf that requires
+    grad (eager raises), whose sizes and strides forward left as they were."""
+    dirty = []
+    for t in ctx.dirty:
+        hits = [i for i, a in enumerate(args) if isinstance(a, TensorVariable) and a.fake is t.fake]
+        if not hits:
+            raise unsupported("ctx.mark_dirty of a tensor that is not an input")
+        fake = t.fake
+        if fake._base is not None:
+            raise unsupported("ctx.mark_dirty of a view")
+        if fake.requires_grad and fake.is_leaf:
+            raise unsupported("ctx.mark_dirty of a leaf that requires grad (eager raises)")
+        k = next(j for j, a in enumerate(tensor_args) if a.fake is fake)
+        if _layout(fake) != layouts[k]:
+            raise unsupported("ctx.mark_dirty of an input forward resized or restrided")
+        dirty += [i for i in hits if i not in dirty]
+    return dirty
 
 
 def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
@@ -422,6 +529,8 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
     n_in = len(ctx.needs_input_grad)
     if len(items) > n_in and all(i.is_constant() and i.as_constant() is None for i in items[n_in:]):
         items = items[:n_in]  # (eager drops extra gradients that are None)
+    if len(items) > n_in and not ctx.materialize:
+        return  # (the extra gradients may be None at run time, as eager needs: the generated Function checks)
     if len(items) != n_in:
         # eager's error at backward time; an AOT backend would meet it while compiling: run the call eagerly
         raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
@@ -471,12 +580,16 @@ def _apply_of(wrapper):
 
 
 def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, attr_refs, non_diff,
-                   materialize, n_args, n_user_outs, out_positions):
+                   materialize, n_args, n_user_outs, out_positions, dirty_outs=None):
     """An ``autograd.Function`` named like ``fn_cls`` (autograd's messages name it) taking the user's
     arguments plus one list of the outside tensors forward reads."""
     def forward(ctx, *inputs):
         values = gm(*inputs[:-1], *inputs[-1])
-        outs = values[:n_out]
+        outs = list(values[:n_out])
+        if dirty_outs:  # (the graph changed these inputs in place: they are the outputs, as in eager)
+            for k, i in dirty_outs.items():
+                outs[k] = inputs[i]
+            ctx.mark_dirty(*{id(inputs[i]): inputs[i] for i in dirty_outs.values()}.values())
         if saved_refs is not None:
             ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
         for name, ref in attr_refs.items():

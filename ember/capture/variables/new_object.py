@@ -88,7 +88,9 @@ def _has_slots(cls: type) -> bool:
 
 class NewObjectVariable(VariableTracker):
     def __init__(self, cls: type):
+        from ember.capture.variables.containers import BIRTHS
         self.cls = cls
+        self.born = next(BIRTHS)  # (creation order, as containers': see autograd_function's ctx attributes)
         self.attrs: dict[str, VariableTracker] = {}
         self.dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
         self.items = DictVariable({}, dict_cls=self.dict_base) if self.dict_base else None

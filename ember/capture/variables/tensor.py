@@ -120,6 +120,9 @@ class TensorVariable(VariableTracker):
                 if name == "is_leaf":
                     return ConstantVariable(False)
                 raise unsupported("grad_fn of an input that is not a leaf")
+        if name == "grad_fn":
+            from ember.capture.variables.autograd_function import grad_fn_variable
+            return grad_fn_variable(self.fake.grad_fn)
         try:
             attr = getattr(self.fake, name)
         except AttributeError:
