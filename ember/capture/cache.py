@@ -12,6 +12,7 @@ so a user's exception from it carries no ember exception as its context.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import types
@@ -41,6 +42,7 @@ _nesting = threading.local()
 # one program (its resume functions, callees at a break) is one warning. Cleared by ember.reset().
 _REPORTED: set = set()
 _CALLEE = object()  # _compile_nested's marker: a callee at a break, not a resume function
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class FrameCache:
@@ -187,6 +189,11 @@ class FrameCache:
         try:
             if self.is_resume:
                 maybe_inject("resume")
+            if self.fn.__code__.co_flags & _GENERATOR_FLAGS:
+                # its body runs when the generator is iterated, not in this call (torch.compile refuses
+                # such a frame too): the function runs eagerly (fullgraph: this error)
+                raise Unsupported(f"{self.label} is a generator or coroutine function: it cannot be "
+                                  "compiled directly (compile the function that iterates it)")
             return self._capture(bound)
         except Unsupported as e:
             metrics.bump("fallbacks")

@@ -368,3 +368,27 @@ def test_formatted_int_used_as_a_value_is_guarded():
         s = f"v{n}"
         return x * 2 if s.endswith("3") else x * 3
     _run(f, [(torch.randn(3), n) for n in [2, 3, 13, 4, 23]])
+
+
+# --- a generator function compiled directly runs eagerly (was an internal error) ------------------
+
+def test_generator_function_compiled_directly_runs_eagerly():
+    def gen(x):
+        yield x * 2
+        yield x + 1
+    compiled = compile(gen, backend=CompileCounter())
+    x = torch.randn(3)
+    assert_same(list(compiled(x)), list(gen(x)))
+    assert_same(list(compiled(x)), list(gen(x)))
+
+
+def test_generator_function_under_fullgraph_raises():
+    import ember_test_helpers as h
+
+    def gen(x):
+        yield x * 2
+    compiled = compile(gen, backend=CompileCounter(), fullgraph=True)
+    if REFERENCE:
+        pytest.skip("torch raises when the generator is made, with its own error type")
+    with pytest.raises(h.UNSUPPORTED):
+        list(compiled(torch.randn(3)))
