@@ -51,6 +51,14 @@ class SideEffects:
             self._raw_attrs.add(key)
         self._attrs[key] = (target, name, value)
 
+    def delete_attr(self, target: VariableTracker, obj: Any, name: str) -> None:
+        """``del obj.name`` on an object from outside (its class defines no such attribute and no
+        ``__delattr__``/``__getattr__``: checked by the caller): replayed by removing the name from
+        its ``__dict__``; reads in the frame from now on find no attribute."""
+        if id(obj) in self._dict_read:
+            raise unsupported(f"deleting {type(obj).__name__}.{name} after reading its __dict__ in the frame")
+        self.store_attr(target, obj, name, DELETED, raw=True)
+
     def read_instance_dict(self, obj: Any, *, written_ok: bool = False) -> None:
         """The trace reads ``obj.__dict__`` (from now on, an attribute write is refused: the dict
         read would not see it). Refused once the frame wrote one of its attributes, unless the
@@ -67,7 +75,10 @@ class SideEffects:
     def pending_attrs(self, obj: Any) -> list:
         """``(name, value)`` of the attributes the frame wrote on ``obj``, in first-write order (the
         order new keys enter its ``__dict__``)."""
-        return [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
+        pending = [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
+        if any(value is DELETED for _name, value in pending):
+            raise unsupported(f"reading the __dict__ of a {type(obj).__name__} object after deleting an attribute")
+        return pending
 
     def has_attrs(self, obj: Any) -> bool:
         """Whether the frame wrote any attribute of ``obj``."""
@@ -75,6 +86,9 @@ class SideEffects:
 
     def load_attr(self, obj: Any, name: str) -> VariableTracker | None:
         hit = self._attrs.get((id(obj), name))
+        if hit is not None and hit[2] is DELETED:
+            from ember.capture.variables.objects import MissingAttribute
+            raise MissingAttribute(f"'{type(obj).__name__}' object has no attribute '{name}'")
         return hit[2] if hit is not None else None
 
     # -- globals ---------------------------------------------------------------------
@@ -94,7 +108,7 @@ class SideEffects:
     def live_values(self) -> list:
         """Every tracker the recorded effects keep alive (roots for closing unreachable generators)."""
         values: list = list(self._containers.values())
-        values += [v for _t, _n, v in self._attrs.values()]
+        values += [v for _t, _n, v in self._attrs.values() if v is not DELETED]
         values += [v for _d, _n, v, _s in self._globals.values()]
         for _t, _m, args, kwargs in self._calls:
             values += list(args) + list(kwargs.values())
@@ -165,6 +179,9 @@ class SideEffects:
             else:
                 raise unsupported(f"replaying a mutation of {c.describe()}")
         for key, (target, name, value) in self._attrs.items():
+            if value is DELETED:  # (set and deleted in the frame, or deleted: gone either way)
+                writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")
+                continue
             setter = "___object_setattr" if key in self._raw_attrs else "___setattr"
             writes.append(f"{setter}({targets[id(target)]}, {name!r}, {value_of(value)})")
         for gdict, name, value, _src in self._globals.values():
@@ -177,6 +194,20 @@ class SideEffects:
             scope["___setattr"] = setattr
             scope["___object_setattr"] = object.__setattr__
         return lines
+
+
+class _Deleted(VariableTracker):
+    """The value of an attribute the frame deleted (see `SideEffects.delete_attr`)."""
+
+    def describe(self):
+        return "a deleted attribute"
+
+
+DELETED = _Deleted()
+
+
+def _drop_attribute(obj: Any, name: str) -> None:
+    obj.__dict__.pop(name, None)
 
 
 def _counts_on_update(cls: type) -> bool:

@@ -158,3 +158,62 @@ def test_tolist_after_an_in_place_write_sees_the_write():
     a, b = torch.tensor([1, 2]), torch.tensor([1, 2])
     assert_same(compile(fn)(a), fn(b))
     assert_same(a, b)
+
+
+class _Obj:
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+
+def test_delattr_on_objects_from_outside_and_made_inside():
+    def fn(x, obj):
+        del obj.a
+        obj.c = x + 1
+        del obj.c
+        tmp = _Obj(x + 2, x + 3)
+        del tmp.b
+        if hasattr(obj, "a"):
+            return x + 1
+        return tmp.a * 2 + obj.b
+
+    compiled = compile(fn, fullgraph=True)
+    x = torch.zeros([])
+    for _ in range(2):
+        o1, o2 = _Obj(x, x + 5), _Obj(x, x + 5)
+        assert_same(compiled(x, o1), fn(x, o2))
+        assert vars(o1).keys() == vars(o2).keys() == {"b"}
+
+
+def test_delattr_then_set_and_a_missing_attribute():
+    from ember_test_helpers import check_raises_same
+
+    def fn(x, obj):
+        del obj.a
+        obj.a = x * 3
+        return obj.a + 1
+
+    o1, o2 = _Obj(1, 2), _Obj(1, 2)
+    x = torch.ones(2)
+    assert_same(compile(fn)(x, o1), fn(x, o2))
+    assert_same(o1.a, o2.a)
+
+    def missing(x, obj):
+        del obj.zzz
+        return x
+
+    check_raises_same(missing, x, _Obj(1, 2))
+    # whether the object has the attribute is guarded: one without, then one with it
+    compiled = compile(_del_k)
+    without, with_k = _Obj(1, 2), _Obj(1, 2)
+    with_k.k = 1
+    assert_same(compiled(x, without), x)
+    assert_same(compiled(x, with_k), x + 1)
+    assert not hasattr(with_k, "k")
+
+
+def _del_k(x, obj):
+    if hasattr(obj, "k"):
+        del obj.k
+        return x + 1
+    return x

@@ -644,6 +644,29 @@ class UserObjectVariable(VariableTracker):
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object without __dict__")
         tx.side_effects.store_attr(self, obj, name, value, raw=True)
 
+    def delattr(self, tx, name):
+        """``del obj.name``: an instance attribute of a plain object (no ``__delattr__``,
+        ``__getattr__`` or class attribute of that name, whose lookup would change), recorded and
+        replayed after the graph like an assignment. Its presence is guarded: eager raises
+        AttributeError without it."""
+        obj = self.obj
+        cls = type(obj)
+        if self.source is None:
+            raise unsupported(f"deleting attribute {name!r} of an object ember cannot name")
+        if _static_lookup(obj, "__delattr__") not in (None, object.__delattr__) or \
+                _static_lookup(obj, "__getattr__") is not None or \
+                any(name in vars(klass) for klass in cls.__mro__) or type(raw_attribute(obj, "__dict__")) is not dict:
+            raise unsupported(f"deleting attribute {name!r} of {cls.__name__} (a class attribute, "
+                              "__delattr__ or __getattr__ of its own)")
+        if tx.side_effects.load_attr(obj, name) is None:  # (raises if the frame deleted it already)
+            import operator
+            from ember.capture.sources import CallSource
+            present = name in obj.__dict__
+            tx.guards.equals(CallSource(operator.contains, AttrSource(self.source, "__dict__"), (name,)), present)
+            if not present:
+                raise MissingAttribute(f"'{cls.__name__}' object has no attribute '{name}'")
+        tx.side_effects.delete_attr(self, obj, name)
+
     def generic_getattr(self, tx, name):
         """``object.__getattribute__(obj, name)`` (what a custom ``__getattribute__`` defers to)."""
         from ember.capture.builder import wrap
