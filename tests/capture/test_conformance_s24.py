@@ -217,3 +217,27 @@ def _del_k(x, obj):
         del obj.k
         return x + 1
     return x
+
+
+def test_nested_frozen_dataclass_as_a_dict_key():
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Inner:
+        x: float
+        y: float
+
+    @dataclasses.dataclass(frozen=True)
+    class Outer:
+        b: Inner
+        z: int
+
+    def fn(x, y):
+        dc = Outer(b=Inner(2.4, 4.4), z=5)
+        d = {dc: 2}
+        same = Outer(b=Inner(2.4, 4.4), z=5)
+        other = Outer(b=Inner(2.4, 4.5), z=5)
+        return dc.b.x + dc.b.y + d[dc] + x + y, same in d, other in d
+
+    inputs = (torch.ones(2, 2), torch.ones(2, 2))
+    assert_same(compile(fn, fullgraph=True)(*inputs), fn(*inputs))

@@ -49,6 +49,17 @@ def dataclass_value_fields(cls: type):
     return [f.name for f in dataclasses.fields(cls) if f.compare]
 
 
+def _field_key(vt, cls):
+    """A dataclass key's part for one field: its constant, or a nested value-like dataclass's key."""
+    if vt.is_constant():
+        return vt.as_constant()
+    if isinstance(vt, NewObjectVariable):
+        key = vt.hash_key()
+        if key[0] == "__dataclass__":
+            return key
+    raise unsupported(f"a {cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
+
+
 def constructible(cls: type, any_new: bool = False) -> bool:
     import torch
     if issubclass(cls, (torch.nn.Module, torch.Tensor, BaseException)):
@@ -107,8 +118,9 @@ class NewObjectVariable(VariableTracker):
     def hash_key(self):
         if not hashed_by_identity(self.cls):
             names = dataclass_value_fields(self.cls)
-            if names is not None and all(n in self.attrs and self.attrs[n].is_constant() for n in names):
-                return ("__dataclass__", self.cls, tuple(self.attrs[n].as_constant() for n in names))
+            if names is not None and all(n in self.attrs for n in names):
+                # equal keys iff same class and equal fields; a field may itself be such a dataclass
+                return ("__dataclass__", self.cls, tuple(_field_key(self.attrs[n], self.cls) for n in names))
             raise unsupported(f"a {self.cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
         return ("__new_object__", id(self))
 
