@@ -398,11 +398,6 @@ def test_mark_dirty_stays_in_graph():
         return ExpSaved.apply(z)
     check(loop, x34())
 
-    def graph_input(x, w):  # x does not require grad: after the call it does, as in eager
-        a, b = AddsInto.apply(x, w)
-        return a * 2 + b, x.requires_grad
-    check(graph_input, torch.randn(3, 4), x34())
-
 
 def test_mark_dirty_that_cannot_be_traced_runs_eagerly():
     def leaf(x):  # eager raises (a leaf that requires grad changed in place)
@@ -417,6 +412,13 @@ def test_mark_dirty_that_cannot_be_traced_runs_eagerly():
         z = x * 1
         return Doubled.apply(z[0]), z
     check(view, x34(), graphs=1, fullgraph=False, breaks=1)
+
+    def graph_input(x, w):
+        # x does not require grad and gains the Function's history: an AOT backend (torch's) would
+        # see a mutation under no_grad and leave x without it
+        a, b = AddsInto.apply(x, w)
+        return a * 2 + b, x.requires_grad
+    check(graph_input, torch.randn(3, 4), x34(), graphs=1, fullgraph=False, breaks=1)
 
 
 # --- autograd state read inside the graph ----------------------------------------------------------

@@ -496,6 +496,11 @@ def _dirty_arguments(ctx, args, tensor_args, layouts) -> list:
         k = next(j for j, a in enumerate(tensor_args) if a.fake is fake)
         if _layout(fake) != layouts[k]:
             raise unsupported("ctx.mark_dirty of an input forward resized or restrided")
+        if (args[hits[0]].node.op == "placeholder" and not ctx.needs_input_grad[hits[0]] and any(ctx.needs_input_grad)
+                and torch.is_grad_enabled()):
+            # A graph input that gains the Function's history: an AOT backend sees its mutation under
+            # no_grad (torch's own keeps it out of autograd): run the call eagerly.
+            raise unsupported("ctx.mark_dirty of a graph input that does not require grad (it would gain history)")
         dirty += [i for i in hits if i not in dirty]
     return dirty
 
