@@ -437,3 +437,38 @@ def test_grad_fn_of_a_tensor_the_graph_computes():
         y = KeepsEnum.apply(x, Color.RED)
         return y, y.grad_fn is not None, y.grad_fn.name()
     check(custom, x34())
+
+
+class KeepsHolder(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, holder):
+        ctx.holder = holder
+        return x * holder.k
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.holder.k * 2 + len(ctx.holder.items), None
+
+
+def test_ctx_object_made_in_the_frame():
+    def unchanged(x):
+        h = Holder(3.0)
+        h.items = [1, 2]
+        return KeepsHolder.apply(x, h), h.k
+    check(unchanged, x34())
+
+    def changed_after(x):  # eager's backward sees k == 5 and three items
+        h = Holder(3.0)
+        h.items = [1, 2]
+        y = KeepsHolder.apply(x.sin(), h)
+        h.k = 5.0
+        return y * 2
+    check(changed_after, x34(), graphs=2, fullgraph=False, breaks=1)
+
+    def items_changed_after(x):
+        h = Holder(3.0)
+        h.items = [1, 2]
+        y = KeepsHolder.apply(x.sin(), h)
+        h.items.append(3)
+        return y * 2
+    check(items_changed_after, x34(), graphs=2, fullgraph=False, breaks=1)

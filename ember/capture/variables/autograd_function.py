@@ -260,8 +260,12 @@ def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     from ember.capture.variables.new_object import NewObjectVariable
     if _is_symbolic(value) or isinstance(value, TensorVariable):
         return ("sym", value)
-    if isinstance(value, NewObjectVariable) and value.items is None and value.born >= forward_birth:
-        # an object forward made: a new one each call (as eager's forward makes), with what the trace set
+    if isinstance(value, NewObjectVariable) and value.items is None:
+        # an object made in the frame: a new one each call with what the trace set (eager's forward makes
+        # a new one each call; one made before forward is the program's, so the frame checks at the end
+        # of its trace that the program did not change it afterwards)
+        if value.born < forward_birth:
+            checks.append((name, ("object", value, {k: id(v) for k, v in value.attrs.items()}), False))
         return ("obj", value.cls, {k: _ctx_attr_ref(tx, f"{name}.{k}", v, forward_birth, checks)
                                    for k, v in value.attrs.items()})
     if isinstance(value, TupleVariable) and _has_symbols(value):
@@ -344,8 +348,14 @@ def check_ctx_containers(tx, broke: bool) -> None:
         return
     writes = tx.side_effects.container_writes
     for borns, pos, _sourced, offset, opname, what in pending:
-        if any(b in borns for b in writes[pos:]):
-            e = unsupported(f"{what} holds a container from outside forward that the program changes later")
+        if isinstance(borns, tuple):  # ("object", tracker, {attribute: id of its tracker} at the call)
+            _, obj, seen = borns
+            changed = {k: id(v) for k, v in obj.attrs.items()} != seen
+        else:
+            changed = any(b in borns for b in writes[pos:])
+        if changed:
+            e = unsupported(f"{what} holds a container or object from outside forward that the program "
+                            "changes later")
             e.top_offset, e.top_opname = offset, opname
             raise e
 
@@ -359,8 +369,8 @@ def _note_container_checks(tx, fn_cls, checks) -> None:
         inst = root.instructions[root.ip]
     pending = tx.output.__dict__.setdefault("ctx_container_checks", [])
     for name, borns, sourced in checks:
-        pending.append((set(borns), len(tx.side_effects.container_writes), sourced, inst.offset, inst.opname,
-                        f"ctx.{name} of {fn_cls.__qualname__}"))
+        pending.append((borns if isinstance(borns, tuple) else set(borns), len(tx.side_effects.container_writes),
+                        sourced, inst.offset, inst.opname, f"ctx.{name} of {fn_cls.__qualname__}"))
 
 
 def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
