@@ -168,8 +168,13 @@ def _wrap(tx, value, source) -> VariableTracker:
                 guards.type_match(source, value)
                 # (an int: an argument of the frame, or an item of a tuple/list/dict argument such as
                 # *args: torch specialises globals and attributes; a finite float from anywhere)
-                symbolic = tx.output.symbolic_int(source, value) if (
-                    _argument_item(tx, source) if t is int else math.isfinite(value) and _float_source(source)) else None
+                eligible = _argument_item(tx, source) if t is int else \
+                    math.isfinite(value) and _float_source(source)
+                symbolic = tx.output.symbolic_int(source, value) if eligible else None
+                if not eligible and tx.output.frame_sizes is not None:
+                    # seen all the same (a global int that changed, then a float there, is a symbol at
+                    # once: torch's automatic dynamic records every scalar source)
+                    tx.output.frame_sizes.int_is_dynamic(source.name(), value)
                 if symbolic is not None:  # a value that changed between compiles: a symbol
                     return symbolic
                 return LazyGuardedConstant(value, source, functools.partial(guards.constant_match, source, value))

@@ -392,3 +392,24 @@ def test_generator_function_under_fullgraph_raises():
         pytest.skip("torch raises when the generator is made, with its own error type")
     with pytest.raises(h.UNSUPPORTED):
         list(compiled(torch.randn(3)))
+
+
+# --- a global int that changed, then a float at the same place: a symbol at once -----------------
+
+_CFG = types.SimpleNamespace(scale=1)
+
+
+def _times_cfg_scale(x):
+    return x * _CFG.scale
+
+
+def test_global_int_then_float_at_the_same_source():
+    cnt = CompileCounter()
+    compiled = compile(_times_cfg_scale, backend=cnt)
+    x = torch.randn(3)
+    counts = []
+    for v in [1, 2, 3.5, 4.5, 5.5, 6]:
+        _CFG.scale = v
+        assert_same(compiled(x), _times_cfg_scale(x))
+        counts.append(cnt.frame_count)
+    assert counts == [1, 2, 3, 3, 3, 4]
