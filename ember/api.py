@@ -73,6 +73,13 @@ def _frame_target(fn) -> tuple[types.FunctionType | None, tuple]:
     return None, ()
 
 
+def _builtin_trampoline(fn):
+    def call_builtin(*args, **kwargs):
+        return fn(*args, **kwargs)
+    call_builtin.__qualname__ = call_builtin.__name__ = getattr(fn, "__name__", "builtin")
+    return call_builtin
+
+
 # Compiled code lives with the function (per backend and settings), not with one ``ember.compile``
 # result, as torch keeps it on the code object: compiling the same function again, or another
 # instance of the same module class, reuses the entries (their guards decide). Weak values: a cache
@@ -115,6 +122,11 @@ class CompiledFunction:
             self._call = functools.partial(inner, *fn.args, **fn.keywords)
             return
         target, lead = _frame_target(fn)
+        if target is None and isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) \
+                and not compile_disabled(fn):
+            # `ember.compile(torch.sin)`: a C function has no frame of its own; a Python one that
+            # calls it does (one graph of that call, as torch.compile makes)
+            target, lead = _builtin_trampoline(fn), ()
         if target is None or compile_disabled(fn):
             # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
             self._call = fn

@@ -102,12 +102,14 @@ def test_callables_of_every_kind():
     assert_same(ember.compile(lambda t: t * 2 + 1, backend=counter)(a), a * 2 + 1)
     assert_same(ember.compile(staticmethod(add_scale), backend=counter)(a, a), add_scale(a, a))
     assert counter.frame_count == 4
-    # No Python frame to compile: they run as they are.
+    # C functions get a Python frame that calls them (one graph each, as torch.compile makes)
     assert_same(ember.compile(torch.relu, backend=counter)(a), torch.relu(a))
     assert_same(ember.compile(abs, backend=counter)(a), abs(a))
+    assert counter.frame_count == 6
+    # a class: no frame to compile, it runs as it is
     lin = ember.compile(nn.Linear, backend=counter)(4, 2)
     assert isinstance(lin, nn.Linear) and lin.out_features == 2
-    assert counter.frame_count == 4
+    assert counter.frame_count == 6
     with pytest.raises(TypeError, match="callable"):
         ember.compile("not callable")
 
@@ -248,7 +250,7 @@ def test_compiling_a_compiled_modules_forward():
 
 def test_explain_of_a_builtin():
     out = ember.explain(torch.relu)(x_(3))
-    assert out.graph_count == 0
+    assert out.graph_count == 1 and out.op_count == 1  # (the call of torch.relu)
 
 
 def test_hooks_on_the_compiled_wrapper_run():
@@ -346,3 +348,15 @@ def test_keyword_argument_named_self():
     xs = [torch.ones(2, 2)]
     assert_same(ember.compile(foreach_pow)(self=xs, exponent=2.7), foreach_pow(self=xs, exponent=2.7))
     assert_same(ember.compile(g)(torch.ones(1), self=3), g(torch.ones(1), self=3))
+
+
+def test_compiling_a_builtin_function_makes_one_graph():
+    """``ember.compile(torch.sin)``: a C function gets a Python frame that calls it (torch.compile
+    makes one graph of it too)."""
+    from ember_test_helpers import CompileCounter, assert_same
+    counter = CompileCounter()
+    compiled = ember.compile(torch.sin, backend=counter, fullgraph=True)
+    x = torch.randn(5, 10)
+    assert_same(compiled(x), torch.sin(x))
+    assert counter.frame_count == 1 and counter.op_count == 1
+    assert_same(ember.compile(torch.add)(x, 1, alpha=2), torch.add(x, 1, alpha=2))
