@@ -147,6 +147,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
         return tx.output.add_input(source, value)
 
+    from ember.capture.variables.numpy_arrays import is_numpy_value
+    if is_numpy_value(value):  # arrays as tensors, NumPy scalars and dtypes as constants, np.<fn>
+        from ember.capture.variables.numpy_arrays import wrap_numpy
+        return wrap_numpy(tx, value, source)
+
     t = type(value)
     traced_as = getattr(t, "_ember_traced_as", None)
     if traced_as is not None and traced_as(value) is not None:

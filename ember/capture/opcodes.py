@@ -23,6 +23,7 @@ from ember.capture.variables.dict_views import view_set_operation
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable, binary as numpy_binary, unary as numpy_unary
 
 _BINARY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
@@ -248,6 +249,8 @@ class OpcodeMixin:
 
     # -- operators --------------------------------------------------------------------
     def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+        if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
+            return numpy_binary(self, fn, a, b)  # through torch._numpy (variables/numpy_arrays.py)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             if fn in _INPLACE_TO_PLAIN and not isinstance(a, TensorVariable):
                 fn = _INPLACE_TO_PLAIN[fn]  # 3 += tensor rebinds, it does not mutate
@@ -383,7 +386,9 @@ class OpcodeMixin:
         b = self.pop()
         a = self.pop()
         fn = _COMPARE_OPS[inst.argval]
-        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
+            self.push(numpy_binary(self, fn, a, b))
+        elif isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
             self.push(self.output.call_function(fn, [a, b], {}))
         elif (symbolic := _first_not_none(symbolic_operation(self, fn, [a, b]),  # `x.size(0) > 3`
                                           lambda: symbolic_sequence_operation(self, fn, a, b))) is not None:
@@ -459,7 +464,9 @@ class OpcodeMixin:
 
     def _unary(self, fn):
         v = self.pop()
-        if isinstance(v, TensorVariable):
+        if isinstance(v, NumpyNdarrayVariable):
+            self.push(numpy_unary(self, fn, v))
+        elif isinstance(v, TensorVariable):
             self.push(self.output.call_function(fn, [v], {}))
         elif (symbolic := symbolic_operation(self, fn, [v])) is not None:
             self.push(symbolic)

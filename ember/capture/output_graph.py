@@ -64,6 +64,7 @@ class OutputGraph:
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
         self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
         self._int_inputs: dict = {}  # source -> SymNodeVariable of a symbolic int input
+        self.numpy_inputs: dict = {}  # id(array) -> (np.ndarray, tracker, source): see numpy_arrays
 
     # -- inputs -----------------------------------------------------------------
     def add_input(self, source, real: torch.Tensor) -> TensorVariable:
@@ -72,6 +73,9 @@ class OutputGraph:
             if hit.source is not None and hit.source != source:
                 self.guards.same_object(source, hit.source)
             return hit
+        if self.numpy_inputs:  # (an input over an ndarray input's memory: refused / guarded apart)
+            from ember.capture.variables.numpy_arrays import guard_new_tensor_input
+            guard_new_tensor_input(self, real, source)
         fake = self._symbolic_input(source, real)
         if fake is None:
             self.guards.tensor_match(source, real)
@@ -252,6 +256,11 @@ class OutputGraph:
             # can hold it, so it runs eagerly (torch.compile breaks there too)
             raise unsupported(f"{_describe(kind, target)} through a boolean mask, with a value that needs "
                               "grad (its backward depends on the mask's data)")
+        if not (kind == "call_method" or getattr(target, "__module__", None) == "_operator") \
+                and _has_numpy_scalar([*args, *kwargs.values()]):
+            # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64: only operators and methods
+            # (torch's Scalar arguments) read a NumPy scalar as the Python number it holds
+            raise unsupported(f"a NumPy scalar passed to {_describe(kind, target)}")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         state_query = False
@@ -541,6 +550,8 @@ def _is_tensor_op(target) -> bool:
     """An aten operator or its binding in torch's namespaces (factories, functionals)."""
     if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return True
+    if getattr(target, "ember_tensor_op", False):  # a NumPy call through torch._numpy (np.zeros(3))
+        return True
     module = getattr(target, "__module__", None) or ""
     if module in _TENSOR_OP_MODULES:
         return True
@@ -613,6 +624,27 @@ def _observe_identity(graph_ref) -> None:
 _PYTHON_SCALAR_TYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
 
 
+def _has_numpy_scalar(values) -> bool:
+    for v in values:
+        if type(v) in (TupleVariable, ListVariable):  # (not a lazy list: reading its items guards them)
+            if _has_numpy_scalar(v.items):
+                return True
+        elif type(v) is ConstantVariable and type(v.value).__module__ == "numpy":  # (how numpy_arrays wraps one)
+            return True
+    return False
+
+
+def _numpy_constant(c):
+    """A NumPy scalar passed to a torch operation (``x * np.float32(2.0)``): torch reads a float or
+    int NumPy scalar as the Python number it holds (fx cannot print the NumPy object into code);
+    other NumPy values (bool scalars, which torch promotes differently, dtypes) break."""
+    import numpy as np
+    if isinstance(c, (np.floating, np.integer)) and not isinstance(c, np.bool_):
+        value = c.item()
+        return value, value
+    raise unsupported(f"passing NumPy's {type(c).__name__} to a torch operation")
+
+
 def _lower(value):
     """Trackers → (fx argument, fake value) with the same structure."""
     if isinstance(value, TensorVariable):
@@ -642,6 +674,8 @@ def _lower(value):
                 c = plain(c)
             if type(c) is type and c in _PYTHON_SCALAR_TYPES:  # x.to(bool): the dtype torch reads it as
                 return _PYTHON_SCALAR_TYPES[c], c
+            if type(c).__module__ == "numpy" or isinstance(c, type) and c.__module__ == "numpy":
+                return _numpy_constant(c)
             return c, c
         raise unsupported(f"passing {value.describe()} to a torch operation")
     return value, value

@@ -386,6 +386,9 @@ def _minmax(pick):
 def _abs(tx, x):
     if isinstance(x, TensorVariable):
         return tx.output.call_function(operator.abs, [x], {})
+    if type(x).__name__ == "NumpyNdarrayVariable":  # through torch._numpy
+        from ember.capture.variables.numpy_arrays import unary
+        return unary(tx, operator.abs, x)
     from ember.capture.variables.user_operators import user_unary_op
     result = user_unary_op(tx, operator.abs, x)  # a user class's __abs__
     return NotImplemented if result is None else result

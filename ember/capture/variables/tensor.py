@@ -186,6 +186,9 @@ class TensorVariable(VariableTracker):
             if name == "item":
                 return tx.output.call_method("item", [self], {})
             return self._tolist(tx)
+        if name == "numpy":  # an ndarray sharing the tensor's memory, traced as torch._numpy
+            from ember.capture.variables.numpy_arrays import tensor_numpy
+            return tensor_numpy(tx, self, args, kwargs)
         if name in _BREAKING_METHODS:
             raise unsupported(_BREAKING_METHODS[name])
         if name == "__len__":

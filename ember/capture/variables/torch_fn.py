@@ -135,6 +135,12 @@ class TorchFunctionVariable(VariableTracker):
             key = _STATE_READERS[fn]
             tx.guards.global_state(key, fn, fn(), f"torch.{fn.__name__}()")
             return ConstantVariable(fn())
+        if any(type(a).__name__ == "NumpyNdarrayVariable" for a in (*args, *kwargs.values())):
+            from ember.capture.variables.numpy_arrays import torch_call_with_numpy
+            converted = torch_call_with_numpy(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.tensor(a)
+            if converted is None:
+                raise unsupported(f"torch.{getattr(fn, '__name__', fn)} of an ndarray")
+            return converted
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)

@@ -1,0 +1,697 @@
+"""NumPy in captured code: arrays as tensors, NumPy calls through ``torch._numpy``.
+
+As in torch.compile, an ``np.ndarray`` argument becomes a tensor graph input
+(``torch.from_numpy(a)``: it shares the array's memory, so in-place writes of
+the graph reach the caller's array through the AOT mutation epilogue), and
+every NumPy operation on it — ``np.<fn>``, ndarray methods, operators,
+attributes, indexing — is one graph node that runs ``torch._numpy`` (NumPy's
+API written over torch tensors) on the underlying tensors. Arrays leaving the
+frame are turned back with ``.numpy()`` in the entry's code.
+
+    def f(a):                       # a: np.ndarray float32 (3,)
+        return np.sum(a * 2) + 1    # graph: wrapped_sum(wrapped_mul(a, 2)) ...; eager: np.float32
+
+Numpy scalars (``np.float32(2.0)``), dtypes and scalar types are constants
+(guarded by type and exact bits); ``np.<fn>`` of constants is folded by NumPy
+itself. ``np.random`` and anything outside the pure math API stay graph breaks.
+
+**Never a different answer.** ``torch._numpy`` is not NumPy: before a call is
+put in the graph, ember runs the real NumPy function on stand-in arrays of the
+same shapes and dtypes (zeros) — a *probe* — and keeps the node only if
+``torch._numpy`` gives the same result structure: the same dtypes and shapes,
+and a NumPy scalar (``np.float64``) exactly where NumPy returns one rather than
+a 0-d array (``np.sum(a)`` is a scalar, ``a.reshape(())`` is not). Any
+difference, or a probe that raises, is a graph break: NumPy runs it eagerly.
+NumPy 2's dtype rules (NEP 50) depend on dtypes, never on values, so the probe
+decides for every call with these guards. Arrays larger than ``_PROBE_LIMIT``
+elements are not probed (a graph break).
+"""
+from __future__ import annotations
+
+import math
+import operator
+import sys
+import types
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+_PROBE_LIMIT = 1 << 22  # elements over all stand-in arrays of one call
+
+
+def _np():
+    return sys.modules.get("numpy")
+
+
+def _tnp():
+    import torch._numpy as tnp
+    return tnp
+
+
+# Array methods that read data into Python or leave NumPy's array API (break: eager runs them).
+_BREAKING_METHODS = {"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__array__", "__bool__", "__int__",
+                     "__float__", "__index__", "__complex__", "__iter__", "__reduce__", "__reduce_ex__",
+                     "__setstate__", "__array_function__", "__array_ufunc__", "__dlpack__", "view", "resize",
+                     "byteswap", "setflags", "getfield", "setfield", "__deepcopy__", "__copy__", "fill"}
+# Attributes answered from the metadata (guarded through the inputs).
+_META_ATTRS = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes"}
+# Attributes that are arrays (traced like methods without arguments).
+_ARRAY_ATTRS = {"T", "real", "imag", "mT", "flat"} - {"flat"}
+
+
+def is_numpy_value(value) -> bool:
+    """A value ``builder.wrap`` hands to this module: arrays, NumPy scalars, dtypes, scalar types,
+    and NumPy's callables (functions, ufuncs)."""
+    np = _np()
+    if np is None:
+        return False
+    if isinstance(value, (np.ndarray, np.generic, np.dtype, np.ufunc)):
+        return True
+    if isinstance(value, type):
+        return issubclass(value, np.generic) or value is np.dtype
+    if type(value).__name__ == "_ArrayFunctionDispatcher":
+        return True
+    if isinstance(value, types.BuiltinFunctionType) and (getattr(value, "__module__", "") or "") == "numpy":
+        return True  # np.zeros, np.arange, np.empty (C functions)
+    return isinstance(value, types.FunctionType) and (getattr(value, "__module__", "") or "").split(".")[0] == "numpy"
+
+
+def _tnp_equivalent(fn):
+    """The ``torch._numpy`` function for a NumPy function (None: none, or not pure math)."""
+    np = _np()
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__name__", None)
+    if not name or name.startswith("_") or "random" in module:
+        return None
+    tnp = _tnp()
+    for np_mod, tnp_mod in ((np, tnp), (np.linalg, tnp.linalg), (np.fft, tnp.fft)):
+        if getattr(np_mod, name, None) is fn:
+            target = getattr(tnp_mod, name, None)
+            if callable(target) and not isinstance(target, type) and not isinstance(target, types.ModuleType):
+                return target
+    return None
+
+
+def wrap_numpy(tx, value, source) -> VariableTracker:
+    np = _np()
+    guards = tx.guards
+    if isinstance(value, np.ndarray):
+        return _wrap_array(tx, value, source)
+    if isinstance(value, np.generic):
+        if source is not None:
+            from ember.capture.sources import CallSource
+            # type and exact bits (-0.0 and nan payloads included)
+            guards.equals(CallSource(scalar_key, source, ()), scalar_key(value))
+        return ConstantVariable(value, source)
+    if isinstance(value, np.dtype):
+        if source is not None:
+            guards.type_match(source, value)
+            guards.equals(source, value)
+        return ConstantVariable(value, source)
+    if source is not None:
+        guards.id_match(source, value)
+    if isinstance(value, type):
+        return NumpyCallableVariable(value, source)
+    if (getattr(value, "__module__", "") or "").startswith("numpy.random"):
+        raise unsupported(f"numpy.random.{getattr(value, '__name__', '?')} draws from NumPy's global RNG "
+                          "(runs eagerly)")
+    return NumpyCallableVariable(value, source)
+
+
+def scalar_key(v):
+    return (type(v), v.tobytes())
+
+
+def _wrap_array(tx, value, source) -> VariableTracker:
+    np = _np()
+    if type(value) is not np.ndarray:
+        raise unsupported(f"a {type(value).__name__} (an ndarray subclass) in the compiled region")
+    if source is None:
+        raise unsupported("an np.ndarray ember cannot name (a constant array)")
+    if not value.flags.writeable or value.dtype.byteorder not in ("=", "|") or value.dtype.kind not in "biufc" \
+            or any(s < 0 or s % value.itemsize for s in value.strides):
+        raise unsupported(f"an np.ndarray of dtype {value.dtype} / strides {value.strides} / read-only "
+                          "(torch.from_numpy cannot share it)")
+    try:
+        real = torch.from_numpy(value)
+    except Exception as e:
+        raise unsupported(f"torch.from_numpy of an np.ndarray raised {type(e).__name__}") from None
+    out = tx.output
+    memo = out.numpy_inputs
+    hit = memo.get(id(value))
+    if hit is not None and hit[0] is value:
+        if hit[2] != source:
+            tx.guards.same_object(source, hit[2])
+        return hit[1]
+    from ember.capture.sources import ApplySource, AttrSource, CallSource
+    guards = tx.guards
+    guards.type_match(source, value)
+    guards.equals(AttrSource(source, "dtype"), value.dtype)
+    guards.constant_match(AttrSource(AttrSource(source, "flags"), "writeable"), True)
+    for other, _vt, other_source in list(memo.values()):
+        if _shares_memory(value, other):
+            raise unsupported("two np.ndarray inputs over the same memory (from_numpy would make two "
+                              "unrelated tensors of it)")
+        # from_numpy makes a new storage per array: two arrays over the same memory would be two
+        # unrelated graph inputs (a write through one unseen by the other): guarded apart
+        guards.equals(ApplySource(_shares_memory, (source, other_source)), False)
+    for t_source, t in zip(list(out.input_sources), list(out.input_values)):
+        if isinstance(t, torch.Tensor) and not (isinstance(t_source, CallSource) and t_source.func is torch.from_numpy):
+            guard_apart(guards, value, source, t, t_source)
+    tensor_source = CallSource(torch.from_numpy, source, ())
+    guards.tensor_match(tensor_source, real)  # dtype, shape, strides: static (recompile per shape)
+    fake = out.fake.fake(real)
+    node = out._placeholder(tensor_source, real, fake)
+    from ember.capture.variables.tensor import TensorVariable
+    tvt = TensorVariable(node, fake, tensor_source, cls=torch.Tensor, real=real)
+    out._by_tensor[id(real)] = tvt
+    vt = NumpyNdarrayVariable(tvt, source=source)
+    memo[id(value)] = (value, vt, source)
+    return vt
+
+
+def _shares_memory(a, b) -> bool:
+    return bool(_np().may_share_memory(a, b))
+
+
+def overlaps(a, t) -> bool:
+    """Whether array ``a``'s memory and tensor ``t``'s storage overlap (``torch.from_numpy(a)``
+    passed next to ``a``: two graph inputs that functionalization would treat as unrelated)."""
+    if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.layout is not torch.strided:
+        return False
+    lo, hi = _np().lib.array_utils.byte_bounds(a)
+    storage = t.untyped_storage()
+    start, n = storage.data_ptr(), storage.nbytes()
+    return lo < start + n and start < hi and n > 0 and hi > lo
+
+
+def guard_apart(guards, array, array_source, tensor, tensor_source) -> None:
+    """An ndarray input and a tensor input must not share memory: refused now, guarded after
+    (parameters: checked now only, a guard per parameter and array would cost every call)."""
+    if overlaps(array, tensor):
+        raise unsupported("a tensor input over the memory of an np.ndarray input (torch.from_numpy(a) "
+                          "passed with a)")
+    if isinstance(tensor, torch.nn.Parameter) or tensor_source is None:
+        return
+    from ember.capture.sources import ApplySource
+    guards.equals(ApplySource(overlaps, (array_source, tensor_source)), False)
+
+
+def guard_new_tensor_input(output, tensor, tensor_source) -> None:
+    """(output_graph.add_input) a tensor input read after ndarray inputs: kept apart from them."""
+    for array, _vt, array_source in list(output.numpy_inputs.values()):
+        guard_apart(output.guards, array, array_source, tensor, tensor_source)
+
+
+# -- the graph's callables --------------------------------------------------------------------
+
+class _Slot:
+    """Where the i-th tensor argument of a NumpyCall goes in its argument structure."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+
+class NumpyCall:
+    """An fx call target: rebuild the arguments (tensors as ``torch._numpy`` arrays), call the
+    ``torch._numpy`` function / method / operator, and return tensors."""
+
+    def __init__(self, kind: str, target, spec_args: tuple, spec_kwargs: dict, label: str):
+        self.kind, self.target = kind, target
+        self.spec_args, self.spec_kwargs = spec_args, spec_kwargs
+        self.__name__ = f"wrapped_{label}"
+        self.__qualname__ = self.__name__
+
+    ember_tensor_op = True
+
+    def __repr__(self):
+        return f"<numpy {self.kind} {self.__name__}>"
+
+    def __call__(self, *tensors):
+        tnp = _tnp()
+
+        def rebuild(s):
+            if isinstance(s, _Slot):
+                return tnp.ndarray(tensors[s.i])
+            if isinstance(s, _NpScalar):
+                return tnp.asarray(s.value, dtype=s.dtype)
+            if isinstance(s, tuple):
+                return tuple(rebuild(x) for x in s)
+            if isinstance(s, list):
+                return [rebuild(x) for x in s]
+            if isinstance(s, slice):
+                return slice(rebuild(s.start), rebuild(s.stop), rebuild(s.step))
+            return s
+        args = [rebuild(a) for a in self.spec_args]
+        kwargs = {k: rebuild(v) for k, v in self.spec_kwargs.items()}
+        if self.kind == "fn" or self.kind == "op":
+            out = self.target(*args, **kwargs)
+        elif self.kind == "method":
+            out = getattr(args[0], self.target)(*args[1:], **kwargs)
+        elif self.kind == "attr":
+            out = getattr(args[0], self.target)
+        elif self.kind == "setitem":
+            args[0][args[1]] = args[2]
+            return None
+        else:
+            raise AssertionError(self.kind)
+        return _to_tensors(out)
+
+
+def _to_tensors(out):
+    tnp = _tnp()
+    if isinstance(out, tnp.ndarray):
+        return out.tensor
+    if isinstance(out, (tuple, list)):
+        return type(out)(_to_tensors(o) for o in out)
+    return out
+
+
+class _NpScalar:
+    """A NumPy scalar argument: a 0-d ``torch._numpy`` array of its dtype (NEP 50: both strong)."""
+    __slots__ = ("value", "dtype")
+
+    def __init__(self, value, dtype):
+        self.value, self.dtype = value, dtype
+
+
+# -- trackers ---------------------------------------------------------------------------------
+
+class NumpyNdarrayVariable(VariableTracker):
+    """An ndarray (or, ``scalar=True``, a NumPy scalar that eager has here) backed by a tensor."""
+
+    def __init__(self, tensor, source=None, scalar: bool = False):
+        self.tensor = tensor  # TensorVariable
+        self.source = source  # the array's own source (an input array), else None
+        self.scalar = scalar
+
+    def describe(self):
+        kind = "numpy scalar" if self.scalar else "ndarray"
+        return f"{kind}({list(self.tensor.fake.shape)} {self.tensor.fake.dtype})"
+
+    def np_dtype(self):
+        return _np_dtype(self.tensor.fake.dtype)
+
+    def python_type(self):
+        np = _np()
+        return self.np_dtype().type if self.scalar else np.ndarray
+
+    def truth(self, tx):
+        raise unsupported("the truth value of an ndarray reads its data")
+
+    def hash_key(self):
+        if self.scalar:
+            raise unsupported("a NumPy scalar computed by the graph as a dict key")
+        return ("__ndarray__", id(self))
+
+    def getattr(self, tx, name):
+        fake = self.tensor.fake
+        if name == "__class__":
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.python_type())
+        if name in _META_ATTRS:
+            shape = tuple(int(s) for s in fake.shape)
+            dt = self.np_dtype()
+            value = {"shape": shape, "ndim": len(shape), "size": math.prod(shape), "dtype": dt,
+                     "itemsize": dt.itemsize, "nbytes": dt.itemsize * math.prod(shape)}[name]
+            from ember.capture.variables.builtins import wrap_constant
+            return wrap_constant(value)
+        if name in _ARRAY_ATTRS:
+            return numpy_call(tx, "attr", name, [self], {}, label=name)
+        if name.startswith("_") and name not in ("__getitem__", "__setitem__", "__len__") or \
+                name in _BREAKING_METHODS or not hasattr(_tnp().ndarray, name):
+            raise unsupported(f"ndarray.{name} ({'a NumPy scalar' if self.scalar else 'an ndarray'} "
+                              "traced through torch._numpy)")
+        from ember.capture.variables.functions import BoundMethodVariable
+        return BoundMethodVariable(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__" and not args and not kwargs:
+            if self.tensor.fake.dim() == 0:
+                from ember.exc import PythonException
+                raise PythonException(TypeError("len() of unsized object"))
+            return ConstantVariable(int(self.tensor.fake.shape[0]))
+        if name in _BREAKING_METHODS or name.startswith("_") and name not in ("__getitem__", "__setitem__") \
+                or not hasattr(_tnp().ndarray, name):
+            raise unsupported(f"ndarray.{name}")
+        if name == "__setitem__":
+            numpy_call(tx, "setitem", name, [self, *args], kwargs, label="setitem")
+            return ConstantVariable(None)
+        return numpy_call(tx, "method", name, [self, *args], kwargs, label=name)
+
+    def unpack(self, tx):
+        raise unsupported("iterating over an ndarray")
+
+    def reconstruct(self, plan) -> str:
+        """The array in the entry's code after the graph: the caller's own array (an input), else
+        ``.numpy()`` of the graph's tensor (sharing its memory), ``[()]`` for a NumPy scalar; built
+        once per tracker, so one array returned twice is one object."""
+        if self.source is not None:
+            return plan._read(self.source)
+        memo = plan.__dict__.setdefault("numpy_built", {})
+        hit = memo.get(id(self))
+        if hit is not None:
+            return hit
+        plan._keep.append(self)
+        name = plan._fresh("___np")
+        tensor = plan.expr(self.tensor)
+        plan.prelude.append(f"{name} = {tensor}.numpy(){'[()]' if self.scalar else ''}")
+        memo[id(self)] = name
+        return name
+
+
+class NumpyCallableVariable(VariableTracker):
+    """A NumPy function, ufunc or scalar type (``np.sum``, ``np.add``, ``np.float32``)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def is_constant(self):
+        return isinstance(self.fn, type) and self.fn is not _np().dtype  # np.float32 as a dtype argument
+
+    def as_constant(self):
+        if self.is_constant():
+            return self.fn
+        return super().as_constant()
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__"):
+            return ConstantVariable(getattr(self.fn, name))
+        raise unsupported(f"attribute {name!r} of {self.describe()}")
+
+    def call(self, tx, args, kwargs):
+        fn = self.fn
+        np = _np()
+        is_type = isinstance(fn, type)
+        if fn is np.dtype:
+            consts = _constants(args, kwargs)
+            if consts is None:
+                raise unsupported("np.dtype of a traced value")
+            try:
+                return ConstantVariable(np.dtype(*consts[0], **consts[1]))
+            except Exception as e:
+                from ember.exc import PythonException
+                raise PythonException(e) from None
+        tnp_fn = None if is_type else _tnp_equivalent(fn)
+        if not is_type and tnp_fn is None:
+            raise unsupported(f"{self.describe()} has no torch._numpy equivalent (runs eagerly)")
+        consts = _constants(args, kwargs)
+        if consts is not None:
+            cargs, ckwargs = consts
+            try:
+                import warnings
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")  # (a warning eager would print: let eager run it)
+                    result = fn(*cargs, **ckwargs)
+            except Warning:
+                raise unsupported(f"{self.describe()} warns on these constants (runs eagerly)") from None
+            except Exception as e:
+                from ember.exc import PythonException
+                raise PythonException(e) from None
+            if _constant_result(result):
+                from ember.capture.variables.builtins import wrap_constant
+                return wrap_constant(result)
+            if is_type or not isinstance(result, np.ndarray):
+                raise unsupported(f"{self.describe()} returned a {type(result).__name__}")
+        elif is_type:
+            raise unsupported(f"{self.describe()} of a traced value")
+        return numpy_call(tx, "fn", tnp_fn, args, kwargs, label=fn.__name__, np_callable=fn)
+
+
+def _constant_result(value) -> bool:
+    np = _np()
+    if isinstance(value, (tuple, list)):
+        return all(_constant_result(v) for v in value)
+    return isinstance(value, (np.generic, np.dtype, int, float, bool, complex, str, type(None)))
+
+
+def _constants(args, kwargs):
+    """(args, kwargs) as Python values when every argument is a constant, else None."""
+    try:
+        return [_constant(a) for a in args], {k: _constant(v) for k, v in kwargs.items()}
+    except _NotConstant:
+        return None
+
+
+class _NotConstant(Exception):
+    pass
+
+
+def _constant(vt):
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    if isinstance(vt, (ListVariable, TupleVariable)):
+        items = [_constant(i) for i in vt.items]
+        return items if isinstance(vt, ListVariable) else tuple(items)
+    if vt.is_constant():
+        return vt.as_constant()
+    raise _NotConstant
+
+
+def _np_dtype(torch_dtype):
+    np = _np()
+    if torch_dtype is torch.bfloat16:
+        raise unsupported("a bfloat16 tensor as a NumPy array")
+    return np.dtype(str(torch_dtype).replace("torch.", "").replace("bool", "bool_"))
+
+
+# -- one traced call ----------------------------------------------------------------------------
+
+def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
+    """Put one NumPy operation in the graph (after the probe agreed, see the module docstring)."""
+    np = _np()
+    tensors: list = []
+
+    def spec(vt):
+        from ember.capture.variables.containers import ListVariable, TupleVariable
+        from ember.capture.variables.symbolic import SymNodeVariable
+        if isinstance(vt, NumpyNdarrayVariable):
+            tensors.append(vt.tensor)
+            return _Slot(len(tensors) - 1)
+        if isinstance(vt, (ListVariable, TupleVariable)):
+            items = [spec(i) for i in vt.items]
+            return items if isinstance(vt, ListVariable) else tuple(items)
+        if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
+            return slice(*[spec(i) for i in vt.items])
+        if isinstance(vt, SymNodeVariable):
+            raise unsupported("a symbolic size as a NumPy argument")
+        if vt.is_constant():
+            c = vt.as_constant()
+            return _spec_constant(c)
+        raise unsupported(f"passing {vt.describe()} to NumPy")
+
+    spec_args = tuple(spec(a) for a in args)
+    spec_kwargs = {k: spec(v) for k, v in kwargs.items()}
+    expected = _probe(kind, target, args, kwargs, np_callable)
+    call = NumpyCall(kind, target, spec_args, spec_kwargs, label)
+    if kind == "setitem":
+        result = tx.output.call_function(call, tensors, {})
+        _agree(expected, None, label)
+        return result
+    result = tx.output.call_function(call, tensors, {})
+    return _wrap(result, expected, label, kind, target, args)
+
+
+def _spec_constant(c):
+    np = _np()
+    if isinstance(c, np.generic):
+        if isinstance(c, (np.datetime64, np.timedelta64, np.void, np.str_, np.bytes_, np.object_)):
+            raise unsupported(f"a {type(c).__name__} scalar in NumPy code")
+        return _NpScalar(c.item(), c.dtype.name)
+    if isinstance(c, np.dtype):
+        return c.name
+    if isinstance(c, type) and issubclass(c, np.generic):
+        return np.dtype(c).name
+    if isinstance(c, (tuple, list)):
+        return type(c)(_spec_constant(x) for x in c)
+    if isinstance(c, slice):
+        return slice(_spec_constant(c.start), _spec_constant(c.stop), _spec_constant(c.step))
+    if c is None or c is Ellipsis or type(c) in (int, float, bool, str, complex):
+        return c
+    if isinstance(c, type) and c in (int, float, bool, complex):
+        return c
+    raise unsupported(f"a {type(c).__name__} constant in NumPy code")
+
+
+def _stand_in(vt, budget):
+    """A real NumPy value with ``vt``'s type, dtype and shape (zeros)."""
+    np = _np()
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    if isinstance(vt, NumpyNdarrayVariable):
+        fake = vt.tensor.fake
+        shape = tuple(int(s) for s in fake.shape)
+        budget[0] += math.prod(shape)
+        if budget[0] > _PROBE_LIMIT:
+            raise unsupported("NumPy arrays too large to check torch._numpy's result against")
+        arr = np.zeros(shape, dtype=vt.np_dtype())
+        return arr[()] if vt.scalar else arr
+    if isinstance(vt, (ListVariable, TupleVariable)):
+        items = [_stand_in(i, budget) for i in vt.items]
+        return items if isinstance(vt, ListVariable) else tuple(items)
+    if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
+        return slice(*[_stand_in(i, budget) for i in vt.items])
+    return vt.as_constant()
+
+
+def _probe(kind, target, args, kwargs, np_callable):
+    """What NumPy itself returns for stand-ins of these arguments (see the module docstring)."""
+    np = _np()
+    budget = [0]
+    real_args = [_stand_in(a, budget) for a in args]
+    real_kwargs = {k: _stand_in(v, budget) for k, v in kwargs.items()}
+    import warnings
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            if kind == "fn":
+                out = np_callable(*real_args, **real_kwargs)
+            elif kind == "op":
+                out = target(*real_args)
+            elif kind == "method":
+                out = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
+            elif kind == "attr":
+                out = getattr(real_args[0], target)
+            else:
+                real_args[0][real_args[1]] = real_args[2]
+                out = None
+    except Exception as e:
+        raise unsupported(f"NumPy {getattr(target, '__name__', target)} raised {type(e).__name__} on these "
+                          "shapes and dtypes (runs eagerly)") from None
+    if kind == "op" and out is real_args[0] and target in _INPLACE_OPS:
+        return _SAME
+    if kind == "method" and out is real_args[0]:
+        return _SAME
+    return out
+
+
+_SAME = object()  # the operation returned its (array) first argument: the same tracker
+_INPLACE_OPS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+                operator.ilshift, operator.irshift, operator.imatmul}
+
+
+def _agree(expected, fake, label):
+    """The probe's real NumPy result and the fake's: the same structure, types, dtypes, shapes."""
+    np = _np()
+    if isinstance(expected, np.ndarray):
+        ok = isinstance(fake, torch.Tensor) and tuple(fake.shape) == expected.shape and \
+            fake.dtype is not torch.bfloat16 and _np_dtype(fake.dtype) == expected.dtype
+    elif isinstance(expected, np.generic):
+        ok = isinstance(fake, torch.Tensor) and fake.dim() == 0 and fake.dtype is not torch.bfloat16 \
+            and _np_dtype(fake.dtype) == expected.dtype
+    elif isinstance(expected, (tuple, list)):
+        ok = type(fake) is type(expected) and len(fake) == len(expected) and \
+            all(_agree(e, f, label) is None for e, f in zip(expected, fake))
+    else:
+        ok = not isinstance(fake, torch.Tensor) and type(fake) is type(expected) and fake == expected
+    if not ok:
+        raise unsupported(f"torch._numpy's {label} differs from NumPy's on these dtypes/shapes "
+                          f"(NumPy: {_kind(expected)}; torch._numpy: {_kind(fake)}): runs eagerly")
+    return None
+
+
+def _kind(v):
+    np = _np()
+    if isinstance(v, np.ndarray):
+        return f"ndarray {v.dtype} {v.shape}"
+    if isinstance(v, np.generic):
+        return f"{type(v).__name__}"
+    if isinstance(v, torch.Tensor):
+        return f"tensor {v.dtype} {tuple(v.shape)}"
+    return type(v).__name__
+
+
+def _wrap(result, expected, label, kind, target, args):
+    """The graph's result as NumPy trackers, shaped as the probe's."""
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    from ember.capture.variables.tensor import TensorVariable
+    np = _np()
+    if expected is _SAME:
+        first = args[0]
+        if not isinstance(result, TensorVariable) or result.fake is not first.tensor.fake:
+            raise unsupported(f"torch._numpy's in-place {label} made a new array")
+        return first  # `a += 1` is `a` itself (identity kept)
+    fake = _fakes(result)
+    _agree(expected, fake, label)
+
+    def build(r, e):
+        if isinstance(r, TensorVariable):
+            return NumpyNdarrayVariable(r, scalar=isinstance(e, np.generic))
+        if isinstance(r, (TupleVariable, ListVariable)):
+            items = [build(i, x) for i, x in zip(r.items, e)]
+            return ListVariable(items) if isinstance(r, ListVariable) else TupleVariable(items)
+        return r
+    return build(result, expected)
+
+
+def _fakes(vt):
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(vt, TensorVariable):
+        return vt.fake
+    if isinstance(vt, (TupleVariable, ListVariable)):
+        items = [_fakes(i) for i in vt.items]
+        return items if isinstance(vt, ListVariable) else tuple(items)
+    if vt.is_constant():
+        return vt.as_constant()
+    raise unsupported(f"torch._numpy returned {vt.describe()}")
+
+
+# -- operators and the torch <-> numpy bridges ---------------------------------------------------
+
+def binary(tx, fn, a, b):
+    """``a <op> b`` where one side is an ndarray/NumPy scalar tracker (the other a constant or one)."""
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        raise unsupported("an operator between a tensor and an ndarray")
+    if fn in _INPLACE_OPS and not isinstance(a, NumpyNdarrayVariable):
+        from ember.capture.opcodes import _INPLACE_TO_PLAIN
+        fn = _INPLACE_TO_PLAIN[fn]
+    if fn in _INPLACE_OPS and a.scalar:
+        from ember.capture.opcodes import _INPLACE_TO_PLAIN
+        fn = _INPLACE_TO_PLAIN[fn]  # numpy scalars are immutable: `s += 1` rebinds
+    return numpy_call(tx, "op", fn, [a, b], {}, label=fn.__name__)
+
+
+def unary(tx, fn, v):
+    return numpy_call(tx, "op", fn, [v], {}, label=fn.__name__)
+
+
+def tensor_numpy(tx, tensor, args, kwargs):
+    """``t.numpy()`` in the frame: the same memory as an array (eager refuses what it refuses)."""
+    fake = tensor.fake
+    if args or kwargs:
+        raise unsupported("Tensor.numpy(force=...)")
+    if fake.requires_grad or fake.device.type != "cpu" or fake.is_conj() or fake.is_neg() \
+            or fake.dtype is torch.bfloat16 or fake.layout is not torch.strided or tensor.cls is not torch.Tensor:
+        raise unsupported("Tensor.numpy() of a tensor eager cannot convert without a copy (runs eagerly)")
+    return NumpyNdarrayVariable(tensor)
+
+
+def torch_call_with_numpy(tx, fn, args, kwargs):
+    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.tensor(a)`` of a traced array;
+    None when this is no such call (other torch functions taking an ndarray break)."""
+    if len(args) != 1 or kwargs or not isinstance(args[0], NumpyNdarrayVariable):
+        return None
+    a = args[0]
+    if fn is torch.from_numpy or fn is torch.as_tensor or fn is torch.asarray:
+        if a.scalar:
+            if fn is torch.from_numpy:
+                return None  # eager raises TypeError
+            return tx.output.call_function(torch.clone, [a.tensor], {})
+        return a.tensor  # shares the array's memory, as eager's
+    if fn is torch.tensor:
+        return tx.output.call_function(torch.clone, [a.tensor],
+                                       {"memory_format": ConstantVariable(torch.contiguous_format)})
+    return None
