@@ -186,6 +186,26 @@ def test_in_place_writes_reach_the_input_array():
     np.testing.assert_array_equal(a, expected)
 
 
+def test_functions_returning_their_argument_keep_identity():
+    check(lambda a: (lambda r: (r, r is a))(np.add(a, 1, out=a)), A64)
+    check(lambda a: (lambda b: (b is a, b))(np.asarray(a)), A64)
+
+    def sort_in_place(a):
+        a.sort(axis=1)
+        return a
+
+    check(sort_in_place, A64[:, ::-1].copy())
+
+
+def test_numpy_types_and_dtypes_in_python_checks():
+    def f(a):
+        s = np.sum(a)
+        return (isinstance(s, np.floating), isinstance(a, np.ndarray), type(s) is np.float64,
+                isinstance(s, np.ndarray), a.dtype == np.float64, a.dtype.name, a * 2)
+
+    check(f, A64)
+
+
 def test_in_place_through_a_view_and_returning_none():
     def view_write(a):
         b = a[0]
@@ -294,6 +314,13 @@ def test_data_dependent_and_python_reads_break():
     check(lambda a: a.sum().item(), A64, graphs=1, breaks=1)
     check(lambda a: a[a > 1], A64, graphs=1, breaks=1)  # (a > 1 is a graph)
     check(lambda x, a: x + a, torch.ones(2, 3), A64, graphs=0, breaks=1)
+
+
+def test_layout_properties_and_integer_division_by_arrays_break():
+    check(lambda a: (a * 2).strides, A64, graphs=1, breaks=1)
+    # NumPy: 0 (and a warning) for an integer division by zero; torch raises
+    with np.errstate(divide="ignore"):
+        check(lambda a, b: (a // b, a // 2, a % 3), AI.ravel(), np.array([1, 0, 2, 3, 0, 1]), graphs=1, breaks=1)
 
 
 def test_torch_numpy_differences_from_numpy_break():

@@ -320,8 +320,11 @@ class NumpyNdarrayVariable(VariableTracker):
             return wrap_constant(value)
         if name in _ARRAY_ATTRS:
             return numpy_call(tx, "attr", name, [self], {}, label=name)
+        import inspect
         if name.startswith("_") and name not in ("__getitem__", "__setitem__", "__len__") or \
-                name in _BREAKING_METHODS or not hasattr(_tnp().ndarray, name):
+                name in _BREAKING_METHODS or not inspect.isfunction(inspect.getattr_static(_tnp().ndarray, name, None)):
+            # (properties other than the ones above — strides, flags, base — are NumPy's layout,
+            # which torch's need not match)
             raise unsupported(f"ndarray.{name} ({'a NumPy scalar' if self.scalar else 'an ndarray'} "
                               "traced through torch._numpy)")
         from ember.capture.variables.functions import BoundMethodVariable
@@ -333,8 +336,9 @@ class NumpyNdarrayVariable(VariableTracker):
                 from ember.exc import PythonException
                 raise PythonException(TypeError("len() of unsized object"))
             return ConstantVariable(int(self.tensor.fake.shape[0]))
+        import inspect
         if name in _BREAKING_METHODS or name.startswith("_") and name not in ("__getitem__", "__setitem__") \
-                or not hasattr(_tnp().ndarray, name):
+                or not inspect.isfunction(inspect.getattr_static(_tnp().ndarray, name, None)):
             raise unsupported(f"ndarray.{name}")
         if name == "__setitem__":
             numpy_call(tx, "setitem", name, [self, *args], kwargs, label="setitem")
@@ -491,6 +495,10 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
             return _spec_constant(c)
         raise unsupported(f"passing {vt.describe()} to NumPy")
 
+    if label in _INT_DIVISIONS and _integer_division_by_data(args, kwargs):
+        # NumPy gives 0 (and a warning) for an integer division by zero, torch raises: unless the
+        # divisor is a non-zero constant, eager runs it
+        raise unsupported(f"integer {label} by an array (NumPy and torch differ on division by zero)")
     spec_args = tuple(spec(a) for a in args)
     spec_kwargs = {k: spec(v) for k, v in kwargs.items()}
     expected = _probe(kind, target, args, kwargs, np_callable)
@@ -500,7 +508,25 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
         _agree(expected, None, label)
         return result
     result = tx.output.call_function(call, tensors, {})
-    return _wrap(result, expected, label, kind, target, args)
+    return _wrap(result, expected, label, kind, target, args, kwargs)
+
+
+_INT_DIVISIONS = {"floordiv", "ifloordiv", "mod", "imod", "floor_divide", "remainder", "fmod", "divmod",
+                  "pow", "ipow", "power", "float_power"}
+
+
+def _integer_division_by_data(args, kwargs) -> bool:
+    """An integer array meets a divisor (or exponent) that is not a constant (non-zero,
+    non-negative); a method's or operator's left operand is args[0]."""
+    def integer(vt):
+        return isinstance(vt, NumpyNdarrayVariable) and not vt.tensor.fake.dtype.is_floating_point \
+            and not vt.tensor.fake.dtype.is_complex
+    operands = [*args, *kwargs.values()]
+    if not any(integer(v) for v in operands):
+        return False
+    rest = operands[1:]
+    return not all(v.is_constant() and isinstance(v.as_constant(), (int, float)) and v.as_constant() > 0
+                   and not isinstance(v.as_constant(), bool) for v in rest)
 
 
 def _spec_constant(c):
@@ -568,14 +594,17 @@ def _probe(kind, target, args, kwargs, np_callable):
     except Exception as e:
         raise unsupported(f"NumPy {getattr(target, '__name__', target)} raised {type(e).__name__} on these "
                           "shapes and dtypes (runs eagerly)") from None
-    if kind == "op" and out is real_args[0] and target in _INPLACE_OPS:
-        return _SAME
-    if kind == "method" and out is real_args[0]:
-        return _SAME
+    for key, arg in [*enumerate(real_args), *real_kwargs.items()]:
+        if out is arg and isinstance(arg, np.ndarray):
+            return _Same(key)  # `a += 1`, `np.add(a, 1, out=a)`, `np.asarray(a)`: that very array
     return out
 
 
-_SAME = object()  # the operation returned its (array) first argument: the same tracker
+class _Same:
+    """The operation returned one of its (array) arguments: its tracker, identity kept."""
+
+    def __init__(self, key):
+        self.key = key
 _INPLACE_OPS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                 operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
                 operator.ilshift, operator.irshift, operator.imatmul}
@@ -612,16 +641,17 @@ def _kind(v):
     return type(v).__name__
 
 
-def _wrap(result, expected, label, kind, target, args):
+def _wrap(result, expected, label, kind, target, args, kwargs):
     """The graph's result as NumPy trackers, shaped as the probe's."""
     from ember.capture.variables.containers import ListVariable, TupleVariable
     from ember.capture.variables.tensor import TensorVariable
     np = _np()
-    if expected is _SAME:
-        first = args[0]
-        if not isinstance(result, TensorVariable) or result.fake is not first.tensor.fake:
-            raise unsupported(f"torch._numpy's in-place {label} made a new array")
-        return first  # `a += 1` is `a` itself (identity kept)
+    if isinstance(expected, _Same):
+        same = args[expected.key] if isinstance(expected.key, int) else kwargs[expected.key]
+        if not isinstance(result, TensorVariable) or not isinstance(same, NumpyNdarrayVariable) \
+                or result.fake is not same.tensor.fake:
+            raise unsupported(f"torch._numpy's {label} made a new array where NumPy returns its argument")
+        return same  # `a += 1` is `a` itself
     fake = _fakes(result)
     _agree(expected, fake, label)
 
