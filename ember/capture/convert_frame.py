@@ -474,7 +474,9 @@ def _compiled_callee(vt, resumes, tx):
         return _Rebuilt(resumes.compiled_function(vt.fn))
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
         if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
-            return _Rebuilt(vt.func.fn, bound_to=vt.obj)
+            from ember.capture.variables.autograd_function import apply_with_compiled_forward
+            rebuilt = apply_with_compiled_forward(vt, resumes)  # (its forward compiled, as a frame)
+            return rebuilt if rebuilt is not None else _Rebuilt(vt.func.fn, bound_to=vt.obj)
         # (an object made in the frame is rebuilt once, shared with the rest of the frame)
         return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import types
 
 import torch
 import torch.fx as fx
@@ -159,6 +160,46 @@ class GradFnVariable(VariableTracker):
 
 def grad_fn_variable(node) -> VariableTracker:
     return ConstantVariable(None) if node is None else GradFnVariable(node)
+
+
+def apply_with_compiled_forward(vt, resumes):
+    """``MyFunction.apply`` at a graph break (the call runs eagerly): forward still gets compiled as a
+    frame of its own, as torch.compile compiles any frame Python runs (Dynamo sees the forward frame the
+    C++ ``apply`` calls). None where that does not apply (not an autograd.Function, no plain forward)."""
+    from ember.capture.variables.functions import _FUNCTION_APPLY
+    cls = getattr(vt.obj, "value", None)
+    if vt.func.fn is not _FUNCTION_APPLY or not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        return None
+    forward = inspect.getattr_static(cls, "forward", None)
+    setup_context = inspect.getattr_static(cls, "setup_context", None)
+    if (not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType)
+            or getattr(setup_context, "__func__", setup_context)
+            is not torch.autograd.function._SingleLevelFunction.setup_context):
+        return None
+    from ember.capture.convert_frame import _Rebuilt
+    compiled = resumes.compiled_function(forward.__func__)
+    if compiled is forward.__func__:
+        return None
+    return _Rebuilt(_ApplyWithCompiledForward(forward.__func__, compiled), bound_to=vt.obj)
+
+
+class _ApplyWithCompiledForward:
+    """``cls.apply(*args)`` through a subclass (same name, so the same grad_fn name) whose forward is
+    the compiled one; a class whose forward changed since is applied as it is."""
+
+    def __init__(self, original, compiled):
+        self.original, self.compiled = original, compiled
+        self.subclasses: dict = {}
+
+    def __call__(self, cls, *args, **kwargs):
+        if kwargs or getattr(inspect.getattr_static(cls, "forward", None), "__func__", None) is not self.original:
+            return cls.apply(*args, **kwargs)  # (with keywords, apply reads forward's code object)
+        sub = self.subclasses.get(cls)
+        if sub is None:
+            sub = self.subclasses[cls] = type(cls.__name__, (cls,), {
+                "forward": staticmethod(self.compiled), "__module__": cls.__module__,
+                "__qualname__": cls.__qualname__})
+        return sub.apply(*args, **kwargs)
 
 
 def _user_backward(fn_cls):
