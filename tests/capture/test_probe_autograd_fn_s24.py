@@ -475,3 +475,35 @@ def test_ctx_object_made_in_the_frame():
         h.items.append(3)
         return y * 2
     check(items_changed_after, x34(), graphs=3, fullgraph=False, breaks=1)
+
+
+# --- an apply that breaks the graph: its forward is compiled as a frame (as torch.compile does) ---
+
+class PrintsInForward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        print("forward")
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 5
+
+
+class BranchesInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2 if x.sum() > 0 else g * 3
+
+
+def test_forward_of_an_apply_that_breaks_gets_its_own_graphs(capsys):
+    # graphs: x.sin(); forward's `x * 2` (after its print); .cos() -- torch.compile's three
+    check(lambda x: PrintsInForward.apply(x.sin()).cos(), x34(), graphs=3, fullgraph=False, breaks=2)
+    assert capsys.readouterr().out.count("forward") == 8  # once per call (4 eager, 4 compiled), none when tracing
+    check(lambda x: BranchesInBackward.apply(x.sin()).cos(), x34(), graphs=3, fullgraph=False, breaks=1)
