@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import enum
 import functools
+import itertools
 import math
 import inspect
 import os
@@ -249,7 +250,7 @@ def _wrap(tx, value, source) -> VariableTracker:
                                    torch.device)) or _identity_key(k)):
                 raise unsupported(f"dict with a key of type {type(k).__name__}")
         items, keys = {}, {}
-        for k, v in value.items():
+        for k, v in list(value.items()):  # (wrapping a value may add to this dict: a module's globals)
             # keys as the trace hashes them (an object, a module: by identity), with their trackers
             by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
             key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
@@ -381,6 +382,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         guards.type_match(source, value)
         name = wrap(tx, value.__name__, AttrSource(source, "__name__")).as_constant()
         return BoundMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), name)
+
+    if value is itertools.tee:  # (a C function, not a class: see polyfills/itertools_.py)
+        from ember.capture.polyfills.itertools_ import tee
+        if source is not None:
+            guards.id_match(source, value)
+        return UserFunctionVariable(tee)
 
     if isinstance(value, types.BuiltinFunctionType) and getattr(value, "__module__", None) in ("_heapq", "_bisect",
                                                                                                "_collections"):
@@ -663,9 +670,32 @@ class SignatureFunctionVariable(VariableTracker):
             sig = inspect.signature(target.fn)
         elif isinstance(target, UserMethodVariable) and isinstance(target.func, UserFunctionVariable):
             sig = inspect.signature(types.MethodType(target.func.fn, object()))
+        elif type(target).__name__ == "NestedFunctionVariable" and _constant_signature(target):
+            sig = inspect.signature(_signature_stand_in(target))
         else:
             raise unsupported(f"inspect.signature of {target.describe() if target else '?'}")
         return UserObjectVariable(sig, None)
+
+
+def _constant_signature(fn_vt) -> bool:
+    """A function made in the frame whose signature is fixed by constants: its code, constant
+    defaults and annotations, and nothing that ``inspect`` would follow instead (``__wrapped__``,
+    ``__signature__``)."""
+    values = [*fn_vt.defaults_vts, *fn_vt.kwdefaults_vts.values(), *fn_vt.annotations]
+    return not fn_vt.attrs and not fn_vt.special and all(v.is_constant() for v in values)
+
+
+def _signature_stand_in(fn_vt):
+    """A real function with the same code, defaults and annotations (its closure cells empty:
+    ``inspect.signature`` reads none of them)."""
+    fn = types.FunctionType(fn_vt.code, fn_vt.globals, fn_vt.name,
+                            tuple(d.as_constant() for d in fn_vt.defaults_vts) or None,
+                            tuple(types.CellType() for _ in fn_vt.code.co_freevars))
+    fn.__kwdefaults__ = {k: v.as_constant() for k, v in fn_vt.kwdefaults_vts.items()} or None
+    flat = [v.as_constant() for v in fn_vt.annotations]
+    fn.__annotations__ = dict(zip(flat[::2], flat[1::2]))
+    fn.__qualname__ = fn_vt.qualname
+    return fn
 
 
 class GradModeExitVariable(VariableTracker):

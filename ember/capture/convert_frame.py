@@ -614,6 +614,11 @@ class _ReturnPlan:
         self.built[key] = name
         self.prelude.append(f"{name} = {bind(self.scope, types.CellType, 'CellType')}()")
         if vt.contents is not None:
+            if _made_in_frame(vt.contents) and id(vt.contents) in self.built and self.built[id(vt.contents)] is None:
+                # being built right now: a function whose closure holds this very cell (a recursive
+                # nested function); the cell is filled once the function exists
+                self.finish_later(vt.contents, f"{name}.cell_contents = {{}}")
+                return name
             value = self.expr(vt.contents)
             self.prelude.append(f"{name}.cell_contents = {value}")
         return name

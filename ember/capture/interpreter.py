@@ -119,6 +119,14 @@ class Translator(OpcodeMixin):
             except PythonException as e:
                 self.chain_exception(e)
                 if not self.handle_exception(inst, e):
+                    if self.parent is None and getattr(e, "top_offset", None) is None and \
+                            getattr(e, "replayable", False):
+                        # Uncaught in the frame: break at the instruction that raised (the graph
+                        # runs what came before; the instruction, run eagerly, raises for real), as
+                        # torch.compile does. Only for the program's own `raise` and a call's
+                        # argument mismatch: an error of a builtin may come from state a rebuilt
+                        # object does not carry (a deque's mutation count), so that frame runs eagerly.
+                        e.top_offset, e.top_opname = inst.offset, inst.opname
                     raise e.located(self.location(), self.source_line(), self.user_stack())
             except Unsupported as e:
                 if self.parent is None and getattr(e, "top_offset", None) is None:
@@ -575,7 +583,15 @@ class Translator(OpcodeMixin):
                 raise unsupported(f"raise ... from {args[1].describe()}")
             value.__cause__ = cause
             value.__suppress_context__ = True
-        raise PythonException(value)
+        failure = PythonException(value)
+        init = next((k.__dict__["__init__"] for k in type(value).__mro__ if "__init__" in k.__dict__), None)
+        if isinstance(init, types.FunctionType):
+            # The program's own `raise` of an exception class with a Python __init__: run again
+            # eagerly, it raises again; torch.compile breaks the graph at making such an exception
+            # (the graph keeps what came before). One made by a builtin __init__: the frame runs
+            # eagerly, as torch.compile skips it.
+            failure.replayable = True
+        raise failure
 
     def WITH_EXCEPT_START(self, inst):
         # stack: [__exit__, lasti, previous exception, exception]

@@ -224,7 +224,7 @@ class OpcodeMixin:
         if not value.is_constant() and flags & 0x03 != 3:
             # a user object whose class formats through its Python __str__/__repr__
             # (object.__format__ with an empty spec is str(self))
-            from ember.capture.variables.user_operators import user_str
+            from ember.capture.variables.user_operators import _python_method, _user_class, user_str
             text = None
             try:
                 t = value.python_type()
@@ -232,6 +232,14 @@ class OpcodeMixin:
                 t = None
             if t is not None and (flags & 0x03 or (t.__format__ is object.__format__ and spec == "")):
                 text = user_str(self, "repr" if flags & 0x03 == 2 else "str", value)
+            elif t is not None and not flags & 0x03 and _user_class(value) is not None and \
+                    _python_method(t, "__format__") is not None:
+                text = value.call_method(self, "__format__", [ConstantVariable(spec)], {})  # its own __format__
+                if not (text.is_constant() and isinstance(text.as_constant(), str)):
+                    raise PythonException(TypeError(f"__format__ must return a str, not "
+                                                    f"{text.python_type().__name__}"))
+                self.push(ConstantVariable(text.as_constant()))
+                return
             if text is not None:
                 self.push(ConstantVariable(format(text.as_constant(), spec)))
                 return
@@ -349,6 +357,12 @@ class OpcodeMixin:
     def BINARY_SUBSCR(self, inst):
         index = self.pop()
         obj = self.pop()
+        if isinstance(obj, (TensorVariable, ListVariable, TupleVariable)) or (
+                isinstance(obj, ConstantVariable) and obj.python_type() in (str, bytes, tuple, range)):
+            # (python_type, not the value: reading a lazily guarded constant's value guards it)
+            from ember.capture.variables.user_operators import user_number
+            as_int = user_number(self, None, index)  # `seq[obj]`: the object's __index__
+            index = index if as_int is None else as_int
         if isinstance(obj, TensorVariable):
             if isinstance(index, SymNodeVariable) and isinstance(index.sym, torch.SymInt) \
                     and has_symbols(index.sym) and obj.fake.dim() > 0 \

@@ -128,5 +128,26 @@ def _groupby(it, key):
                 pass
 
 
-POLYFILLS = {"groupby": groupby, "dropwhile": dropwhile, "takewhile": takewhile, "filterfalse": filterfalse, "starmap": starmap,
+def tee(iterable, n=2):
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    it = iter(iterable)
+    buffers = [[] for _ in range(n)]  # what each copy has not read yet (items pulled by another)
+    return tuple([_tee(it, buffers, i) for i in range(n)])
+
+
+def _tee(it, buffers, i):
+    mine = buffers[i]
+    while True:
+        if not mine:
+            try:
+                value = next(it)
+            except StopIteration:
+                return
+            for b in buffers:
+                b.append(value)
+        yield mine.pop(0)
+
+
+POLYFILLS = {"tee": tee, "groupby": groupby, "dropwhile": dropwhile, "takewhile": takewhile, "filterfalse": filterfalse, "starmap": starmap,
              "zip_longest": zip_longest, "cycle": cycle}

@@ -545,11 +545,25 @@ def _reduce(tx, fn, iterable, *initial):
 
 
 def _int_float(kind):
-    def handler(tx, x=None, *rest):
+    def handler(tx, x=None, *rest, **kwargs):
         if isinstance(x, TensorVariable):
             raise unsupported(f"{kind.__name__}() of a tensor reads its data")
+        if x is not None and not rest and not kwargs:
+            from ember.capture.variables.user_operators import user_number
+            result = user_number(tx, kind, x)  # a user class's __int__ / __float__ / __index__
+            if result is not None:
+                return result
         return NotImplemented
     return handler
+
+
+def _index_of(tx, x=None, *rest, **kwargs):
+    """``operator.index(obj)`` of a user object with a Python ``__index__``."""
+    if x is None or rest or kwargs:
+        return NotImplemented
+    from ember.capture.variables.user_operators import user_number
+    result = user_number(tx, None, x)
+    return NotImplemented if result is None else result
 
 
 _HANDLERS = {
@@ -563,7 +577,7 @@ _HANDLERS = {
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
-    locals: frame_locals, dir: frame_dir,
+    locals: frame_locals, dir: frame_dir, operator.index: _index_of,
 }
 
 
@@ -642,9 +656,9 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     value = cvt.value
     try:
         attr = getattr(value, name)
-    except AttributeError:
+    except AttributeError as e:
         from ember.capture.variables.objects import MissingAttribute
-        raise MissingAttribute(f"{type(value).__name__} has no attribute {name!r}") from None
+        raise MissingAttribute(str(e)) from None  # eager's message
     if callable(attr) and not isinstance(attr, type):
         return ConstantMethodVariable(value, name)
     return wrap_constant(attr)

@@ -96,9 +96,19 @@ class BaseSequence(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "__contains__":
-            return ConstantVariable(_contains(self.items, args[0]))
+            return ConstantVariable(_contains(self.items, args[0], tx))
         if name in ("index", "count") and _all_constant(self.items) and _all_constant(args):
             return ConstantVariable(getattr(self.as_constant(), name)(*[a.as_constant() for a in args]))
+        if name == "count" and len(args) == 1 and not kwargs:
+            return ConstantVariable(_find(self.items, args[0], f"{self.python_cls.__name__}.count", tx, count=True))
+        if name == "index" and len(args) == 1 and not kwargs:
+            i = _find(self.items, args[0], f"{self.python_cls.__name__}.index", tx)  # `tensors.index(t)`
+            if i >= 0:
+                return ConstantVariable(i)
+            if not args[0].is_constant():  # (eager's message shows the value's repr)
+                raise unsupported(f"{self.python_cls.__name__}.index of a value not in {self.describe()}")
+            getattr(self.python_cls(i.as_constant() if i.is_constant() else object() for i in self.items),
+                    "index")(args[0].as_constant())  # raises eager's ValueError
         if name == "__add__" and isinstance(args[0], BaseSequence) and type(args[0]) is type(self):
             return self._new(self.items + args[0].items)
         if name == "__add__" and isinstance(args[0], (BaseSequence, DictVariable, SetVariable, ConstantVariable)):
@@ -129,24 +139,45 @@ class BaseSequence(VariableTracker):
         return super().getattr(tx, name)
 
 
-def _contains(items, needle) -> bool:
+def _contains(items, needle, tx=None) -> bool:
     """``needle in items`` as CPython runs it: item by item, identity first, then ``==``. An ``==``
     that involves a tensor gives a tensor whose truth depends on data (or raises): a break."""
     if needle.is_constant() and _all_constant(items):
         return needle.as_constant() in [i.as_constant() for i in items]
+    return _find(items, needle, "`in`", tx) >= 0
+
+
+def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
+    """The position of the first item equal to ``needle`` (-1 if none; with ``count``, how many
+    are), compared as CPython's ``list.remove``/``index``/``count``/``in`` do: identity first, then
+    ``item == needle`` (a user class's ``__eq__`` traced, given ``tx``; a tensor's ``==`` is data)."""
     from ember.capture.variables.tensor import TensorVariable
+    from ember.capture.variables.user_operators import _user_class, user_compare
+    found = 0
     try:
-        key = needle.hash_key()
-        for item in items:
-            if item is needle or item.hash_key() == key:
-                return True
-            if isinstance(item, TensorVariable) or isinstance(needle, TensorVariable):
-                raise unsupported("`in` compares a tensor with == (its truth depends on data)")
-        return False
+        key = None
+        for i, item in enumerate(items):
+            if item is needle:
+                equal = True
+            elif tx is not None and (_user_class(item) is not None or _user_class(needle) is not None) and \
+                    (result := user_compare(tx, operator.eq, item, needle)) is not None:
+                if not result.is_constant():
+                    raise unsupported(f"{what}: __eq__ returned {result.describe()}")
+                equal = bool(result.as_constant())
+            else:
+                if key is None:
+                    key = (needle.hash_key(),)
+                equal = item.hash_key() == key[0]
+                if not equal and (isinstance(item, TensorVariable) or isinstance(needle, TensorVariable)):
+                    raise unsupported(f"{what} compares a tensor with == (its truth depends on data)")
+            if equal and not count:
+                return i
+            found += equal
+        return found if count else -1
     except Unsupported:
         raise
     except Exception:
-        raise unsupported("`in` on a container of non-constant values") from None
+        raise unsupported(f"{what} on a container of non-constant values") from None
 
 
 class TupleVariable(BaseSequence):
@@ -290,13 +321,12 @@ class ListVariable(BaseSequence):
         if name == "copy":
             return ListVariable(list(items))
         if name == "remove":
+            i = _find(items, args[0], "list.remove", tx)
+            if i < 0:
+                raise PythonException(ValueError("list.remove(x): x not in list"))
             self._mutable(name, tx)
-            key = args[0].hash_key()
-            for i, it in enumerate(items):
-                if it.hash_key() == key:
-                    del items[i]
-                    return ConstantVariable(None)
-            raise PythonException(ValueError("list.remove(x): x not in list"))
+            del items[i]
+            return ConstantVariable(None)
         if name == "sort" and not args and set(kwargs) <= {"key", "reverse"} and not (
                 _all_constant(items) and _all_constant(kwargs.values())):
             # A key function (a lambda, a method) is called once per item as Python does; the order

@@ -129,7 +129,7 @@ class DequeVariable(VariableTracker):
             return self.iter(tx)
         if name == "__contains__" and len(args) == 1:
             from ember.capture.variables.containers import _contains
-            return ConstantVariable(_contains(items, args[0]))
+            return ConstantVariable(_contains(items, args[0], tx))
         if name in ("__getitem__", "__setitem__", "__delitem__") and args and args[0].is_constant():
             i = args[0].as_constant()
             if not isinstance(i, int):

@@ -45,7 +45,9 @@ def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
         stub.__kwdefaults__ = dict.fromkeys(kwdefaults) if kwdefaults else None
         stub(*[None] * len(args), **dict.fromkeys(kwargs))
     except TypeError as e:
-        return PythonException(e)
+        failure = PythonException(e)
+        failure.replayable = True  # the same call, run eagerly, raises it again (see _run_loop)
+        return failure
     except Exception:  # noqa: BLE001 - a parameter list the stub cannot spell
         pass
     return unsupported(f"{name}(): arguments do not match its parameters (TypeError)")
@@ -172,7 +174,7 @@ class UserFunctionVariable(VariableTracker):
         if hasattr(self.fn, name):  # (never "missing": `getattr(f, name, default)` would take the default)
             raise unsupported(f"attribute {name!r} of {self.describe()}")
         from ember.capture.variables.objects import MissingAttribute
-        raise MissingAttribute(f"function {self.fn.__qualname__} has no attribute {name!r}")
+        raise MissingAttribute(f"'{type(self.fn).__name__}' object has no attribute '{name}'")
 
 
 def _immutable(value) -> bool:
@@ -209,6 +211,10 @@ class NestedFunctionVariable(VariableTracker):
 
     def describe(self):
         return f"nested function {self.qualname}"
+
+    def hash_key(self):
+        # made in the frame (one tracker per function object): hashed by identity, as functions are
+        return ("__nested_function__", id(self))
 
     def truth(self, tx):
         return True
@@ -387,6 +393,17 @@ class PartialVariable(VariableTracker):
     def python_type(self):
         import functools
         return functools.partial
+
+    def reconstruct(self, plan) -> str:
+        """``functools.partial(func, *args, **kwargs)`` again (returned, or live across a break);
+        one from outside is that very object."""
+        import functools
+        from ember.capture.sources import bind
+        if self.source is not None:
+            return plan._read(self.source)
+        parts = [plan.expr(self.func)] + [plan.expr(a) for a in self.args]
+        parts += [f"**{{{k!r}: {plan.expr(v)}}}" for k, v in self.kwargs.items()]
+        return f"{bind(plan.scope, functools.partial, 'partial')}({', '.join(parts)})"
 
     def getattr(self, tx, name):
         if name == "func":

@@ -143,6 +143,10 @@ class NewObjectVariable(VariableTracker):
         return names
 
     def getattr(self, tx, name):
+        from ember.capture.variables.objects import with_getattr_fallback
+        return with_getattr_fallback(tx, self, self.cls, name, lambda: self._getattribute(tx, name))
+
+    def _getattribute(self, tx, name):
         custom = _lookup(self.cls, "__getattribute__")
         if isinstance(custom, types.FunctionType):
             # A Python __getattribute__ (HF configs' attribute_map) runs; object.__getattribute__
@@ -173,7 +177,10 @@ class NewObjectVariable(VariableTracker):
                 self._dict_view = DictVariable.sharing(self.attrs)
             return self._dict_view
         from ember.capture.sources import AttrSource
-        from ember.capture.variables.objects import class_member, class_source
+        from ember.capture.variables.objects import class_member, class_source, pending_class_attribute
+        pending = pending_class_attribute(tx, self.cls, name)
+        if pending is not None:  # a class attribute the frame assigned (`Cls.count += 1`)
+            return pending
         attr = _lookup(self.cls, name)
         if isinstance(attr, types.MemberDescriptorType) and attr.__objclass__ in self.cls.__mro__ \
                 and attr.__objclass__.__module__ != "builtins":
@@ -182,9 +189,9 @@ class NewObjectVariable(VariableTracker):
             tx.guards.not_on_mro(class_source(self.cls), name)  # the class may gain it
             getattr_hook = _lookup(self.cls, "__getattr__")
             if isinstance(getattr_hook, types.FunctionType):
-                return class_member(tx, getattr_hook, AttrSource(class_source(self.cls), "__getattr__"), self,
-                                    self.cls).call(tx, [ConstantVariable(name)], {})
-            raise MissingAttribute(f"{self.cls.__name__} object has no attribute {name!r}")
+                from ember.capture.variables.objects import call_getattr_hook
+                return call_getattr_hook(tx, self, self.cls, name)
+            raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")
         # Methods and properties come from the class, which may be monkeypatched: guard the lookup.
         member = class_member(tx, attr, AttrSource(class_source(self.cls), name), self, self.cls)
         if member is not None:
@@ -268,7 +275,7 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.objects import MissingAttribute
             if isinstance(attr, types.MemberDescriptorType):
                 raise MissingAttribute(name)  # an unset slot: CPython says just its name
-            raise MissingAttribute(f"{self.cls.__name__!r} object has no attribute {name!r}")
+            raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")
         del self.attrs[name]
         if self._dict_view is not None:
             self._dict_view.keys.pop(name, None)

@@ -65,6 +65,50 @@ def class_source(cls: type) -> ConstSource:
     return ConstSource(cls, f"<class {cls.__qualname__}>")
 
 
+def pending_class_attribute(tx, cls: type, name: str):
+    """The value the frame assigned to ``cls.name`` (or to the base class ``cls`` inherits ``name``
+    from), not yet replayed; None if none (see `ClassVariable.setattr`)."""
+    for klass in cls.__mro__:
+        hit = tx.side_effects.load_attr(klass, name)
+        if hit is not None:
+            return hit
+        if name in klass.__dict__:
+            return None
+    return None
+
+
+def call_getattr_hook(tx, obj_vt, cls: type, name: str):
+    """``cls.__getattr__(obj, name)`` (a Python function), traced; an exception it raises is marked
+    so that `with_getattr_fallback` does not call it a second time."""
+    hook = _lookup_class(cls, "__getattr__")
+    try:
+        return class_member(tx, hook, AttrSource(class_source(cls), "__getattr__"), obj_vt, cls).call(
+            tx, [ConstantVariable(name)], {})
+    except PythonException as e:
+        e.from_getattr_hook = True
+        raise
+
+
+def with_getattr_fallback(tx, obj_vt, cls: type, name: str, lookup):
+    """``lookup()`` (the attribute as ``__getattribute__`` finds it); an AttributeError raised there
+    (a property that raises it, an unset slot) goes to the class's Python ``__getattr__``, as
+    CPython's ``slot_tp_getattr_hook`` does."""
+    try:
+        return lookup()
+    except PythonException as e:
+        if getattr(e, "from_getattr_hook", False) or not isinstance(e.exc, AttributeError) or \
+                not isinstance(_lookup_class(cls, "__getattr__"), types.FunctionType):
+            raise
+    return call_getattr_hook(tx, obj_vt, cls, name)
+
+
+def _lookup_class(cls: type, name: str):
+    for klass in cls.__mro__:
+        if name in klass.__dict__:
+            return klass.__dict__[name]
+    return None
+
+
 def _guard_not_on_instance(tx, obj_vt, obj, name):
     """A class-level attribute found for ``obj.name``: an instance attribute added later would
     shadow it (``a.act = other``), so pin its absence from the instance ``__dict__``."""
@@ -133,7 +177,7 @@ def _class_attribute(tx, obj_vt, obj, name):
             value = getattr(obj, name)
         except AttributeError:  # e.g. an unset __slots__ member
             _guard_absent(tx, obj_vt.source, obj, name)
-            raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}") from None
+            raise MissingAttribute(f"'{type(obj).__name__}' object has no attribute '{name}'") from None
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             fsrc = AttrSource(src, "__func__") if src is not None else None
             if fsrc is not None:
@@ -259,6 +303,10 @@ class NNModuleVariable(VariableTracker):
             return _class_attribute(tx, self, m, name)
         if name in d:
             return wrap(tx, d[name], self._sub(name))
+        pending_cls = pending_class_attribute(tx, type(m), name)
+        if pending_cls is not None:  # a class attribute the frame assigned (`Cls.count += 1`)
+            _guard_not_on_instance(tx, self, m, name)
+            return pending_cls
         if name in _LISTINGS and getattr(type(m), name) is getattr(torch.nn.Module, name, None):
             from ember.capture.variables.functions import BoundMethodVariable
             tx.guards.id_match(AttrSource(class_source(type(m)), name), getattr(torch.nn.Module, name))
@@ -277,7 +325,7 @@ class NNModuleVariable(VariableTracker):
             # A module class's own __getattr__ (its super().__getattr__ is `module_member`).
             return class_member(tx, hook, AttrSource(class_source(type(m)), "__getattr__"), self,
                                 type(m)).call(tx, [ConstantVariable(name)], {})
-        raise MissingAttribute(f"{type(m).__name__} has no attribute {name!r}")
+        raise MissingAttribute(f"'{type(m).__name__}' object has no attribute '{name}'")
 
     def module_member(self, tx, name):
         """``nn.Module.__getattr__``: a parameter, buffer or submodule, else AttributeError."""
@@ -491,6 +539,9 @@ class UserObjectVariable(VariableTracker):
         return True
 
     def getattr(self, tx, name):
+        return with_getattr_fallback(tx, self, type(self.obj), name, lambda: self._getattr(tx, name))
+
+    def _getattr(self, tx, name):
         from ember.capture.builder import wrap
         obj = self.obj
         pending = tx.side_effects.load_attr(obj, name)
@@ -519,6 +570,10 @@ class UserObjectVariable(VariableTracker):
                 return tracked.items[name]
         elif d is not None and name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source else None)
+        pending_cls = pending_class_attribute(tx, type(obj), name)
+        if pending_cls is not None:  # `Cls.count += 1` earlier in the frame, read as `self.count`
+            _guard_not_on_instance(tx, self, obj, name)
+            return pending_cls
         if cls_attr is not None or _on_class(obj, name):
             return _class_attribute(tx, self, obj, name)
         if raw_attribute(obj, "__slots__") is not None and raw_attribute(obj, name, _ABSENT) is not _ABSENT:
@@ -530,9 +585,8 @@ class UserObjectVariable(VariableTracker):
             _guard_absent(tx, self.source, obj, name)  # (for a __getattr__ hook: that it is still called)
         getattr_hook = _static_lookup(obj, "__getattr__")
         if isinstance(getattr_hook, types.FunctionType):
-            return class_member(tx, getattr_hook, AttrSource(class_source(type(obj)), "__getattr__"), self,
-                                type(obj)).call(tx, [ConstantVariable(name)], {})
-        raise MissingAttribute(f"{type(obj).__name__} object has no attribute {name!r}")
+            return call_getattr_hook(tx, self, type(obj), name)
+        raise MissingAttribute(f"'{type(obj).__name__}' object has no attribute '{name}'")
 
     def _tracked_instance_dict(self, tx):
         """The dict tracker of ``obj.__dict__`` if the trace read it (None otherwise)."""
@@ -601,7 +655,7 @@ class UserObjectVariable(VariableTracker):
         try:
             value = getattr(self.obj, name)
         except AttributeError:
-            raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
+            raise MissingAttribute(f"'{type(self.obj).__name__}' object has no attribute '{name}'") from None
         if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
                 isinstance(value.__func__, types.FunctionType):
             fsrc = AttrSource(AttrSource(self.source, name), "__func__") if self.source else None
@@ -677,7 +731,7 @@ class UserObjectVariable(VariableTracker):
         try:
             value = object.__getattribute__(self.obj, name)
         except AttributeError:
-            raise MissingAttribute(f"{type(self.obj).__name__} object has no attribute {name!r}") from None
+            raise MissingAttribute(f"'{type(self.obj).__name__}' object has no attribute '{name}'") from None
         src = None
         if self.source is not None:  # guarded by re-doing the same read
             from ember.capture.sources import CallSource
@@ -728,7 +782,7 @@ class PythonModuleVariable(VariableTracker):
         if not hasattr(self.module, name):
             if not trusted:
                 _guard_absent(tx, self.source, self.module, name)
-            raise MissingAttribute(f"module {self.module.__name__} has no attribute {name!r}")
+            raise MissingAttribute(f"module '{self.module.__name__}' has no attribute '{name}'")
         value = getattr(self.module, name)
         if trusted and self.source is not None and callable(value) and self.module.__name__.startswith("torch"):
             from ember.capture.skipfiles import torch_file
@@ -760,6 +814,9 @@ class PythonModuleVariable(VariableTracker):
         tx.side_effects.store_global(g, name, value, GlobalSource(g, name, top=g is tx.top_globals))
 
 
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin type)
+
+
 class ClassVariable(ConstantVariable):
     """A class object, e.g. for ``isinstance`` or to construct a value: a constant that can also
     be called and whose attributes resolve like the class's."""
@@ -773,6 +830,12 @@ class ClassVariable(ConstantVariable):
         base = self.source
         if base is None and (getattr(cls, "__module__", None) or "").split(".")[0] not in _TRUSTED_MODULES:
             base = class_source(cls)  # a class the trace knows (e.g. type(obj)): re-read it by identity
+        if isinstance(cls, type):
+            pending = pending_class_attribute(tx, cls, name)
+            if pending is not None:
+                return pending
+            if name == "__dict__" and tx.side_effects.has_attrs(cls):
+                raise unsupported(f"reading the __dict__ of class {cls.__qualname__} after assigning its attributes")
         from ember.capture.variables.new_module import class_attribute_override
         override = class_attribute_override(cls, name)
         if override is not None:
@@ -781,7 +844,7 @@ class ClassVariable(ConstantVariable):
             raw = inspect.getattr_static(cls, name)
         except AttributeError:
             _guard_absent(tx, base, cls, name)
-            raise MissingAttribute(f"class {cls.__name__} has no attribute {name!r}") from None
+            raise MissingAttribute(f"type object '{cls.__name__}' has no attribute '{name}'") from None
         src = AttrSource(base, name) if base is not None else None
         if isinstance(raw, (staticmethod, classmethod)) or isinstance(raw, types.FunctionType):
             value = getattr(cls, name)
@@ -797,6 +860,27 @@ class ClassVariable(ConstantVariable):
                 return UserFunctionVariable(value, src)
             return wrap(tx, value, src)
         return wrap(tx, getattr(cls, name), src)
+
+    def setattr(self, tx, name, value):
+        """``Cls.count += 1``: recorded like an attribute write on an object, replayed with
+        ``setattr(cls, ...)`` after the graph; reads in the frame (``Cls.count``, ``self.count``, a
+        subclass's) see it. Only a plain value over a plain value: a function, property or other
+        descriptor would change how instances bind the name, and a metaclass may intercept it."""
+        cls = self.value
+        plain_value = True
+        try:
+            plain_value = not hasattr(value.python_type(), "__get__")
+        except Exception:
+            plain_value = False
+        old = inspect.getattr_static(cls, name, None) if isinstance(cls, type) else None
+        if not isinstance(cls, type) or not (cls.__flags__ & _HEAPTYPE) \
+                or type(cls).__setattr__ is not type.__setattr__ \
+                or (name.startswith("__") and name.endswith("__")) \
+                or any(name in k.__dict__ for k in type(cls).__mro__) \
+                or not plain_value or hasattr(type(old), "__get__") or isinstance(old, type):
+            return super().setattr(tx, name, value)
+        target = self if self.source is not None else ClassVariable(cls, class_source(cls))
+        tx.side_effects.store_attr(target, cls, name, value)
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.builtins import construct

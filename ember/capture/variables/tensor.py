@@ -86,9 +86,12 @@ class TensorVariable(VariableTracker):
             raise unsupported(f"attribute {name!r} of {type(real).__name__}")
         if self.source is not None:
             tx.guards.no_attribute(self.source, real, name)
-        raise MissingAttribute(f"Tensor has no attribute {name!r}")
+        raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
 
     def getattr(self, tx, name):
+        if name == "__class__":  # (the fake's would be FakeTensor)
+            from ember.capture.variables.objects import ClassVariable
+            return ClassVariable(self.python_type())
         if name in _TENSOR_PROPERTIES:
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name == "grad":

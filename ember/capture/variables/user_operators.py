@@ -148,6 +148,34 @@ def user_str(tx, kind: str, v: VariableTracker):
     return ConstantVariable(result.as_constant())
 
 
+def user_number(tx, kind: type, v: VariableTracker):
+    """``int(v)`` / ``float(v)`` / ``operator.index(v)`` (``kind`` None) of a user object whose class
+    defines the conversion in Python (``__int__``, ``__float__``, ``__index__``), or None. The result's
+    type is checked as CPython checks it (a strict subclass is accepted, as its value)."""
+    cls = _user_class(v)
+    if cls is None:
+        return None
+    order = {int: ("__int__", "__index__"), float: ("__float__", "__index__"), None: ("__index__",)}[kind]
+    for name in order:
+        if _python_method(cls, name) is not None:
+            break
+        if getattr(cls, name, None) is not None:
+            return None  # defined another way (a builtin base): not modelled here
+    else:
+        return None
+    result = v.call_method(tx, name, [], {})
+    value = result.as_constant() if result.is_constant() else None
+    want = float if name == "__float__" else int
+    if not isinstance(value, want) or isinstance(value, bool) and want is float:
+        got = result.python_type().__name__
+        if name == "__float__":
+            raise PythonException(TypeError(f"{cls.__name__}.__float__ returned non-float (type {got})"))
+        raise PythonException(TypeError(f"{name} returned non-int (type {got})"))
+    if kind is float and name == "__index__":
+        return ConstantVariable(float(value))
+    return ConstantVariable(want(value))
+
+
 def user_hash(tx, v: VariableTracker):
     """``hash(v)`` of a user object whose class defines ``__hash__`` in Python (a frozen dataclass),
     or None. As CPython: the result must be an int; kept if it fits a Py_ssize_t (-1 becomes -2), else
