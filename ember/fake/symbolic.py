@@ -68,10 +68,29 @@ def new_shape_env():
     """A ShapeEnv for one trace. Data-dependent scalars (``.item()``) and sizes (``nonzero``) are
     unbacked symbols where ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
     say so (fake tensors raise otherwise: a graph break, as in static tracing)."""
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from ember.config import config
-    return ShapeEnv(allow_scalar_outputs=config.capture_scalar_outputs,
-                    allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+    return _shape_env_class()(allow_scalar_outputs=config.capture_scalar_outputs,
+                              allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+
+
+_SHAPE_ENV_CLASS = None
+
+
+def _shape_env_class():
+    """torch's ShapeEnv, except where it finds the "user frame" for its log lines and the source
+    locations of its guards: it walks the stack past a set of torch's files, which it computes once
+    by importing torch's export, Inductor and frame-evaluation modules (about a second of the first
+    symbolic compile). ember records the user's line of each guard itself (``guard_lines``)."""
+    global _SHAPE_ENV_CLASS
+    if _SHAPE_ENV_CLASS is None:
+        from torch.fx.experimental.symbolic_shapes import SLoc, ShapeEnv
+
+        class EmberShapeEnv(ShapeEnv):
+            def _get_stack_summary(self, is_debug: bool = False, framework_loc=None):
+                return SLoc(framework_loc, None), ""
+
+        _SHAPE_ENV_CLASS = EmberShapeEnv
+    return _SHAPE_ENV_CLASS
 
 
 def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None):
