@@ -507,3 +507,22 @@ def test_forward_of_an_apply_that_breaks_gets_its_own_graphs(capsys):
     check(lambda x: PrintsInForward.apply(x.sin()).cos(), x34(), graphs=3, fullgraph=False, breaks=2)
     assert capsys.readouterr().out.count("forward") == 8  # once per call (4 eager, 4 compiled), none when tracing
     check(lambda x: BranchesInBackward.apply(x.sin()).cos(), x34(), graphs=3, fullgraph=False, breaks=2)
+
+
+class PrintsSetupStyle(torch.autograd.Function):
+    @staticmethod
+    def forward(x, k=3.0):
+        print("forward")
+        return x * k
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.k = inputs[1]  # (apply binds forward's defaults: the compiled forward keeps its signature)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.k * 2, None
+
+
+def test_setup_context_function_that_breaks():
+    check(lambda x: PrintsSetupStyle.apply(x.sin()) + 1, x34(), graphs=3, fullgraph=False, breaks=2)

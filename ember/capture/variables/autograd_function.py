@@ -32,6 +32,7 @@ gradients) breaks the graph at the call, which then runs eagerly, as before.
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import types
 
@@ -171,10 +172,7 @@ def apply_with_compiled_forward(vt, resumes):
     if vt.func.fn is not _FUNCTION_APPLY or not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         return None
     forward = inspect.getattr_static(cls, "forward", None)
-    setup_context = inspect.getattr_static(cls, "setup_context", None)
-    if (not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType)
-            or getattr(setup_context, "__func__", setup_context)
-            is not torch.autograd.function._SingleLevelFunction.setup_context):
+    if not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType):
         return None
     from ember.capture.convert_frame import _Rebuilt
     compiled = resumes.compiled_function(forward.__func__)
@@ -196,9 +194,13 @@ class _ApplyWithCompiledForward:
             return cls.apply(*args, **kwargs)  # (with keywords, apply reads forward's code object)
         sub = self.subclasses.get(cls)
         if sub is None:
+            compiled = self.compiled
+
+            @functools.wraps(self.original)  # (apply reads forward's signature: its defaults)
+            def forward(*args, **kwargs):
+                return compiled(*args, **kwargs)
             sub = self.subclasses[cls] = type(cls.__name__, (cls,), {
-                "forward": staticmethod(self.compiled), "__module__": cls.__module__,
-                "__qualname__": cls.__qualname__})
+                "forward": staticmethod(forward), "__module__": cls.__module__, "__qualname__": cls.__qualname__})
         return sub.apply(*args, **kwargs)
 
 
