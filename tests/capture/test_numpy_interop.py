@@ -74,6 +74,18 @@ def test_numpy_scalars_and_folded_calls_are_constants():
           torch.ones(2))
 
 
+def test_numpy_constant_methods_and_python_helpers():
+    def f(x):
+        s = np.float32(2.5)
+        k = s.item() + s.dtype.itemsize + np.dtype("float64").itemsize + s.real
+        return x * k if np.isscalar(3.0) else x
+
+    check(f, torch.ones(2))
+    # a method of a NumPy constant that makes an array runs eagerly (a constant array would be shared)
+    check(lambda x: (x + 1, np.float32(2.5).reshape(1)), torch.ones(2), graphs=1, breaks=1)
+    check(lambda a: (np.atleast_2d(a), np.shape(a), np.ndim(a)), np.ones(3))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.float16])
 def test_numpy_scalar_in_tensor_arithmetic(dtype):
     check(lambda x: (x * np.float64(2.5), x + np.int64(1), np.float32(3) * x, x - np.int8(2)),

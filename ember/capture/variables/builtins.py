@@ -654,6 +654,9 @@ class ConstantMethodVariable(VariableTracker):
 
 def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     value = cvt.value
+    if type(value).__module__ == "numpy":  # a NumPy scalar or dtype: see numpy_arrays.constant_attribute
+        from ember.capture.variables.numpy_arrays import constant_attribute as numpy_attribute
+        return numpy_attribute(tx, value, name)
     try:
         attr = getattr(value, name)
     except AttributeError as e:

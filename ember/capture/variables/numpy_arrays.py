@@ -111,12 +111,7 @@ def wrap_numpy(tx, value, source) -> VariableTracker:
         return ConstantVariable(value, source)
     if source is not None:
         guards.id_match(source, value)
-    if isinstance(value, type):
-        return NumpyCallableVariable(value, source)
-    if (getattr(value, "__module__", "") or "").startswith("numpy.random"):
-        raise unsupported(f"numpy.random.{getattr(value, '__name__', '?')} draws from NumPy's global RNG "
-                          "(runs eagerly)")
-    return NumpyCallableVariable(value, source)
+    return NumpyCallableVariable(value, source)  # (np.random.*: a break at the call)
 
 
 def scalar_key(v):
@@ -410,6 +405,13 @@ class NumpyCallableVariable(VariableTracker):
                 raise PythonException(e) from None
         tnp_fn = None if is_type else _tnp_equivalent(fn)
         if not is_type and tnp_fn is None:
+            if "random" in (getattr(fn, "__module__", "") or ""):
+                raise unsupported(f"{self.describe()} draws from NumPy's global RNG (runs eagerly)")
+            if isinstance(fn, types.FunctionType):
+                # NumPy's Python helpers without a torch._numpy counterpart (np.isscalar): traced as
+                # Python, what they call going through here again
+                from ember.capture.variables.functions import UserFunctionVariable
+                return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
             raise unsupported(f"{self.describe()} has no torch._numpy equivalent (runs eagerly)")
         consts = _constants(args, kwargs)
         if consts is not None:
@@ -432,6 +434,53 @@ class NumpyCallableVariable(VariableTracker):
         elif is_type:
             raise unsupported(f"{self.describe()} of a traced value")
         return numpy_call(tx, "fn", tnp_fn, args, kwargs, label=fn.__name__, np_callable=fn)
+
+
+def constant_attribute(tx, value, name):
+    """An attribute of a NumPy scalar or dtype constant (``np.float32(2).item()``, ``dt.itemsize``):
+    computed now when it is a constant; methods run on constants only, and only those that return
+    constants (``.reshape`` makes an array, ``.tofile`` writes a file: they run eagerly)."""
+    try:
+        attr = getattr(value, name)
+    except AttributeError as e:
+        from ember.capture.variables.objects import MissingAttribute
+        raise MissingAttribute(str(e)) from None
+    if callable(attr) and not isinstance(attr, type):
+        return _ConstantNumpyMethod(value, name)
+    if not _constant_result(attr) and not isinstance(attr, type):
+        raise unsupported(f"attribute {name!r} of a NumPy {type(value).__name__}")
+    from ember.capture.variables.builtins import wrap_constant
+    return wrap_constant(attr)
+
+
+class _ConstantNumpyMethod(VariableTracker):
+    def __init__(self, value, name):
+        self.value, self.name = value, name
+
+    def describe(self):
+        return f"{type(self.value).__name__}.{self.name}"
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, plan) -> str:
+        """At a break before the call: the same method of the same constant."""
+        return f"___getattr({plan.expr(ConstantVariable(self.value))}, {self.name!r})"
+
+    def call(self, tx, args, kwargs):
+        consts = _constants(args, kwargs)
+        if consts is None or self.name in _BREAKING_METHODS - {"item", "tolist", "__bool__", "__int__", "__float__",
+                                                                "__index__", "__complex__"}:
+            raise unsupported(f"{self.describe()} (runs eagerly)")
+        try:
+            result = getattr(self.value, self.name)(*consts[0], **consts[1])
+        except Exception as e:
+            from ember.exc import PythonException
+            raise PythonException(e) from None
+        if not _constant_result(result):
+            raise unsupported(f"{self.describe()} returned a {type(result).__name__} (runs eagerly)")
+        from ember.capture.variables.builtins import wrap_constant
+        return wrap_constant(result)
 
 
 def _constant_result(value) -> bool:
