@@ -526,3 +526,31 @@ class PrintsSetupStyle(torch.autograd.Function):
 
 def test_setup_context_function_that_breaks():
     check(lambda x: PrintsSetupStyle.apply(x.sin()) + 1, x34(), graphs=3, fullgraph=False, breaks=2)
+
+
+class BadGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kind):
+        ctx.kind = kind
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        if ctx.kind == "shape":
+            return g.sum(), None
+        if ctx.kind == "scalar":
+            return 2.0, None
+        return g, g  # a gradient for the non-tensor argument
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("kind", ["shape", "scalar", "nontensor"])
+def test_backward_returning_gradients_autograd_rejects(backend, kind):
+    """Eager raises at backward time; an AOT backend met the error while compiling (the frame fell
+    back): the call runs eagerly at a graph break instead, and backward raises as in eager."""
+    reset()
+    x = x34()
+    out = ember.compile(lambda t: BadGradient.apply(t.sin(), kind) + 1, backend=backend)(x)
+    with pytest.raises(RuntimeError):
+        out.sum().backward()
+    assert stats()["fallbacks"] == 0 and stats()["graph_breaks"] == 1

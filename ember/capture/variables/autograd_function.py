@@ -42,6 +42,7 @@ import torch.fx as fx
 from ember.capture.subgraph import GradDisabled, Region, extract
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.tensor import TensorVariable
+from ember.fake.symbolic import has_symbols
 from ember.exc import PythonException
 
 _CTX_METHODS = ("save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty",
@@ -487,7 +488,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
         non_diff.append(hits[0])
 
     # 2. backward, traced once for its guards (and to know it is traceable), then dropped
-    _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items)
+    _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
 
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
@@ -558,7 +559,7 @@ def _dirty_arguments(ctx, args, tensor_args, layouts) -> list:
     return dirty
 
 
-def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
+def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
     from ember.capture.variables.functions import UserFunctionVariable
     # read through the class (as forward was): patching Fn.backward later must recompile
     name = "vjp" if backward_fn is fn_cls.vjp and backward_fn is not fn_cls.backward else "backward"
@@ -592,6 +593,25 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items):
     if len(items) != n_in:
         # eager's error at backward time; an AOT backend would meet it while compiling: run the call eagerly
         raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
+    for k, (grad, arg) in enumerate(zip(items, args)):
+        # gradients autograd rejects (eager raises at backward time, an AOT backend while compiling)
+        if grad.is_constant() and grad.as_constant() is None:
+            continue
+        if not isinstance(grad, TensorVariable):
+            raise unsupported(f"{fn_cls.__qualname__}.backward returns a {grad.describe()} as a gradient")
+        if not isinstance(arg, TensorVariable):
+            raise unsupported(f"{fn_cls.__qualname__}.backward returns a gradient for argument {k}, "
+                              "which is not a tensor")
+        want, got = arg.fake.shape, grad.fake.shape
+        if not (has_symbols(want) or has_symbols(got)) and tuple(want) != tuple(got):
+            try:
+                torch.broadcast_shapes(want, got)
+                expandable = torch.broadcast_shapes(want, got) == tuple(got)
+            except RuntimeError:
+                expandable = False
+            if not expandable:  # (a gradient the input's shape expands to is summed down, as eager does)
+                raise unsupported(f"{fn_cls.__qualname__}.backward returns a gradient of shape {tuple(got)} "
+                                  f"for an input of shape {tuple(want)}")
 
 
 def _mark_body(output, body, grad_on):
