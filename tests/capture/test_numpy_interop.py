@@ -345,6 +345,13 @@ def test_torch_numpy_differences_from_numpy_break():
 
 
 def test_eager_exceptions():
+    def as_key(a):
+        try:
+            {a: 1}
+        except TypeError as e:
+            return a * 2, str(e)
+
+    check(as_key, A64)
     reset()
     fn = compile(lambda a, b: a + b, backend="eager")
     with pytest.raises(ValueError, match="broadcast"):
@@ -369,3 +376,12 @@ def test_graph_counts_match_torch_compile(fn, args):
     compile(fn, backend=ours)(*copy.deepcopy(args))
     assert ours.frame_count == reference.frame_count == 1
     assert stats()["graph_breaks"] == 0
+
+
+@pytest.mark.slow
+def test_inductor_backend():
+    def f(a):
+        a += 1
+        return np.sum(a * 2, axis=0), np.exp(a).mean()
+
+    check(f, A64, backend="inductor", again=False)

@@ -299,7 +299,8 @@ class NumpyNdarrayVariable(VariableTracker):
     def hash_key(self):
         if self.scalar:
             raise unsupported("a NumPy scalar computed by the graph as a dict key")
-        return ("__ndarray__", id(self))
+        from ember.exc import PythonException
+        raise PythonException(TypeError("unhashable type: 'numpy.ndarray'"))
 
     def getattr(self, tx, name):
         fake = self.tensor.fake
