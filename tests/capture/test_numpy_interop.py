@@ -198,6 +198,21 @@ def test_in_place_writes_reach_the_input_array():
     np.testing.assert_array_equal(a, expected)
 
 
+def test_in_place_writes_into_strided_and_transposed_inputs():
+    def f(a, b):
+        a += 1
+        b[0] = 7
+        return a.sum() + b.sum()
+
+    reset()
+    eager_base, comp_base = np.arange(12.0).reshape(3, 4), np.arange(12.0).reshape(3, 4)
+    eager_c, comp_c = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(2, 3)
+    expected = f(eager_base[:, ::2], eager_c.T)
+    same(compile(f, backend="aot_eager")(comp_base[:, ::2], comp_c.T), expected)
+    same([comp_base, comp_c], [eager_base, eager_c], "arrays after the call")
+    assert stats()["graphs"] == 1 and stats()["graph_breaks"] == 0, stats()
+
+
 def test_functions_returning_their_argument_keep_identity():
     check(lambda a: (lambda r: (r, r is a))(np.add(a, 1, out=a)), A64)
     check(lambda a: (lambda b: (b is a, b))(np.asarray(a)), A64)
