@@ -554,3 +554,50 @@ def test_backward_returning_gradients_autograd_rejects(backend, kind):
     with pytest.raises(RuntimeError):
         out.sum().backward()
     assert stats()["fallbacks"] == 0 and stats()["graph_breaks"] == 1
+
+
+class SavesInput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 2 * x * g
+
+
+class SavesOutput(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x.exp()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return g * y
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_saved_tensor_changed_in_place_later(backend):
+    """Eager's backward raises ("modified by an inplace operation"); aot_eager failed to compile the frame
+    (a whole-frame fallback). The apply now runs eagerly at a break, and backward raises as in eager."""
+    def changes_input(x):
+        z = x * 1
+        y = SavesInput.apply(z)
+        z.add_(1)
+        return y
+
+    def changes_output(x):
+        y = SavesOutput.apply(x * 1)
+        y.add_(1)
+        return y
+    for fn in (changes_input, changes_output):
+        reset()
+        out = ember.compile(fn, backend=backend)(x34())
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.sum().backward()
+        assert stats()["fallbacks"] == 0

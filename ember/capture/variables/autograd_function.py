@@ -392,6 +392,14 @@ def check_ctx_containers(tx, broke: bool) -> None:
         return
     writes = tx.side_effects.container_writes
     for borns, pos, _sourced, offset, opname, what in pending:
+        if isinstance(borns, tuple) and borns[0] == "versions":  # saved tensors changed in place later
+            if any(fake._version != v for fake, v in borns[1]):
+                # eager's backward raises ("modified by an inplace operation"); an AOT backend would
+                # fail to compile the frame: the call runs eagerly
+                e = unsupported(f"{what}: a tensor it saved for backward is changed in place later")
+                e.top_offset, e.top_opname = offset, opname
+                raise e
+            continue
         if isinstance(borns, tuple):  # ("object", tracker, {attribute: id of its tracker} at the call)
             _, obj, seen = borns
             changed = {k: id(v) for k, v in obj.attrs.items()} != seen
@@ -523,6 +531,19 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     _mark_body(output, body, grad_on)
     result = output.call_function(_apply_of(wrapper), call_args, {})
     results = [result] if isinstance(result, TensorVariable) else list(result.items)
+    # the saved tensors the program can reach (inputs, outputs): changed in place later, eager's backward
+    # raises; the frame checks at the end of its trace (`check_ctx_containers`)
+    watched = []
+    for v in [*(ctx.saved or []), *ctx.attrs.values()]:
+        if not isinstance(v, TensorVariable):
+            continue
+        fake = next((a.fake for a in tensor_args if a.fake is v.fake), None)
+        if fake is None:
+            fake = next((r.fake for r, o in zip(results, tensor_outs) if o.node is v.node), None)
+        if fake is not None and all(fake is not f for f, _ in watched):
+            watched.append((fake, fake._version))
+    if watched:
+        _note_container_checks(tx, fn_cls, [("saved tensors", ("versions", watched), False)])
     if not out_is_tuple:
         return results[0]
     it = iter(results)
