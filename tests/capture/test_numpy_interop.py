@@ -164,6 +164,17 @@ def test_reductions_return_numpy_scalars_like_eager():
     assert type(out[0]) is np.int64 and type(out[1]) is np.ndarray and out[1].shape == ()
 
 
+def test_iterating_an_array():
+    def f(a):
+        rows = [r * 2 for r in a]
+        s = 0
+        for v in a[0]:
+            s = s + v
+        return rows, s, type(s)
+
+    check(f, A64)
+
+
 def test_returned_array_identity():
     a = A64.copy()
     compiled = check(lambda a: a, A64, graphs=0)

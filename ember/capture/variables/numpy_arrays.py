@@ -342,7 +342,15 @@ class NumpyNdarrayVariable(VariableTracker):
         return numpy_call(tx, "method", name, [self, *args], kwargs, label=name)
 
     def unpack(self, tx):
-        raise unsupported("iterating over an ndarray")
+        """``for row in a``: ``a[0]``, ``a[1]``, ... (rows, or NumPy scalars of a 1-d array)."""
+        fake = self.tensor.fake
+        if self.scalar or fake.dim() == 0:
+            raise unsupported("iterating over a 0-d array or a NumPy scalar")  # (eager's TypeError)
+        n = int(fake.shape[0])
+        if n > 64:
+            raise unsupported("iterating over an ndarray of more than 64 rows")
+        return [numpy_call(tx, "op", operator.getitem, [self, ConstantVariable(i)], {}, label="getitem")
+                for i in range(n)]
 
     def reconstruct(self, plan) -> str:
         """The array in the entry's code after the graph: the caller's own array (an input), else
