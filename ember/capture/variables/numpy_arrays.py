@@ -57,7 +57,7 @@ _BREAKING_METHODS = {"item", "tolist", "tobytes", "tofile", "dump", "dumps", "__
 # Attributes answered from the metadata (guarded through the inputs).
 _META_ATTRS = {"shape", "ndim", "size", "dtype", "itemsize", "nbytes"}
 # Attributes that are arrays (traced like methods without arguments).
-_ARRAY_ATTRS = {"T", "real", "imag", "mT", "flat"} - {"flat"}
+_ARRAY_ATTRS = {"T", "real", "imag", "mT"}
 
 
 def is_numpy_value(value) -> bool:
@@ -532,7 +532,6 @@ def _np_dtype(torch_dtype):
 
 def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
     """Put one NumPy operation in the graph (after the probe agreed, see the module docstring)."""
-    np = _np()
     tensors: list = []
 
     def spec(vt):
