@@ -472,6 +472,11 @@ def _compiled_callee(vt, resumes, tx):
         if _compile_disabled(vt.fn):
             return vt
         return _Rebuilt(resumes.compiled_function(vt.fn))
+    from ember.capture.variables.functions import PartialVariable
+    if isinstance(vt, PartialVariable) and isinstance(vt.func, UserFunctionVariable) \
+            and not _compile_disabled(vt.func.fn):
+        # `functools.partial(f, ...)(x)`: f through ember, its bound arguments as they are
+        return PartialVariable(_Rebuilt(resumes.compiled_function(vt.func.fn)), vt.args, vt.kwargs)
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
         if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
             from ember.capture.variables.autograd_function import apply_with_compiled_forward

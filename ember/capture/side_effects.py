@@ -39,10 +39,11 @@ class SideEffects:
 
     # -- attributes of outside objects ----------------------------------------------
     def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker,
-                   raw: bool = False) -> None:
+                   raw: bool = False, graph_value: bool = False) -> None:
         """``raw``: replay with ``object.__setattr__`` (the trace already ran the class's own
-        ``__setattr__``, whose effects are recorded separately)."""
-        if target.source is None:
+        ``__setattr__``, whose effects are recorded separately). ``graph_value``: the target is a
+        tensor the graph computes (no source: the replay sets it on that graph output)."""
+        if target.source is None and not graph_value:
             raise unsupported(f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
         if id(obj) in self._dict_read:
             raise unsupported(f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
@@ -131,7 +132,8 @@ class SideEffects:
             key = id(vt)
             if key not in targets:
                 targets[key] = f"___t{len(targets)}"
-                lines.append(f"{targets[key]} = {vt.source.expr(scope)}")
+                where = vt.source.expr(scope) if vt.source is not None else plan.expr(vt)  # (a graph output)
+                lines.append(f"{targets[key]} = {where}")
             return targets[key]
 
         for c in self._containers.values():

@@ -233,7 +233,8 @@ def test_partial_made_in_the_frame_called_at_a_graph_break():
     def f(x):
         p = functools.partial(_breaking_callee, k=2)
         return p(x) + 1
-    check_same(f, torch.ones(2), graphs=None, fullgraph=False)
+    # as torch.compile: the callee's two graphs (compiled through the partial) and the rest of f
+    check_same(f, torch.ones(2), graphs=3, fullgraph=False)
     assert stats()["fallbacks"] == 0
 
 
@@ -568,3 +569,37 @@ def test_uncaught_builtin_exception_runs_the_frame_eagerly_as_torch_skips_it():
         raise NotImplementedError(f"todo {y.shape[0]}")
     graphs, err = _graphs_and_error(f, torch.ones(2))
     assert graphs == 0 and str(err) == "todo 2"
+
+
+# -- plain attributes set on tensors in the frame ------------------------------------------------
+
+def _tags(value):
+    items = value if isinstance(value, tuple) else (value,)
+    return [getattr(t, "tag", None) for t in items if isinstance(t, torch.Tensor)]
+
+
+def test_attribute_set_on_a_computed_tensor():
+    def f(x):
+        y = x + 1
+        y.tag = "hi"
+        z = y * 2
+        return y, y.tag, hasattr(y, "tag"), getattr(y, "zz", 0), z
+    from ember_test_helpers import compile
+    x = torch.ones(2)
+    expected, actual = f(x), compile(f)(x)
+    assert actual[1:4] == expected[1:4] and _tags(actual) == _tags(expected)
+    assert stats()["graph_breaks"] == 0 and stats()["graphs"] == 1
+
+
+def test_attribute_set_on_an_input_tensor_and_across_a_break():
+    def f(x):
+        x.note = 5
+        y = x + x.note
+        y.tag = 3
+        torch._dynamo.graph_break()
+        return y * y.tag, y
+    from ember_test_helpers import compile
+    xe, xc = torch.ones(2), torch.ones(2)
+    expected, actual = f(xe), compile(f)(xc)
+    torch.testing.assert_close(actual[0], expected[0])
+    assert xc.note == 5 and actual[1].tag == 3

@@ -92,6 +92,10 @@ class TensorVariable(VariableTracker):
         if name == "__class__":  # (the fake's would be FakeTensor)
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.python_type())
+        if not hasattr(torch.Tensor, name):
+            pending = tx.side_effects.load_attr(self._attribute_owner(), name)
+            if pending is not None:  # `t.tag = ...` earlier in the frame
+                return pending
         if name in _TENSOR_PROPERTIES:
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name == "grad":
@@ -162,7 +166,20 @@ class TensorVariable(VariableTracker):
                 raise unsupported(f"assigning {value.describe()} to Tensor.grad")
             tx.side_effects.store_attr(self, self.real, "grad", value)  # replayed after the graph
             return
+        if not name.startswith("__") and not hasattr(torch.Tensor, name) \
+                and not hasattr(self.python_type(), name) and (self.real is None or self.source is not None) \
+                and self.python_type().__setattr__ is torch.Tensor.__setattr__:
+            # `t.tag = ...`: a plain attribute in the tensor's __dict__, set on the real tensor (an
+            # input, or the graph's output for one computed here) after the graph, as other
+            # attribute writes; reads in the frame see it
+            tx.side_effects.store_attr(self, self._attribute_owner(), name, value, graph_value=self.real is None)
+            return
         super().setattr(tx, name, value)
+
+    def _attribute_owner(self):
+        """The object attribute writes on this tensor are recorded against: the real input, or the
+        fake tensor of one computed in the graph (the same for every tracker of that tensor)."""
+        return self.real if self.real is not None else self.fake
 
     def call_method(self, tx, name, args, kwargs):
         if name == "item" and not args and not kwargs and self._input_scalar():
