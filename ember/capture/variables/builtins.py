@@ -9,7 +9,6 @@ from __future__ import annotations
 import abc
 import collections
 import collections.abc
-import enum
 import functools
 import math
 import operator
@@ -457,14 +456,6 @@ def _callable(tx, obj):
                                                  DictVariable, SetVariable)))
 
 
-def _is_typeddict(cls) -> bool:
-    import typing
-    try:
-        return typing.is_typeddict(cls) or (type(cls).__name__ == "_TypedDictMeta")
-    except Exception:  # noqa: BLE001 (an unusual metaclass)
-        return False
-
-
 def _print(tx, *args, **kwargs):
     raise unsupported("print() has a side effect outside the graph")
 
@@ -667,163 +658,5 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     return wrap_constant(attr)
 
 
-# Names an exception's __init__ may read without making its construction depend on, or change,
-# anything outside (super().__init__(msg), str(x), f-strings of its arguments).
-_PLAIN_INIT_GLOBALS = {"super", "str", "repr", "int", "float", "bool", "len", "tuple", "list", "dict", "type",
-                       "isinstance", "getattr", "hasattr", "format", "__class__"}
-
-
-def plain_exception_class(cls: type) -> bool:
-    """A user exception class whose ``__new__``/``__init__`` are BaseException's or small Python
-    ``__init__``s that read no global state and call nothing but their base's ``__init__`` and
-    pure builtins: building one at trace time is what building it at run time would do."""
-    import dis
-    if type(cls).__call__ is not type.__call__:
-        return False
-    for klass in cls.__mro__:
-        if klass.__module__ == "builtins":
-            continue
-        d = klass.__dict__
-        if "__new__" in d or "__setattr__" in d or "__getattribute__" in d:
-            return False
-        init = d.get("__init__")
-        if init is None:
-            continue
-        if not isinstance(init, types.FunctionType):
-            return False
-        for inst in dis.get_instructions(init):
-            if inst.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "IMPORT_NAME", "YIELD_VALUE"):
-                return False
-            if inst.opname == "LOAD_GLOBAL" and inst.argval not in _PLAIN_INIT_GLOBALS:
-                return False
-            if inst.opname in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval != "__class__":
-                return False
-            if inst.opname == "LOAD_METHOD" and inst.argval not in ("__init__", "format", "join"):
-                return False  # self.helper() could do anything
-    return True
-
-
-def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
-    """``cls(*args, **kwargs)`` for a class object."""
-    if cls in _HANDLERS or cls in _PURE_BUILTINS:
-        return BuiltinVariable(cls).call(tx, args, kwargs)
-    if cls is torch.Size:
-        return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)] if args else ()))
-    if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # namedtuple
-        bound = [*args] + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
-        if len(bound) != len(cls._fields):
-            defaults = getattr(cls, "_field_defaults", {})
-            bound += [wrap_constant(defaults[f]) for f in cls._fields[len(bound):]]
-        return TupleVariable(bound, tuple_type=cls)
-    if issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields") and cls.__module__ == "torch.return_types" \
-            and len(args) == 1 and not kwargs:
-        # a structseq (torch.return_types.max((values, indices))): one iterable of exactly its fields
-        items = _iter_items(tx, args[0])
-        if len(items) != cls.n_sequence_fields:
-            raise PythonException(TypeError(f"{cls.__module__}.{cls.__name__}() takes a {cls.n_sequence_fields}"
-                                            f"-sequence ({len(items)}-sequence given)"))
-        return TupleVariable(items, tuple_type=cls)
-    from ember.capture.variables.ctx_managers import construct_context
-    ctx = construct_context(tx, cls, args, kwargs)
-    if ctx is not None:
-        return ctx
-    if getattr(cls, "__module__", None) == "itertools":
-        from ember.capture.variables.generators import construct_itertool
-        it = construct_itertool(tx, cls, args, kwargs)
-        if it is not None:
-            return it
-    if cls in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled):
-        from ember.capture.variables.torch_fn import TorchFunctionVariable
-        return TorchFunctionVariable(cls).call(tx, args, kwargs)
-    if issubclass(cls, torch.amp.autocast_mode.autocast):
-        from ember.capture.variables.grad_modes import AutocastVariable
-        return AutocastVariable.create(args, kwargs)
-    if cls is functools.partial:
-        from ember.capture.variables.functions import PartialVariable
-        inner = args[0] if args else None
-        if isinstance(inner, PartialVariable):  # partial(partial(f, a, k=1), b) is partial(f, a, b, k=1)
-            return PartialVariable(inner.func, [*inner.args, *args[1:]], {**inner.kwargs, **kwargs})
-        return PartialVariable(args[0], args[1:], kwargs)
-    if cls is collections.defaultdict:
-        factory = args[0] if args else ConstantVariable(None)
-        d = _dict(tx, *args[1:], **kwargs)
-        d = DictVariable(d.items, d.keys, dict_cls=collections.defaultdict)
-        d.default_factory = None if factory.is_constant() and factory.as_constant() is None else factory
-        return d
-    if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
-        from ember.capture.variables.operator_getters import OperatorGetterVariable
-        return OperatorGetterVariable(cls, args, kwargs)
-    if cls is collections.deque:
-        from ember.capture.variables.deques import construct_deque
-        return construct_deque(tx, args, kwargs)
-    if cls is collections.OrderedDict:
-        d = _dict(tx, *args, **kwargs)
-        return DictVariable(d.items, d.keys, dict_cls=collections.OrderedDict)
-    if isinstance(cls, type) and issubclass(cls, dict) and _is_typeddict(cls):
-        return _dict(tx, *args, **kwargs)  # a TypedDict class makes a plain dict
-    if isinstance(cls, enum.EnumMeta) and type(cls).__call__ is enum.EnumMeta.__call__ and len(args) == 1 \
-            and not kwargs and args[0].is_constant() and cls._member_map_:
-        # `Color("red")`: a lookup of an existing member by value (the class is fixed once made);
-        # a value with no member would call the class's _missing_: left to eager
-        value = args[0].as_constant()
-        member = value if isinstance(value, cls) else None
-        if member is None:
-            try:
-                member = cls._value2member_map_.get(value)
-            except TypeError:  # an unhashable value: Enum searches linearly
-                member = None
-        if member is not None:
-            return wrap_constant(member)
-    if cls is object and not args:
-        raise unsupported("creating new objects in the frame (side effects) is not supported yet")
-    if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
-            cls not in (object,):
-        try:
-            return wrap_constant(cls(*[a.as_constant() for a in args],
-                                     **{k: v.as_constant() for k, v in kwargs.items()}))
-        except Exception as e:
-            raise PythonException(e) from None  # eager raises this very exception
-    if issubclass(cls, torch.nn.Module) and cls.__module__.startswith("torch.nn.modules") \
-            and _constants(args) and _constants(kwargs.values()):
-        # torch's own stateless modules (losses, activations) built in forward: build it now;
-        # it holds only the constants it was given, so one instance serves every call.
-        from ember.capture.builder import _stateless
-        from ember.capture.variables.objects import NNModuleVariable
-        with torch.random.fork_rng(devices=[]):  # its parameter init must not advance the program's RNG
-            module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
-        if _stateless(module):
-            vt = NNModuleVariable(module, None)
-            vt.created_in_frame = True
-            return vt
-    from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
-    base = plain_subclass(cls)
-    if base is not None and not kwargs and len(args) <= 1:
-        guard_class_layout(tx, cls)  # no slot of its own, and the methods the trace inlines
-        items = _iter_items(tx, args[0]) if args else []
-        if base is list:
-            lst = ListVariable(items)
-            lst.list_cls = cls
-            return lst
-        return SetVariable(items, set_cls=cls)
-    if isinstance(cls, type) and issubclass(cls, BaseException) and _constants(args) \
-            and _constants(kwargs.values()) and plain_exception_class(cls):
-        # A user exception class whose construction only stores its arguments: made now, like
-        # the builtin ones (what the handler reads from it is the same on every call).
-        try:
-            return wrap_constant(cls(*[a.as_constant() for a in args],
-                                     **{k: v.as_constant() for k, v in kwargs.items()}))
-        except Exception as e:
-            raise PythonException(e) from None
-    from ember.capture.variables.new_module import construct_module, module_constructible
-    from ember.capture.variables.new_object import check_instantiable
-    if isinstance(cls, type) and cls.__new__ is object.__new__ and type(cls).__call__ is type.__call__:
-        check_instantiable(cls)  # an abstract class: eager's TypeError, whatever else the class is
-    if module_constructible(cls):
-        return construct_module(tx, cls, args, kwargs)
-    from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new
-    if constructible(cls):
-        return construct_object(tx, cls, args, kwargs)
-    new_fn = python_new(cls)
-    if new_fn is not None:
-        return construct_with_new(tx, cls, new_fn, args, kwargs)
-    raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
+# (constructing values from classes lives in constructors.py; re-exported here)
+from ember.capture.variables.constructors import construct, plain_exception_class  # noqa: E402,F401

@@ -1,0 +1,117 @@
+"""Classes as values: ``ClassVariable`` (a class read from outside or made known by ``type(obj)``).
+
+Its attributes resolve like the class's (static lookup, guarded by identity of what was read),
+calling it constructs a value (``builtins.construct``), plain Enum classes answer lookups by value
+and name, and ``Cls.count += 1`` is recorded and replayed like an attribute write on an object.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ember.capture.sources import AttrSource
+from ember.capture.variables.base import ConstantVariable, unsupported
+from ember.capture.variables.objects import MissingAttribute, _guard_absent, class_source, pending_class_attribute
+from ember.exc import PythonException
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a class statement (not a builtin type)
+
+
+class ClassVariable(ConstantVariable):
+    """A class object, e.g. for ``isinstance`` or to construct a value: a constant that can also
+    be called and whose attributes resolve like the class's."""
+
+    def describe(self):
+        return f"class {self.value.__qualname__}"
+
+    def getattr(self, tx, name):
+        from ember.capture.builder import _TRUSTED_MODULES, wrap
+        cls = self.value
+        base = self.source
+        if base is None and (getattr(cls, "__module__", None) or "").split(".")[0] not in _TRUSTED_MODULES:
+            base = class_source(cls)  # a class the trace knows (e.g. type(obj)): re-read it by identity
+        if isinstance(cls, type):
+            pending = pending_class_attribute(tx, cls, name)
+            if pending is not None:
+                return pending
+            if name == "__dict__" and tx.side_effects.has_attrs(cls):
+                raise unsupported(f"reading the __dict__ of class {cls.__qualname__} after assigning its attributes")
+        from ember.capture.variables.new_module import class_attribute_override
+        override = class_attribute_override(cls, name)
+        if override is not None:
+            return override
+        try:
+            raw = inspect.getattr_static(cls, name)
+        except AttributeError:
+            _guard_absent(tx, base, cls, name)
+            raise MissingAttribute(f"type object '{cls.__name__}' has no attribute '{name}'") from None
+        src = AttrSource(base, name) if base is not None else None
+        if isinstance(raw, (staticmethod, classmethod)) or isinstance(raw, types.FunctionType):
+            value = getattr(cls, name)
+            if isinstance(value, types.MethodType):
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                fsrc = AttrSource(src, "__func__") if src is not None else None
+                if fsrc is not None and isinstance(value.__func__, types.FunctionType):
+                    tx.guards.id_match(fsrc, value.__func__)
+                return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), self)
+            if src is not None and isinstance(value, types.FunctionType):
+                from ember.capture.variables.functions import UserFunctionVariable
+                tx.guards.id_match(src, value)  # a method read off its class: identity, like a callable
+                return UserFunctionVariable(value, src)
+            return wrap(tx, value, src)
+        return wrap(tx, getattr(cls, name), src)
+
+    def setattr(self, tx, name, value):
+        """``Cls.count += 1``: recorded like an attribute write on an object, replayed with
+        ``setattr(cls, ...)`` after the graph; reads in the frame (``Cls.count``, ``self.count``, a
+        subclass's) see it. Only a plain value over a plain value: a function, property or other
+        descriptor would change how instances bind the name, and a metaclass may intercept it."""
+        cls = self.value
+        plain_value = True
+        try:
+            plain_value = not hasattr(value.python_type(), "__get__")
+        except Exception:
+            plain_value = False
+        old = inspect.getattr_static(cls, name, None) if isinstance(cls, type) else None
+        if not isinstance(cls, type) or not (cls.__flags__ & _HEAPTYPE) \
+                or type(cls).__setattr__ is not type.__setattr__ \
+                or (name.startswith("__") and name.endswith("__")) \
+                or any(name in k.__dict__ for k in type(cls).__mro__) \
+                or not plain_value or hasattr(type(old), "__get__") or isinstance(old, type):
+            return super().setattr(tx, name, value)
+        target = self if self.source is not None else ClassVariable(cls, class_source(cls))
+        tx.side_effects.store_attr(target, cls, name, value)
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.builtins import construct
+        if _plain_enum(self.value) and len(args) == 1 and not kwargs and args[0].is_constant():
+            # `Color("red")`: the member with that value (members are fixed singletons)
+            try:
+                return ConstantVariable(self.value(args[0].as_constant()))
+            except Exception as e:
+                raise PythonException(e) from None
+        return construct(tx, self.value, args, kwargs)
+
+    def unpack(self, tx):
+        if _plain_enum(self.value):
+            return [ConstantVariable(member) for member in self.value]  # `for m in Color`
+        return super().unpack(tx)
+
+    def call_method(self, tx, name, args, kwargs):
+        if _plain_enum(self.value) and name in ("__getitem__", "__contains__", "__len__") and \
+                not kwargs and all(a.is_constant() for a in args):
+            try:  # `Color["RED"]`, `Color.RED in Color`, len(Color)
+                return ConstantVariable(getattr(self.value, name)(*[a.as_constant() for a in args]))
+            except Exception as e:
+                raise PythonException(e) from None
+        return super().call_method(tx, name, args, kwargs)
+
+
+def _plain_enum(cls) -> bool:
+    """An Enum class whose lookups (by value, by name, iteration) are enum's own: pure, and their
+    answers are the class's fixed members."""
+    import enum
+    return isinstance(cls, type) and issubclass(cls, enum.Enum) and type(cls) is enum.EnumMeta and \
+        getattr(getattr(cls, "_missing_", None), "__module__", None) == "enum"
+

@@ -1,0 +1,80 @@
+"""Iterators over items the trace knows: ``IteratorVariable`` (a list of items, advanced in place;
+one standing for a real iterator from outside has its consumption replayed) and
+``ListIteratorVariable`` (``iter(lst)``: an index into the list as it is when advanced).
+"""
+from __future__ import annotations
+
+from ember.capture.variables.generators import IteratorBase
+
+
+class IteratorVariable(IteratorBase):
+    """An iterator over a known list of items; advancing it mutates ``pos``."""
+
+    real_type = None
+
+    def __init__(self, items: list, source=None, real_type: type | None = None):
+        self.items = list(items)
+        self.pos = 0
+        self.source = source  # a real iterator from outside: consumption is replayed
+        self.real_type = real_type  # the type of the object it stands for, where known
+
+    def describe(self):
+        return f"iterator({len(self.items) - self.pos} left)"
+
+    def python_type(self):
+        if self.real_type is None:
+            return super().python_type()
+        return self.real_type
+
+    def next(self, tx):
+        """The next item, or None when exhausted."""
+        if self.pos >= len(self.items):
+            return None
+        if self.source is not None:
+            tx.side_effects.mutated_container(self)
+        self.pos += 1
+        return self.items[self.pos - 1]
+
+    def unpack(self, tx):
+        rest = self.items[self.pos:]
+        if self.source is not None and rest:
+            tx.side_effects.mutated_container(self)
+        self.pos = len(self.items)
+        return rest
+
+    def remaining(self):
+        return None if self.source is not None else self.items[self.pos:]
+
+
+class ListIteratorVariable(IteratorVariable):
+    """``iter(lst)``: like CPython's list iterator, an index into the list as it is when advanced
+    (items appended while iterating are produced; the list is not copied)."""
+
+    def __init__(self, seq, start: int = 0, source=None):
+        self.seq = seq
+        self.start = start  # index of the first item when the tracker was made
+        self.pos = 0  # items produced since (replayed on a real iterator from outside)
+        self.source = source
+
+    @property
+    def items(self):
+        return self.seq.items[self.start:] if self.start else self.seq.items
+
+    def remaining(self):
+        return self.items[self.pos:]
+
+    def describe(self):
+        return f"list_iterator({len(self.seq.items) - self.pos} left)"
+
+    def reconstruct(self, plan) -> str:
+        """The list itself (built once, shared with whoever else holds it), iterated from ``pos``."""
+        from ember.capture.sources import bind
+        if self.source is not None:
+            return self.source.expr(plan.scope)  # the real one, advanced by the side effects
+        index = self.start + self.pos
+        if not index:
+            return f"{bind(plan.scope, iter, 'iter')}({plan.expr(self.seq)})"
+        # Positioned once the list has its final contents (an outside list gets them when the side
+        # effects are replayed: setting the index before would clamp it to the old length).
+        plan.finish_later(self, "{}.__setstate__(%d)" % index)
+        return f"{bind(plan.scope, iter, 'iter')}({plan.expr(self.seq)})"
