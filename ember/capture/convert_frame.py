@@ -39,7 +39,7 @@ from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Special
                        where_raised, without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import data_dependent_capture, has_unbacked
+from ember.fake.symbolic import data_dependent_capture, has_symbols, has_unbacked
 from ember.fake.quiet import quiet_meta_errors
 
 log = logging.getLogger("ember.graph")
@@ -123,6 +123,23 @@ def _describe_value_inner(value) -> str:
                 f"stride={list(value.stride())} requires_grad={value.requires_grad}")
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _bakes_in_symbols(backend, gm, compiled) -> bool:
+    """Whether ``compiled`` may have fixed the symbolic inputs of ``gm`` to their example values:
+    the graph has symbolic placeholders, the backend is not one of ember's, and what it returned is
+    not the graph itself (``gm``, ``gm.forward``), so it compiled the graph by tracing it again."""
+    if compiled is None or compiled is gm or getattr(compiled, "__self__", None) is gm:
+        return False
+    if (getattr(backend, "__module__", None) or "").startswith("ember."):
+        return False
+    for node in gm.graph.find_nodes(op="placeholder"):
+        value = node.meta.get("example_value")
+        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and has_symbols(value):
+            return True
+        if isinstance(value, torch.Tensor) and (has_symbols(tuple(value.shape)) or has_symbols(value.stride())):
+            return True
+    return False
 
 
 def _autocast_states(devices: tuple) -> list:
@@ -231,6 +248,16 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 _restore_autocast(autocast_before)
         guards.refresh_global_state("abc_token")
         log.debug("graph for %s:\n%s", label, gm.code)
+        if _bakes_in_symbols(backend, gm, compiled):
+            # A backend of ember's own takes the ShapeEnv along; one that runs the graph as it is
+            # needs none. Any other (torch's aot_autograd-based ones, a user's) traces the graph
+            # again in a fake mode of its own, where a symbolic int, float or size is its example
+            # value, and no guard says so: the frame is traced again with them constant.
+            if any(isinstance(n.meta.get("example_value"), torch.SymFloat) for n in gm.graph.find_nodes(op="placeholder")):
+                raise SpecializeFloats(f"backend {getattr(backend, '__name__', type(backend).__name__)!r} "
+                                       "compiles the graph itself (float inputs as constants)")
+            raise StaticRetry(f"backend {getattr(backend, '__name__', type(backend).__name__)!r} compiles the "
+                              "graph itself (symbolic sizes and ints as constants)")
 
     if output.symbolic_inputs:
         _shape_guard_names(guards.scope, codegen.parameter_names(code))

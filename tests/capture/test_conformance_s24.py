@@ -241,3 +241,23 @@ def test_nested_frozen_dataclass_as_a_dict_key():
 
     inputs = (torch.ones(2, 2), torch.ones(2, 2))
     assert_same(compile(fn, fullgraph=True)(*inputs), fn(*inputs))
+
+
+def test_a_backend_that_traces_the_graph_again_gets_no_symbols():
+    """torch's own aot_eager/inductor backends (given as callables) trace ember's graph again in a
+    fake mode of their own, fixing symbolic ints and sizes to their example values with no guard:
+    ember traces such frames with those values constant (a recompile per value, right answers)."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    backend = lookup_backend("aot_eager")
+    scaled = compile(lambda x, k: x * k, backend=backend)
+    x = torch.ones(3)
+    for k in (2, 3, 4, 5):
+        assert_same(scaled(x, k), x * k)
+    dyn = compile(lambda x: x.sum(0) * x.shape[0], backend=backend, dynamic=True)
+    for n in (2, 3, 4):
+        a = torch.ones(n, 2)
+        assert_same(dyn(a), a.sum(0) * n)
+    floats = compile(lambda x, a: x * a + 1, backend=backend)
+    for a in (0.5, 1.5, 2.5):
+        assert_same(floats(x, a), x * a + 1)
