@@ -128,11 +128,13 @@ def _describe_value_inner(value) -> str:
 def _bakes_in_symbols(backend, gm, compiled) -> bool:
     """Whether ``compiled`` may have fixed the symbolic inputs of ``gm`` to their example values:
     the graph has symbolic placeholders, the backend is not one of ember's, and what it returned is
-    not the graph itself (``gm``, ``gm.forward``), so it compiled the graph by tracing it again."""
+    neither the graph itself (``gm``, ``gm.forward``) nor something an ember backend compiled, so it
+    compiled the graph by tracing it again."""
     if compiled is None or compiled is gm or getattr(compiled, "__self__", None) is gm:
         return False
-    if (getattr(backend, "__module__", None) or "").startswith("ember."):
-        return False
+    if (getattr(backend, "__module__", None) or "").startswith("ember.") or \
+            type(compiled).__module__.startswith("ember."):
+        return False  # ember's own backends (or a wrapper returning what one compiled) keep the symbols
     for node in gm.graph.find_nodes(op="placeholder"):
         value = node.meta.get("example_value")
         if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and has_symbols(value):
