@@ -85,13 +85,7 @@ class ClassVariable(ConstantVariable):
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.builtins import construct
-        if _plain_enum(self.value) and len(args) == 1 and not kwargs and args[0].is_constant():
-            # `Color("red")`: the member with that value (members are fixed singletons)
-            try:
-                return ConstantVariable(self.value(args[0].as_constant()))
-            except Exception as e:
-                raise PythonException(e) from None
-        return construct(tx, self.value, args, kwargs)
+        return construct(tx, self.value, args, kwargs)  # (an Enum called with a value: its member)
 
     def unpack(self, tx):
         if _plain_enum(self.value):

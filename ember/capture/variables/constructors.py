@@ -138,6 +138,12 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                 member = None
         if member is not None:
             return wrap_constant(member)
+        from ember.capture.variables.classes import _plain_enum
+        if _plain_enum(cls):  # enum's own _missing_: eager's ValueError, raised here
+            try:
+                cls(value)
+            except Exception as e:
+                raise PythonException(e) from None
     if cls is object and not args:
         raise unsupported("creating new objects in the frame (side effects) is not supported yet")
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
