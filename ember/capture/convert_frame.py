@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import inspect
 import logging
+import re
 import sys
 import types
 from typing import Any, Callable
@@ -18,12 +19,12 @@ from typing import Any, Callable
 import torch
 
 from ember import metrics
-from ember.capture import codegen
+from ember.capture import codegen, trace_hooks
 from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
-from ember.capture.guards import GuardSet
+from ember.capture.guards import GuardKind, GuardSet
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
@@ -95,6 +96,7 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.reason = f"{e.reason} (and no graph break: {why_not})"
             e.args = (e._message(),)
             raise
+        trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
         try:
             entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
         except _NotBreakable as refused:
@@ -233,6 +235,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
 
     compiled = None
     if output.has_compute():
+        trace_hooks.output_graph(gm)
         with metrics.timed("backend"):
             autocast_before = _autocast_states(("cpu", "cuda"))
             try:
@@ -340,7 +343,7 @@ def _guard_block(guards: GuardSet) -> list[str]:
     fails (or raises: a source that no longer resolves, e.g. a deleted attribute)."""
     scope = guards.scope
     hoists = scope.get("___hoists", [])
-    checks = [f"({g.code})" for g in guards.ordered()]
+    checks = _read_sizes_once(scope, guards.ordered())
     from ember.config import config
     if config.inject_fault == "guard":
         scope["___inject_guard_fault"] = _inject_guard_fault
@@ -351,6 +354,35 @@ def _guard_block(guards: GuardSet) -> list[str]:
     return ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
             f"    if not ({check}):", "        return ___MISS", "except Exception as ___e:",
             "    return ___guard_error(___e)"]
+
+
+_SIZE_READ = re.compile(r"(?<![\w.\])'])([A-Za-z_]\w*(?:\.\w+|\['[^']*'\])*)\.(size|stride)\((\d+)\)")
+
+
+def _read_sizes_once(scope: dict, ordered: list) -> list[str]:
+    """The guards' checks, with the shape guards' ``x.size(i)`` / ``x.stride(i)`` reads replaced by
+    indexing ``x.size()`` / ``x.stride()`` read once per tensor just before the first shape guard
+    (one binding call per tensor instead of one per read: flat cost as dimensions and symbols
+    grow). The tensors' type checks come earlier in the chain, so the reads run on tensors."""
+    names: dict[tuple[str, str], str] = {}
+
+    def local(m: re.Match) -> str:
+        key = (m.group(1), m.group(2))
+        if key not in names:
+            names[key] = f"___{m.group(2)}_{len(names)}"
+        return f"{names[key]}[{m.group(3)}]"
+
+    checks, first_shape = [], None
+    for g in ordered:
+        code = g.code
+        if g.kind is GuardKind.SHAPE_ENV:
+            first_shape = len(checks) if first_shape is None else first_shape
+            code = _SIZE_READ.sub(local, code)
+        checks.append(f"({code})")
+    if names:
+        reads = " and ".join(f"({n} := {e}.{what}()) is not None" for (e, what), n in names.items())
+        checks.insert(first_shape, f"({reads})")
+    return checks
 
 
 class _GuardErrorLog:
