@@ -193,7 +193,7 @@ class FrameCache:
                 # its body runs when the generator is iterated, not in this call (torch.compile refuses
                 # such a frame too): the function runs eagerly (fullgraph: this error)
                 raise Unsupported(f"{self.label} is a generator or coroutine function: it cannot be "
-                                  "compiled directly (compile the function that iterates it)")
+                                  "compiled directly (compile the function that iterates it)", id="EB0004")
             return self._capture(bound)
         except Unsupported as e:
             metrics.bump("fallbacks")

@@ -211,9 +211,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 block_grad_mode = torch.is_grad_enabled()
                 output.graph.call_function(torch._C._set_grad_enabled, (grad_mode,))
             if output.active_contexts and tx.reached_break is None:
-                raise _NotBreakable("autocast entered and not exited by the end of the frame")
+                raise _NotBreakable("autocast entered and not exited by the end of the frame", id="EB0014")
             if len(output.active_contexts) != len(output.active_autocasts):
-                raise _NotBreakable("graph break inside an autocast block entered another way")
+                raise _NotBreakable("graph break inside an autocast block entered another way", id="EB0013")
             after_graph = finish_autocast(output, tx.reached_break is not None)
             plan = _ReturnPlan(guards.scope)
             if tx.reached_break is not None:
@@ -225,7 +225,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             gm, example_inputs, input_sources = output.finish(plan.output_nodes)
     except Unsupported as e:
         if break_at is not None and not isinstance(e, _NotBreakable):
-            raise _NotBreakable(f"{e.reason} (while re-tracing for a graph break)") from e
+            raise _NotBreakable(f"{e.reason} (while re-tracing for a graph break)", id=e.id) from e
         if getattr(e, "guards", None) is None:
             e.guards = guards  # what the trace had assumed when it failed (for a guarded eager entry)
         raise
@@ -708,7 +708,7 @@ class _ReturnPlan:
         key = id(vt)
         if key in self.built:
             if self.built[key] is None:
-                raise unsupported("returning an object that refers to itself")
+                raise unsupported("EB0015", "returning an object that refers to itself")
             return self.built[key]
         self.built[key] = None
         self._keep.append(vt)
@@ -788,7 +788,7 @@ class _ReturnPlan:
             from ember.capture.variables.grad_modes import GradModeVariable
             if isinstance(vt.ctx, GradModeVariable):
                 return bind(s, GradModeExit(vt.ctx.prior), "grad_exit")
-            raise unsupported(f"graph break inside `with {vt.ctx.describe()}`")
+            raise unsupported("EB0013", f"graph break inside `with {vt.ctx.describe()}`")
         if type(vt).__name__ == "UserMethodVariable" and type(vt.func).__name__ == "UserFunctionVariable":
             # A method bound to an object (e.g. `__exit__` of a context manager made in the frame,
             # on the stack inside its `with` block): the same function bound to the same object.
@@ -820,6 +820,6 @@ class _ReturnPlan:
                 NNModuleVariable: "module", UserObjectVariable: "obj"}.get(type(vt))
         if real is not None:
             if getattr(vt, "created_in_frame", False):
-                raise unsupported(f"a {type(vt.module).__name__} built in the frame escapes it")
+                raise unsupported("EB0015", f"a {type(vt.module).__name__} built in the frame escapes it")
             return bind(s, getattr(vt, real), "value")
-        raise unsupported(f"returning {vt.describe()} from the compiled frame")
+        raise unsupported("EB0015", f"returning {vt.describe()} from the compiled frame")

@@ -330,7 +330,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
 
     if eager_here(bp.opname):
         if handling_exception:
-            raise unsupported("graph break inside an except block at an instruction that cannot be traced")
+            raise unsupported("EB0012", "graph break inside an except block at an instruction that cannot be traced")
         nulls = tuple(p for p in range(depth) if isinstance(stack[p], NullVariable))
         resume_fn, rc = resumes.resume(bp.offset, depth, live_here, nulls, eager=True)
         ins += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
@@ -390,11 +390,11 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # resume function that starts at the original handler, with that handler's stack.
     if handler is not None:
         if handler.depth > remaining:
-            raise unsupported("graph break: exception handler deeper than the stack")
+            raise unsupported("EB0012", "graph break: exception handler deeper than the stack")
         if any(isinstance(v, NullVariable) for v in stack[:handler.depth]):
-            raise unsupported("graph break inside a try block with a pending call's NULL on the stack")
+            raise unsupported("EB0012", "graph break inside a try block with a pending call's NULL on the stack")
         if handler.depth > base and base > 0:  # pragma: no cover - a try block starts at a statement
-            raise unsupported("graph break: a pending call below the break started before its try block")
+            raise unsupported("EB0012", "graph break: a pending call below the break started before its try block")
         # The residual's stack starts at frame position ``base`` (items below were passed through as
         # arguments): unwind it to the handler's depth relative to that, and hand the handler
         # resume function the items below from the arguments.

@@ -1,0 +1,164 @@
+"""Snapshot and in-place restore of fake tensor metadata, for the interpreter's rollback.
+
+VariableTrackers are immutable, so rolling the interpreter back is cheap, but the fake tensors
+inside them are not: an in-place metadata op traced in a region that is then undone (``x.t_()``,
+``squeeze_``, ``resize_``, ``as_strided_``, ``set_``, ``detach_``, ``requires_grad_``, or an
+in-place op giving a leaf a ``grad_fn``) changes the very fake tensor every tracker of ``x``
+shares. A snapshot records what the program can observe of each fake tensor and puts it back
+*in place* (the same object, so every tracker, graph node and memo still agrees):
+
+    snap = FakeSnapshot.take(fakes)
+    ...                                  # x.t_() traced on x's fake
+    if not snap.restore(): give up       # x's fake: size, stride, offset, leaf-ness, version back
+
+Restored: size, stride, storage offset and storage (``set_`` under no_grad), ``requires_grad``
+and leaf-ness (``detach_`` / ``requires_grad_``; a tensor that lost its ``grad_fn`` gets one back
+from an in-place add of a zero that requires grad), and the version counter
+(``_unsafe_set_version_counter``). A copy of the tensor would not do: it is a different object,
+and a naive copy is a leaf. What cannot be put back (a view whose autograd history changed:
+``detach_`` refuses views) makes ``restore`` return False; the caller then abandons the trace.
+The identity of a non-leaf's ``grad_fn`` is not kept (only that it has one), nor the size of a
+storage that ``resize_`` grew (no program reads it through a tensor of the old size).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class FakeMeta:
+    size: tuple
+    stride: tuple
+    storage_offset: object
+    storage: object
+    requires_grad: bool
+    is_leaf: bool
+    version: int
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "FakeMeta":
+        return FakeMeta(tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.untyped_storage(),
+                        bool(t.requires_grad), bool(t.is_leaf), int(t._version))
+
+    def same(self, other: "FakeMeta") -> bool:
+        return (_same_numbers(self.size, other.size) and _same_numbers(self.stride, other.stride)
+                and _same_number(self.storage_offset, other.storage_offset)
+                and _same_storage(self.storage, other.storage)
+                and (self.requires_grad, self.is_leaf, self.version)
+                == (other.requires_grad, other.is_leaf, other.version))
+
+
+def _same_storage(a, b) -> bool:
+    return a is b or a._cdata == b._cdata
+
+
+def _same_number(a, b) -> bool:
+    """Equal without asking a symbolic value a question (that would add a guard): plain ints by
+    value, symbolic ones by their expression."""
+    if a is b:
+        return True
+    if type(a) is int and type(b) is int:
+        return a == b
+    na, nb = getattr(a, "node", None), getattr(b, "node", None)
+    if na is None or nb is None:
+        return False
+    return na is nb or getattr(na, "expr", None) is not None and na.expr == getattr(nb, "expr", None)
+
+
+def _same_numbers(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(_same_number(x, y) for x, y in zip(a, b))
+
+
+class FakeSnapshot:
+    """The observable metadata of a set of fake tensors at one moment."""
+
+    def __init__(self, entries: list[tuple[torch.Tensor, FakeMeta]], mode):
+        self.entries = entries
+        self.mode = mode
+
+    @staticmethod
+    def take(tensors) -> "FakeSnapshot":
+        seen: set[int] = set()
+        entries = []
+        mode = None
+        for t in tensors:
+            if not isinstance(t, torch.Tensor) or id(t) in seen:
+                continue
+            seen.add(id(t))
+            mode = mode or getattr(t, "fake_mode", None)
+            entries.append((t, FakeMeta.of(t)))
+        return FakeSnapshot(entries, mode)
+
+    def changed(self) -> list[torch.Tensor]:
+        """The tensors whose metadata differs from the snapshot (cheap when nothing changed: only
+        tensors whose version or autograd state moved, or whose layout differs, are listed)."""
+        out = []
+        for t, meta in self.entries:
+            if (t._version != meta.version or bool(t.requires_grad) != meta.requires_grad
+                    or bool(t.is_leaf) != meta.is_leaf
+                    or not _same_number(t.storage_offset(), meta.storage_offset)
+                    or not _same_numbers(tuple(t.shape), meta.size)
+                    or not _same_numbers(tuple(t.stride()), meta.stride)
+                    or not _same_storage(t.untyped_storage(), meta.storage)):
+                out.append(t)
+        return out
+
+    def restore(self) -> bool:
+        """Put every changed tensor back as it was; False when one could not be (see the module doc)."""
+        changed = self.changed()
+        if not changed:
+            return True
+        metas = {id(t): m for t, m in self.entries}
+        try:
+            with _mode(self.mode):
+                for t in changed:
+                    _restore_autograd(t, metas[id(t)])
+                for t in changed:
+                    m = metas[id(t)]
+                    if not (_same_numbers(tuple(t.shape), m.size) and _same_numbers(tuple(t.stride()), m.stride)
+                            and _same_number(t.storage_offset(), m.storage_offset)
+                            and _same_storage(t.untyped_storage(), m.storage)):
+                        with torch.no_grad():
+                            t.set_(m.storage, m.storage_offset, m.size, m.stride)
+                # views share their base's version counter: set each once, last write wins alike
+                torch._C._autograd._unsafe_set_version_counter(
+                    tuple(t for t, _ in self.entries if t._version != metas[id(t)].version),
+                    tuple(metas[id(t)].version for t, _ in self.entries if t._version != metas[id(t)].version))
+        except RuntimeError:
+            return False
+        return not self.changed()
+
+
+def _restore_autograd(t: torch.Tensor, m: FakeMeta) -> None:
+    if bool(t.is_leaf) == m.is_leaf and bool(t.requires_grad) == m.requires_grad:
+        return
+    if m.is_leaf:
+        if not t.is_leaf:
+            with torch.no_grad():
+                t.detach_()  # (refused for a view: restore fails)
+        t.requires_grad_(m.requires_grad)
+        return
+    # it had a grad_fn (so required grad) and lost it: an in-place add of a zero that requires grad
+    # gives it one again (its data is fake; the version is put back afterwards)
+    t.requires_grad_(False)
+    zero = torch.zeros((), dtype=t.dtype, device=t.device, requires_grad=True)
+    with torch.enable_grad():
+        t.add_(zero)
+
+
+class _mode:
+    """The fake mode the tensors belong to, on (``set_`` and the zero above must be fake)."""
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        if self.mode is not None:
+            self.mode.__enter__()
+
+    def __exit__(self, *exc):
+        if self.mode is not None:
+            return self.mode.__exit__(*exc)
+        return False
