@@ -60,6 +60,8 @@ class FrameCache:
         self.binder = codegen.make_binder(fn)
         # Resume functions share the root function's ResumeCache (offsets mapped to the root's).
         self.root_resumes = resumes
+        self._code = fn.__code__  # what the entries were traced from
+        self._defaults = (fn.__defaults__, fn.__kwdefaults__)  # what the binder and entries bind
         self.offset_map = offset_map
         self.is_resume = is_resume
         self.resumes = resumes or ResumeCache(fn, self._compile_nested)
@@ -94,6 +96,11 @@ class FrameCache:
     def __call__(self, /, *args, **kwargs):
         try:
             for entry in self.entries:
+        fn = self.fn
+        if fn.__code__ is not self._code:
+            self._code_replaced()
+        elif fn.__defaults__ is not self._defaults[0] or fn.__kwdefaults__ is not self._defaults[1]:
+            self._sync_defaults()
                 result = entry.run(*args, **kwargs)
                 if result is not codegen.MISS:
                     return result
@@ -107,6 +114,29 @@ class FrameCache:
 
     def _miss(self, args, kwargs):
         if self.run_eagerly_reason is not None or config.disable:
+    def _code_replaced(self) -> None:
+        """The program assigned the function's ``__code__``: every entry was traced from the old
+        code, so they all go, and the new code is compiled like a new function's."""
+        with compile_lock:
+            if self.fn.__code__ is self._code:
+                return
+            log_recompiles.info("recompiling %s: its __code__ was replaced", self.label)
+            self._code = self.fn.__code__
+            self.reset()
+            self.binder = codegen.make_binder(self.fn)
+            self._defaults = (self.fn.__defaults__, self.fn.__kwdefaults__)
+
+    def _sync_defaults(self) -> None:
+        """The program assigned the function's ``__defaults__`` / ``__kwdefaults__``: the binder and
+        every entry (generated with the function's signature and defaults) bind the new ones, so an
+        omitted argument takes the new default and the entry's guards on it decide (recompile)."""
+        fn = self.fn
+        self._defaults = (fn.__defaults__, fn.__kwdefaults__)
+        gens = [self.binder] + [e.run for e in self.entries]
+        for gen in gens:
+            if isinstance(gen, types.FunctionType):
+                gen.__defaults__, gen.__kwdefaults__ = self._defaults
+
             return self.fn(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
         with compile_lock:  # one compilation at a time (ember/locking.py)

@@ -190,6 +190,57 @@ def case_kwdefaults():
     return f, change
 
 
+def case_compiled_fn_defaults():
+    # the compiled function's own defaults (an omitted argument takes the new one)
+    def f(x, k=1):
+        return x + k
+
+    def change():
+        f.__defaults__ = (10,)
+    return f, change
+
+
+def case_compiled_fn_kwdefaults():
+    def f(x, *, k=1):
+        return x + k
+
+    def change():
+        f.__kwdefaults__ = {"k": 10}
+    return f, change
+
+
+def case_compiled_fn_kwdefaults_in_place():
+    def f(x, *, k=1):
+        return x + k
+
+    def change():
+        f.__kwdefaults__["k"] = 10
+    return f, change
+
+
+def case_compiled_fn_code_replaced():
+    def f(x):
+        return x + 1
+
+    def g(x):
+        return x * 10
+
+    def change():
+        f.__code__ = g.__code__
+    return f, change
+
+
+def case_compiled_forward_defaults():
+    class M(nn.Module):
+        def forward(self, x, k=1):
+            return x + k
+    m = M()
+
+    def change():
+        M.forward.__defaults__ = (10,)
+    return m, change
+
+
 def case_torch_fn_default():
     def h(x, act=torch.relu):
         return act(x)
