@@ -14,16 +14,34 @@ class Unsupported(RuntimeError):
     #: op rejected these inputs): only calls that pass the guards installed so far run eagerly.
     per_call = False
 
-    def __init__(self, reason: str, *, where: str | None = None, source_line: str | None = None,
-                 user_stack: list[str] | None = None):
-        self.reason = reason
+    #: the registry id when none is given (``ember/capture/break_registry.py``)
+    default_id = "EB0000"
+
+    def __init__(self, reason: str, *, id: str | None = None, where: str | None = None,
+                 source_line: str | None = None, user_stack: list[str] | None = None):
+        self.reason = reason  # what happened (the values involved); the id says what kind of break
+        self.id = id or self.default_id
         self.where = where
         self.source_line = source_line
         self.user_stack = list(user_stack or [])
         super().__init__(self._message())
 
+    @property
+    def kind(self):
+        """This break's entry in the graph-break registry (id, title, explanation, hint)."""
+        from ember.capture.break_registry import lookup
+        return lookup(self.id)
+
+    @property
+    def explanation(self) -> str:
+        return self.kind.explanation
+
+    @property
+    def hint(self) -> str:
+        return self.kind.hint
+
     def _message(self) -> str:
-        msg = self.reason
+        msg = f"{self.id}: {self.reason} — hint: {self.hint}"
         if self.where:
             msg += f"\n  at {self.where}"
             if self.source_line:
@@ -56,6 +74,7 @@ class PythonException(Unsupported):
     """
 
     per_call = True
+    default_id = "EB0002"
 
     def __init__(self, exc: BaseException | type, reason: str | None = None):
         self.exc = exc

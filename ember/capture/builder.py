@@ -143,7 +143,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         if value.layout != torch.strided:
             # sparse / mkldnn layouts: fake tensors and functionalization do not model them faithfully
             # (a sparse Adam step gave wrong moments), so code on them runs eagerly
-            raise unsupported(f"a tensor with layout {value.layout} in the compiled region")
+            raise unsupported("EB0022", f"a tensor with layout {value.layout} in the compiled region")
         if source is None:
             source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
         return tx.output.add_input(source, value)
@@ -248,7 +248,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         for k in value:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
                                    torch.device)) or _identity_key(k)):
-                raise unsupported(f"dict with a key of type {type(k).__name__}")
+                raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
         items, keys = {}, {}
         for k, v in list(value.items()):  # (wrapping a value may add to this dict: a module's globals)
             # keys as the trace hashes them (an object, a module: by identity), with their trackers
@@ -270,7 +270,7 @@ def _wrap(tx, value, source) -> VariableTracker:
 
     if t in (set, frozenset):
         if not all(_set_item_by_value(v) for v in value):
-            raise unsupported("a set of non-constant values")
+            raise unsupported("EB0035", "a set of non-constant values")
         if source is not None:
             # By its items: equal values, and functions/classes by identity (the guard's copy holds
             # the very objects, so a nan item matches itself).
@@ -345,7 +345,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         # never a callable that holds this call's tensor inside the graph.
         from ember.capture.variables.tensor import TensorMethodVariable
         if source is None:
-            raise unsupported(f"a bound method {value.__name__} of a tensor ember cannot name")
+            raise unsupported("EB0031", f"a bound method {value.__name__} of a tensor ember cannot name")
         guards.type_match(source, value)
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return TensorMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
@@ -624,7 +624,7 @@ class EnvironVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs or not all(a.is_constant() for a in args):
-            raise unsupported("os.environ with non-constant arguments")
+            raise unsupported("EB0036", "os.environ with non-constant arguments")
         cargs = tuple(a.as_constant() for a in args)
         if name == "__contains__":
             value = _environ_contains(*cargs)
@@ -665,7 +665,7 @@ class SignatureFunctionVariable(VariableTracker):
         from ember.capture.variables.objects import UserObjectVariable
         target = args[0] if args else None
         if kwargs or len(args) != 1:
-            raise unsupported("inspect.signature with extra arguments")
+            raise unsupported("EB0037", "inspect.signature with extra arguments")
         if isinstance(target, UserFunctionVariable):
             sig = inspect.signature(target.fn)
         elif isinstance(target, UserMethodVariable) and isinstance(target.func, UserFunctionVariable):
@@ -673,7 +673,7 @@ class SignatureFunctionVariable(VariableTracker):
         elif type(target).__name__ == "NestedFunctionVariable" and _constant_signature(target):
             sig = inspect.signature(_signature_stand_in(target))
         else:
-            raise unsupported(f"inspect.signature of {target.describe() if target else '?'}")
+            raise unsupported("EB0037", f"inspect.signature of {target.describe() if target else '?'}")
         return UserObjectVariable(sig, None)
 
 
@@ -727,7 +727,7 @@ class OpaqueCallableVariable(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
-        e = unsupported(self.reason)
+        e = unsupported("EB0033", self.reason)
         if self.value in _EXCEPTION_READERS and handling_traced_exception(tx):
             # sys.exc_info() inside an except block of an exception the trace raised: eager's has a
             # traceback through this frame, which no break can hand over: the frame runs eagerly

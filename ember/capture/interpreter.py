@@ -103,19 +103,19 @@ class Translator(OpcodeMixin):
             handler = getattr(self, inst.opname, None)
             try:
                 if handler is None:
-                    raise unsupported(f"opcode {inst.opname} is not supported")
+                    raise unsupported("EB0001", f"opcode {inst.opname} is not supported")
                 try:
                     handler(inst)
                 except PythonException as e:
                     if not is_data_dependent_guard(e.exc):  # (a builtin given an unbacked value raised it)
                         raise
-                    raise unsupported(data_dependent_reason(e.exc)) from None
+                    raise unsupported("EB0018", data_dependent_reason(e.exc)) from None
                 except Unsupported:
                     raise
                 except Exception as e:
                     if not is_data_dependent_guard(e):
                         raise
-                    raise unsupported(data_dependent_reason(e)) from None
+                    raise unsupported("EB0018", data_dependent_reason(e)) from None
             except PythonException as e:
                 self.chain_exception(e)
                 if not self.handle_exception(inst, e):
@@ -162,7 +162,7 @@ class Translator(OpcodeMixin):
             # Only calls made while an exception is being handled run eagerly (guarded so).
             self.guards.global_state("exception_handled", _handling_no_exception, False,
                                      "no exception being handled when called")
-            failure = unsupported("exception raised or re-raised inside an except block entered before the trace")
+            failure = unsupported("EB0011", "exception raised or re-raised inside an except block entered before the trace")
             failure.per_call = True
             raise failure
         self.guards.global_state("no_exception_handled", _handling_no_exception, True,
@@ -237,9 +237,9 @@ class Translator(OpcodeMixin):
 
     def inline_call(self, code, globals_dict, name, defaults, kwdefaults, closure, args, kwargs, fn_vt=None):
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-            raise unsupported(f"calling coroutine function {name}()")
+            raise unsupported("EB0004", f"calling coroutine function {name}()")
         if self.depth >= MAX_INLINE_DEPTH:
-            raise unsupported(f"inlining depth limit reached at {name}() (recursion?)")
+            raise unsupported("EB0003", f"inlining depth limit reached at {name}() (recursion?)")
         qualname = getattr(getattr(fn_vt, "fn", None), "__qualname__", None)  # (error messages name it)
         bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs),
                                qualname=qualname if isinstance(qualname, str) else None)
@@ -300,7 +300,7 @@ class Translator(OpcodeMixin):
         try:
             self.push(self.locals[inst.argval])
         except KeyError:
-            raise unsupported(f"local variable {inst.argval!r} referenced before assignment "
+            raise unsupported("EB0002", f"local variable {inst.argval!r} referenced before assignment "
                               f"(UnboundLocalError)") from None
 
     LOAD_FAST_CHECK = LOAD_FAST
@@ -334,7 +334,7 @@ class Translator(OpcodeMixin):
         b = b.__dict__ if isinstance(b, types.ModuleType) else b
         if name in b:
             return wrap(self, b[name], None)
-        raise unsupported(f"name {name!r} is not defined (NameError)")
+        raise unsupported("EB0002", f"name {name!r} is not defined (NameError)")
 
     def STORE_GLOBAL(self, inst):
         g = self.globals
@@ -342,7 +342,7 @@ class Translator(OpcodeMixin):
                                        GlobalSource(g, inst.argval, top=g is self.top_globals))
 
     def DELETE_GLOBAL(self, inst):
-        raise unsupported(f"deleting global {inst.argval!r}")
+        raise unsupported("EB0008", f"deleting global {inst.argval!r}")
 
     def LOAD_ATTR(self, inst):
         obj = self.pop()
@@ -362,7 +362,7 @@ class Translator(OpcodeMixin):
         obj = self.pop()
         delattr_ = getattr(obj, "delattr", None)
         if delattr_ is None:
-            raise unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
+            raise unsupported("EB0008", f"deleting attribute {inst.argval!r} of {obj.describe()}")
         delattr_(self, inst.argval)
 
     # cells: MAKE_CELL turns a local into a cell; COPY_FREE_VARS is a no-op (cells are set up front)
@@ -380,7 +380,7 @@ class Translator(OpcodeMixin):
     def _read_cell(self, cell) -> VariableTracker:
         if isinstance(cell, CellVariable):
             if cell.contents is None:
-                raise unsupported("free variable referenced before assignment (NameError)")
+                raise unsupported("EB0002", "free variable referenced before assignment (NameError)")
             return cell.contents
         if isinstance(cell, RealCellVariable):
             pending = self.side_effects.load_attr(cell.cell, "cell_contents")
@@ -389,16 +389,16 @@ class Translator(OpcodeMixin):
             try:
                 value = cell.cell.cell_contents
             except ValueError:
-                raise unsupported("empty closure cell (NameError)") from None
+                raise unsupported("EB0002", "empty closure cell (NameError)") from None
             source = cell.source or AttrSource(ConstSource(cell.cell, "<cell>"), "cell_contents")
             return wrap(self, value, source)
-        raise unsupported(f"unknown cell {cell!r}")
+        raise unsupported("EB0009", f"unknown cell {cell!r}")
 
     def LOAD_DEREF(self, inst):
         self.push(self._read_cell(self.cells[inst.argval]))
 
     def LOAD_CLASSDEREF(self, inst):
-        raise unsupported("LOAD_CLASSDEREF (class bodies)")
+        raise unsupported("EB0001", "LOAD_CLASSDEREF (class bodies)")
 
     def STORE_DEREF(self, inst):
         cell = self.cells.get(inst.argval)
@@ -409,14 +409,14 @@ class Translator(OpcodeMixin):
             holder = _CellHolder(cell.cell, getattr(cell, "cell_source", None))
             self.side_effects.store_attr(holder, cell.cell, "cell_contents", self.pop())
             return
-        raise unsupported(f"assigning nonlocal {inst.argval!r}")
+        raise unsupported("EB0009", f"assigning nonlocal {inst.argval!r}")
 
     def DELETE_DEREF(self, inst):
         cell = self.cells.get(inst.argval)
         if isinstance(cell, CellVariable):
             cell.contents = None
             return
-        raise unsupported("deleting a nonlocal")
+        raise unsupported("EB0008", "deleting a nonlocal")
 
     def IMPORT_NAME(self, inst):
         import sys
@@ -424,7 +424,7 @@ class Translator(OpcodeMixin):
         level = self.pop().as_constant()
         name = inst.argval
         if level != 0 or name not in sys.modules:
-            raise unsupported(f"import of {name!r} inside the compiled region")
+            raise unsupported("EB0010", f"import of {name!r} inside the compiled region")
         mod = sys.modules[name if fromlist else name.partition(".")[0]]
         self.push(wrap(self, mod, None))
 
@@ -468,7 +468,7 @@ class Translator(OpcodeMixin):
         kwargs = {}
         if kwargs_vt is not None:
             if not isinstance(kwargs_vt, DictVariable):
-                raise unsupported("** with a non-dict")
+                raise unsupported("EB0038", "** with a non-dict")
             kwargs_vt._observe_order(self)  # the callee's **kwargs gets this order
             kwargs = {k: v for k, v in kwargs_vt.items.items()}
         self.push(self.call(fn, args, kwargs))
@@ -519,9 +519,9 @@ class Translator(OpcodeMixin):
                 self.push(value)
             return
         if not isinstance(it, IteratorBase):
-            raise unsupported(f"yield from {it.describe()}")
+            raise unsupported("EB0005", f"yield from {it.describe()}")
         if not (sent.is_constant() and sent.as_constant() is None):
-            raise unsupported(f"send() into a `yield from` over {it.describe()}")
+            raise unsupported("EB0005", f"send() into a `yield from` over {it.describe()}")
         item = it.next(self)
         if item is None:
             self.stack[-1] = ConstantVariable(None)
@@ -573,14 +573,14 @@ class Translator(OpcodeMixin):
             exc = exc.call(self, [], {})
         value = exc.as_constant() if exc.is_constant() else None
         if not isinstance(value, BaseException):
-            raise unsupported(f"raise {exc.describe()}")
+            raise unsupported("EB0011", f"raise {exc.describe()}")
         if len(args) == 2:  # raise ... from cause
             cause = args[1]
             if isinstance(cause, ClassVariable) and issubclass(cause.value, BaseException):
                 cause = cause.call(self, [], {})
             cause = cause.as_constant() if cause.is_constant() else None
             if cause is not None and not isinstance(cause, BaseException):
-                raise unsupported(f"raise ... from {args[1].describe()}")
+                raise unsupported("EB0011", f"raise ... from {args[1].describe()}")
             value.__cause__ = cause
             value.__suppress_context__ = True
         failure = PythonException(value)
@@ -641,7 +641,7 @@ def _exception_value(vt: VariableTracker):
         return vt.as_constant()
     real = _real_object(vt)
     if real is None:
-        raise unsupported(f"{vt.describe()} as the exception being handled")
+        raise unsupported("EB0011", f"{vt.describe()} as the exception being handled")
     return real
 
 

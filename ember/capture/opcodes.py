@@ -130,7 +130,7 @@ class OpcodeMixin:
     def BUILD_SLICE(self, inst):
         parts = self.popn(inst.arg)
         if not all(p.is_constant() for p in parts):
-            raise unsupported("slice with non-constant bounds (tensor-valued slice bounds)")
+            raise unsupported("EB0036", "slice with non-constant bounds (tensor-valued slice bounds)")
         if any(isinstance(p, SymNodeVariable) for p in parts):
             self.push(SymSliceVariable(parts))  # `y[:x.size(0)]`
             return
@@ -177,7 +177,7 @@ class OpcodeMixin:
         other = self.pop()
         target = self._built_target(inst)
         if not isinstance(other, DictVariable):
-            raise unsupported(f"dict update from {other.describe()}")
+            raise unsupported("EB0038", f"dict update from {other.describe()}")
         other._observe_order(self)
         for k, v in other.items.items():
             target.set_item(other.keys[k], v)
@@ -186,11 +186,11 @@ class OpcodeMixin:
         other = self.pop()
         target = self._built_target(inst)
         if not isinstance(other, DictVariable):
-            raise unsupported(f"** of {other.describe()}")
+            raise unsupported("EB0038", f"** of {other.describe()}")
         other._observe_order(self)
         for k, v in other.items.items():
             if k in target.items:
-                raise unsupported(f"duplicate keyword argument {k!r} (TypeError)")
+                raise unsupported("EB0002", f"duplicate keyword argument {k!r} (TypeError)")
             target.set_item(other.keys[k], v)
 
     def LIST_TO_TUPLE(self, inst):
@@ -200,7 +200,7 @@ class OpcodeMixin:
         seq = self.pop()
         items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else seq.items
         if len(items) != inst.arg:
-            raise unsupported(f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+            raise unsupported("EB0002", f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
         for item in reversed(items):
             self.push(item)
 
@@ -209,7 +209,7 @@ class OpcodeMixin:
         items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else list(seq.items)
         before, after = inst.arg & 0xFF, inst.arg >> 8
         if len(items) < before + after:
-            raise unsupported("not enough values to unpack (ValueError)")
+            raise unsupported("EB0002", "not enough values to unpack (ValueError)")
         middle = ListVariable(items[before:len(items) - after])
         for item in reversed(items[len(items) - after:]):
             self.push(item)
@@ -244,7 +244,7 @@ class OpcodeMixin:
                 self.push(ConstantVariable(format(text.as_constant(), spec)))
                 return
         if not value.is_constant():
-            raise unsupported(f"formatting {value.describe()} into a string")
+            raise unsupported("EB0040", f"formatting {value.describe()} into a string")
         lazy = derived_lazy(format_value, [value, ConstantVariable(flags & 0x03), ConstantVariable(spec)],
                             symbols=True)
         if lazy is not None:  # a scalar argument only formatted: not guarded by value
@@ -292,7 +292,7 @@ class OpcodeMixin:
                 if cls not in (list, tuple) and (cls.__add__ is not (list.__add__ if isinstance(v, ListVariable)
                                                                       else tuple.__add__)
                                                  or getattr(cls, "__radd__", None) is not None):
-                    raise unsupported(f"+ on a {cls.__name__} object (its own __add__)")
+                    raise unsupported("EB0038", f"+ on a {cls.__name__} object (its own __add__)")
             if a_list != b_list:
                 kind, other = ("list", "tuple") if a_list else ("tuple", "list")
                 raise PythonException(TypeError(f'can only concatenate {kind} (not "{other}") to {kind}'))
@@ -321,7 +321,7 @@ class OpcodeMixin:
         if isinstance(a, DictVariable) and plain is operator.or_ and isinstance(b, DictVariable):
             union_cls = _dict_union_class(a.dict_cls, b.dict_cls)
             if union_cls is None:  # e.g. Counter's `|` keeps the larger count, not the right operand's
-                raise unsupported(f"operator | on {a.dict_cls.__name__} and {b.dict_cls.__name__}")
+                raise unsupported("EB0038", f"operator | on {a.dict_cls.__name__} and {b.dict_cls.__name__}")
             a._observe_order(self)
             b._observe_order(self)
             if fn is operator.or_:
@@ -347,7 +347,7 @@ class OpcodeMixin:
         result = user_binary_op(self, fn, a, b)  # `__add__`/`__radd__`/`__iadd__` of user classes
         if result is not None:
             return result
-        raise unsupported(f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
+        raise unsupported("EB0038", f"operator {getattr(fn, '__name__', fn)} on {a.describe()} and {b.describe()}")
 
     def BINARY_OP(self, inst):
         b = self.pop()
@@ -436,9 +436,9 @@ class OpcodeMixin:
             elif same:
                 self.push(ConstantVariable(fn is operator.eq))
             else:
-                raise unsupported(f"comparing {a.describe()} with {b.describe()}")
+                raise unsupported("EB0038", f"comparing {a.describe()} with {b.describe()}")
         else:
-            raise unsupported(f"comparing {a.describe()} with {b.describe()}")
+            raise unsupported("EB0038", f"comparing {a.describe()} with {b.describe()}")
 
     def IS_OP(self, inst):
         b = self.pop()
@@ -449,7 +449,7 @@ class OpcodeMixin:
         container = self.pop()
         item = self.pop()
         if isinstance(container, TensorVariable):
-            raise unsupported("`in` on a tensor reads its data")
+            raise unsupported("EB0016", "`in` on a tensor reads its data")
         if isinstance(item, SymNodeVariable) and has_symbols(item.sym) and type(container) is ConstantVariable \
                 and type(container.value) in (tuple, list, set, frozenset) \
                 and all(type(v) in (int, float, bool) for v in container.value):
@@ -490,7 +490,7 @@ class OpcodeMixin:
             from ember.capture.variables.user_operators import user_unary_op
             result = user_unary_op(self, fn, v)  # `__neg__` of a user class
             if result is None:
-                raise unsupported(f"{fn.__name__} of {v.describe()}")
+                raise unsupported("EB0038", f"{fn.__name__} of {v.describe()}")
             self.push(result)
 
     def UNARY_NOT(self, inst):
@@ -551,7 +551,7 @@ class OpcodeMixin:
     def FOR_ITER(self, inst):
         it = self.stack[-1]
         if not isinstance(it, IteratorBase):
-            raise unsupported(f"iterating {it.describe()}")
+            raise unsupported("EB0034", f"iterating {it.describe()}")
         item = it.next(self)
         if item is None:
             self.pop()
@@ -591,7 +591,7 @@ class OpcodeMixin:
         keys = self.stack[-1].as_constant()
         subject = self.stack[-2]
         if not isinstance(subject, DictVariable):
-            raise unsupported(f"match on mapping {subject.describe()}")
+            raise unsupported("EB0038", f"match on mapping {subject.describe()}")
         if all(k in subject.items for k in keys):
             self.push(TupleVariable([subject.items[k] for k in keys]))
         else:

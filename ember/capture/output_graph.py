@@ -241,26 +241,26 @@ class OutputGraph:
         if rg is not None and rg.is_constant() and rg.as_constant():
             # A new leaf that requires grad: AOT graphs return fresh tensors without autograd
             # history or leaf-ness of their own, so it is made eagerly at a break (as eager makes it).
-            raise unsupported(f"{_describe(kind, target)} makes a tensor that requires grad")
+            raise unsupported("EB0021", f"{_describe(kind, target)} makes a tensor that requires grad")
         if _writes_to_self_overlapping(kind, target, args):
             # e.g. x.expand(2, 4).zero_(): eager allows it, but a functional graph cannot express
             # the write (as_strided_scatter rejects it), so it runs eagerly, outside any graph.
-            raise unsupported(f"{_describe(kind, target)} writes into a self-overlapping (expanded) tensor")
+            raise unsupported("EB0021", f"{_describe(kind, target)} writes into a self-overlapping (expanded) tensor")
         if _reads_what_it_overwrites(self, kind, target, args):
             # `t[1] = t[:, 0]`: eager copies element by element, so what it reads depends on what it
             # already wrote; a functional graph reads the old values. Runs eagerly instead.
-            raise unsupported(f"{_describe(kind, target)} writes over memory that another of its "
+            raise unsupported("EB0021", f"{_describe(kind, target)} writes over memory that another of its "
                               "arguments reads (a partial overlap)")
         if _mask_write_needs_grad(kind, target, args, kwargs):
             # its backward reads the mask's data (`grad[mask]` has a data-dependent shape): no graph
             # can hold it, so it runs eagerly (torch.compile breaks there too)
-            raise unsupported(f"{_describe(kind, target)} through a boolean mask, with a value that needs "
+            raise unsupported("EB0021", f"{_describe(kind, target)} through a boolean mask, with a value that needs "
                               "grad (its backward depends on the mask's data)")
         if not (kind == "call_method" or getattr(target, "__module__", None) == "_operator") \
                 and _has_numpy_scalar([*args, *kwargs.values()]):
             # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64: only operators and methods
             # (torch's Scalar arguments) read a NumPy scalar as the Python number it holds
-            raise unsupported(f"a NumPy scalar passed to {_describe(kind, target)}")
+            raise unsupported("EB0030", f"a NumPy scalar passed to {_describe(kind, target)}")
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         state_query = False
@@ -271,7 +271,7 @@ class OutputGraph:
             # it acts on, or reads, process state. Running it at trace time would do (or read)
             # that once, not on every call.
             if not _reads_state_only(target):
-                raise unsupported(f"{_describe(kind, target)} acts on torch's process state (runs eagerly)")
+                raise unsupported("EB0025", f"{_describe(kind, target)} acts on torch's process state (runs eagerly)")
             state_query = True
         try:
             with self.fake.enabled():
@@ -284,23 +284,23 @@ class OutputGraph:
                 else:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
-            raise unsupported(f"{_describe(kind, target)} depends on tensor data "
+            raise unsupported("EB0019", f"{_describe(kind, target)} depends on tensor data "
                               f"({type(e).__name__})") from None
         except UnsupportedOperatorException as e:
-            raise unsupported(f"{_describe(kind, target)}: operator {e} has no fake implementation") from None
+            raise unsupported("EB0020", f"{_describe(kind, target)}: operator {e} has no fake implementation") from None
         except _ReadsAutogradState as e:
-            raise unsupported(f"{_describe(kind, target)} {e}") from None
+            raise unsupported("EB0020", f"{_describe(kind, target)} {e}") from None
         except Exception as e:
             if is_data_dependent_guard(e):
-                raise unsupported(f"{_describe(kind, target)}: {data_dependent_reason(e)}") from None
-            failure = unsupported(f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
+                raise unsupported("EB0018", f"{_describe(kind, target)}: {data_dependent_reason(e)}") from None
+            failure = unsupported("EB0020", f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}")
             failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
             raise failure from None
         if state_query:
             # its answer now, guarded (a different answer later recompiles)
             if not _guardable_answer(result):
-                raise unsupported(f"{_describe(kind, target)} answered a {type(result).__name__}")
+                raise unsupported("EB0020", f"{_describe(kind, target)} answered a {type(result).__name__}")
             shown = ", ".join([*map(repr, fake_args), *(f"{k}={v!r}" for k, v in fake_kwargs.items())])
             # (one guard per query and arguments: the key is a name in the guard code)
             self.guards.global_state(f"query_{getattr(target, '__name__', 'fn')}_{abs(hash(shown)) % 10 ** 8}",
@@ -340,7 +340,7 @@ class OutputGraph:
 
     def _wrap_result(self, node: fx.Node, result):
         if isinstance(result, torch.Tensor) and result.layout != torch.strided:
-            raise unsupported(f"{_describe(node.op, node.target)} makes a tensor with layout {result.layout} "
+            raise unsupported("EB0022", f"{_describe(node.op, node.target)} makes a tensor with layout {result.layout} "
                               "(sparse layouts run eagerly)")
         if isinstance(result, torch.Tensor):
             node.meta["example_value"] = result
@@ -360,7 +360,7 @@ class OutputGraph:
                 return ListVariable(items)
             t = type(result)
             return TupleVariable(items, tuple_type=None if t is tuple else t)
-        raise unsupported(f"operation returned {type(result).__name__}")
+        raise unsupported("EB0020", f"operation returned {type(result).__name__}")
 
     def _wrap_symbolic(self, node: fx.Node, result):
         """Trackers for a symbolic size (SymInt/SymFloat/SymBool) or a tuple of sizes computed by
@@ -374,7 +374,7 @@ class OutputGraph:
             if isinstance(result, torch.Size):
                 return SizeVariable(items)
             return ListVariable(items) if isinstance(result, list) else TupleVariable(items)
-        raise unsupported(f"operation returned {type(result).__name__}")
+        raise unsupported("EB0020", f"operation returned {type(result).__name__}")
 
     def add_submodule(self, module: torch.nn.Module, prefix: str) -> fx.Node:
         """A ``get_attr`` node for ``module``, kept as an attribute of the finished GraphModule."""
@@ -642,7 +642,7 @@ def _numpy_constant(c):
     if isinstance(c, (np.floating, np.integer)) and not isinstance(c, np.bool_):
         value = c.item()
         return value, value
-    raise unsupported(f"passing NumPy's {type(c).__name__} to a torch operation")
+    raise unsupported("EB0030", f"passing NumPy's {type(c).__name__} to a torch operation")
 
 
 def _lower(value):
@@ -677,5 +677,5 @@ def _lower(value):
             if type(c).__module__ == "numpy" or isinstance(c, type) and c.__module__ == "numpy":
                 return _numpy_constant(c)
             return c, c
-        raise unsupported(f"passing {value.describe()} to a torch operation")
+        raise unsupported("EB0030", f"passing {value.describe()} to a torch operation")
     return value, value

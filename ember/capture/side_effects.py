@@ -44,9 +44,9 @@ class SideEffects:
         ``__setattr__``, whose effects are recorded separately). ``graph_value``: the target is a
         tensor the graph computes (no source: the replay sets it on that graph output)."""
         if target.source is None and not graph_value:
-            raise unsupported(f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
+            raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
         if id(obj) in self._dict_read:
-            raise unsupported(f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
+            raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         key = (id(obj), name)
         if raw:
             self._raw_attrs.add(key)
@@ -57,7 +57,7 @@ class SideEffects:
         ``__delattr__``/``__getattr__``: checked by the caller): replayed by removing the name from
         its ``__dict__``; reads in the frame from now on find no attribute."""
         if id(obj) in self._dict_read:
-            raise unsupported(f"deleting {type(obj).__name__}.{name} after reading its __dict__ in the frame")
+            raise unsupported("EB0008", f"deleting {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         self.store_attr(target, obj, name, DELETED, raw=True)
 
     def read_instance_dict(self, obj: Any, *, written_ok: bool = False) -> None:
@@ -65,7 +65,7 @@ class SideEffects:
         read would not see it). Refused once the frame wrote one of its attributes, unless the
         caller shows those writes (``written_ok``, see `pending_attrs`)."""
         if self.has_attrs(obj) and not written_ok:
-            raise unsupported(f"reading the __dict__ of a {type(obj).__name__} object the frame assigned "
+            raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object the frame assigned "
                               "attributes of")
         self._dict_read.add(id(obj))
 
@@ -78,7 +78,7 @@ class SideEffects:
         order new keys enter its ``__dict__``)."""
         pending = [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
         if any(value is DELETED for _name, value in pending):
-            raise unsupported(f"reading the __dict__ of a {type(obj).__name__} object after deleting an attribute")
+            raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object after deleting an attribute")
         return pending
 
     def has_attrs(self, obj: Any) -> bool:
@@ -103,7 +103,7 @@ class SideEffects:
     # -- outside containers mutated in place -------------------------------------------
     def mutated_container(self, container: VariableTracker) -> None:
         if container.source is None:
-            raise unsupported("mutating a container ember cannot name")
+            raise unsupported("EB0032", "mutating a container ember cannot name")
         self._containers.setdefault(id(container), container)
 
     def live_values(self) -> list:
@@ -179,7 +179,7 @@ class SideEffects:
             elif isinstance(c, IteratorVariable):
                 writes.append(f"{bind(scope, advance, 'advance')}({target}, {c.pos})")
             else:
-                raise unsupported(f"replaying a mutation of {c.describe()}")
+                raise unsupported("EB0032", f"replaying a mutation of {c.describe()}")
         for key, (target, name, value) in self._attrs.items():
             if value is DELETED:  # (set and deleted in the frame, or deleted: gone either way)
                 writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")

@@ -35,14 +35,14 @@ class Region:
         """``changed_ok``: fake tensors of inputs the region may change in place (``mark_dirty``)."""
         if side_effect_state(self.tx) != self._effects or any(
                 born < self._birth for born in self.tx.side_effects.container_writes[self._writes:]):
-            raise unsupported(f"{what} has side effects")
+            raise unsupported("EB0051", f"{what} has side effects")
         if any(t.fake._version != v for t, v in zip(self._inputs, self._versions)
                if not any(t.fake is c for c in changed_ok)):
-            raise unsupported(f"{what} changes an input in place")
+            raise unsupported("EB0051", f"{what} changes an input in place")
         for n in self.nodes():
             if n.op not in ("call_function", "call_method") and not (
                     n.op == "get_attr" and n.target in self.tx.output.submodules):
-                raise unsupported(f"{what} uses {n.op} nodes")
+                raise unsupported("EB0051", f"{what} uses {n.op} nodes")
 
     def external_inputs(self, body: list[fx.Node], known: set, extra_uses=(), symbols: bool = False) -> list[fx.Node]:
         """Tensors from before the region that ``body`` (or ``extra_uses``) reads and that are not in
@@ -56,7 +56,7 @@ class Region:
             value = node.meta.get("example_value")
             if not (isinstance(value, torch.Tensor)
                     or symbols and isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))):
-                raise unsupported("a traced region uses a non-tensor graph value")
+                raise unsupported("EB0051", "a traced region uses a non-tensor graph value")
             found.append(node)
         for n in body:
             for i in n.all_input_nodes:
@@ -69,7 +69,7 @@ class Region:
         """Remove the region's nodes (refused if something after it uses them)."""
         for n in reversed(self.nodes()):
             if n.users:
-                raise unsupported("a value computed in a traced region escapes it")
+                raise unsupported("EB0051", "a value computed in a traced region escapes it")
             self.graph.erase_node(n)
 
 

@@ -90,40 +90,40 @@ class FunctionCtxVariable(VariableTracker):
             # never set on this ctx (hasattr(ctx, "x") is False, getattr(ctx, "x", d) gives d)
             from ember.capture.variables.objects import MissingAttribute
             raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
-        raise unsupported(f"attribute {name!r} of an autograd.Function ctx")
+        raise unsupported("EB0046", f"attribute {name!r} of an autograd.Function ctx")
 
     def setattr(self, tx, name, value):
         if name in _CTX_METHODS or name in ("needs_input_grad", "saved_tensors", "saved_variables"):
-            raise unsupported(f"assigning ctx.{name}")
+            raise unsupported("EB0046", f"assigning ctx.{name}")
         self.attrs[name] = value
 
     def call_method(self, tx, name, args, kwargs):
         if kwargs:
-            raise unsupported(f"ctx.{name} with keyword arguments")
+            raise unsupported("EB0046", f"ctx.{name} with keyword arguments")
         if name == "save_for_backward":
             for a in args:
                 if not (isinstance(a, TensorVariable) or a.is_constant() and a.as_constant() is None):
-                    raise unsupported("ctx.save_for_backward of a value that is not a tensor or None")
+                    raise unsupported("EB0046", "ctx.save_for_backward of a value that is not a tensor or None")
             self.saved = list(args)
             return ConstantVariable(None)
         if name == "mark_non_differentiable":
             if not all(isinstance(a, TensorVariable) for a in args):
-                raise unsupported("ctx.mark_non_differentiable of a value that is not a tensor")
+                raise unsupported("EB0046", "ctx.mark_non_differentiable of a value that is not a tensor")
             self.non_differentiable.extend(args)
             return ConstantVariable(None)
         if name == "set_materialize_grads":
             value = args[0] if args else ConstantVariable(True)
             if not value.is_constant():
-                raise unsupported("ctx.set_materialize_grads with a non-constant value")
+                raise unsupported("EB0046", "ctx.set_materialize_grads with a non-constant value")
             self.materialize = bool(value.as_constant())
             return ConstantVariable(None)
         if name == "mark_dirty":
             if not all(isinstance(a, TensorVariable) for a in args):
-                raise unsupported("ctx.mark_dirty of a value that is not a tensor")
+                raise unsupported("EB0047", "ctx.mark_dirty of a value that is not a tensor")
             self.dirty.extend(args)
             return ConstantVariable(None)
         if name == "save_for_forward":
-            raise unsupported(f"ctx.{name} in a traced autograd.Function")
+            raise unsupported("EB0046", f"ctx.{name} in a traced autograd.Function")
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -148,7 +148,7 @@ class GradFnVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name == "name" and not args and not kwargs:
             return ConstantVariable(self.node_name)
-        raise unsupported(f"grad_fn.{name}() of a tensor computed in the graph")
+        raise unsupported("EB0024", f"grad_fn.{name}() of a tensor computed in the graph")
 
     def getattr(self, tx, name):
         if name == "name":
@@ -157,7 +157,7 @@ class GradFnVariable(VariableTracker):
         if name == "__class__":
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.node_cls)
-        raise unsupported(f"grad_fn.{name} of a tensor computed in the graph")
+        raise unsupported("EB0024", f"grad_fn.{name} of a tensor computed in the graph")
 
 
 def grad_fn_variable(node) -> VariableTracker:
@@ -210,10 +210,10 @@ def _user_backward(fn_cls):
     base = torch.autograd.Function
     backward, vjp = fn_cls.backward, fn_cls.vjp
     if backward is not base.backward and vjp is not base.vjp:
-        raise unsupported("an autograd.Function overriding both backward and vjp")
+        raise unsupported("EB0048", "an autograd.Function overriding both backward and vjp")
     chosen = vjp if vjp is not base.vjp else backward
     if chosen is base.backward:
-        raise unsupported("an autograd.Function without a backward")
+        raise unsupported("EB0048", "an autograd.Function without a backward")
     return chosen
 
 
@@ -221,10 +221,10 @@ def _with_defaults(forward, args: list, kwargs: dict) -> list:
     try:
         bound = inspect.signature(forward).bind(*args, **kwargs)
     except TypeError:
-        raise unsupported("torch.autograd.Function.apply with arguments forward does not take") from None
+        raise unsupported("EB0045", "torch.autograd.Function.apply with arguments forward does not take") from None
     bound.apply_defaults()
     if bound.kwargs:
-        raise unsupported("torch.autograd.Function.apply with keyword-only arguments")
+        raise unsupported("EB0045", "torch.autograd.Function.apply with keyword-only arguments")
     return [a if isinstance(a, VariableTracker) else ConstantVariable(a) for a in bound.args]
 
 
@@ -235,16 +235,16 @@ def _kwargs_as_positions(forward, args: list, kwargs: dict) -> list:
     try:
         params = list(inspect.signature(forward).parameters.values())[1:]
     except (TypeError, ValueError):
-        raise unsupported("torch.autograd.Function.apply with keyword arguments") from None
+        raise unsupported("EB0045", "torch.autograd.Function.apply with keyword arguments") from None
     if any(p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params):
-        raise unsupported("torch.autograd.Function.apply with keyword arguments (forward takes *args or "
+        raise unsupported("EB0045", "torch.autograd.Function.apply with keyword arguments (forward takes *args or "
                           "keyword-only arguments)")
     names = [p.name for p in params]
     if any(k not in names or names.index(k) < len(args) for k in kwargs):
-        raise unsupported("torch.autograd.Function.apply with keyword arguments forward does not take")
+        raise unsupported("EB0045", "torch.autograd.Function.apply with keyword arguments forward does not take")
     last = max(names.index(k) for k in kwargs)
     if any(names[i] not in kwargs for i in range(len(args), last + 1)):
-        raise unsupported("torch.autograd.Function.apply leaving a positional argument out (eager raises)")
+        raise unsupported("EB0045", "torch.autograd.Function.apply leaving a positional argument out (eager raises)")
     return list(args) + [kwargs[names[i]] for i in range(len(args), last + 1)]
 
 
@@ -330,7 +330,7 @@ def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     obj = _outside_object(tx, value)
     if obj is not _NO_OBJECT:
         return ("const", obj)
-    raise unsupported(f"ctx.{name} holds a {value.describe()}")
+    raise unsupported("EB0046", f"ctx.{name} holds a {value.describe()}")
 
 
 def _is_symbolic(vt) -> bool:
@@ -396,7 +396,7 @@ def check_ctx_containers(tx, broke: bool) -> None:
             if any(fake._version != v for fake, v in borns[1]):
                 # eager's backward raises ("modified by an inplace operation"); an AOT backend would
                 # fail to compile the frame: the call runs eagerly
-                e = unsupported(f"{what}: a tensor it saved for backward is changed in place later")
+                e = unsupported("EB0048", f"{what}: a tensor it saved for backward is changed in place later")
                 e.top_offset, e.top_opname = offset, opname
                 raise e
             continue
@@ -406,7 +406,7 @@ def check_ctx_containers(tx, broke: bool) -> None:
         else:
             changed = any(b in borns for b in writes[pos:])
         if changed:
-            e = unsupported(f"{what} holds a container or object from outside forward that the program "
+            e = unsupported("EB0048", f"{what} holds a container or object from outside forward that the program "
                             "changes later")
             e.top_offset, e.top_opname = offset, opname
             raise e
@@ -429,9 +429,9 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     from ember.capture.variables.containers import ListVariable, TupleVariable
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
-        raise unsupported("torch.autograd.Function.apply on an unknown class")
+        raise unsupported("EB0045", "torch.autograd.Function.apply on an unknown class")
     if "jvp" in vars(fn_cls):
-        raise unsupported(f"{fn_cls.__qualname__} (forward-mode AD)")
+        raise unsupported("EB0048", f"{fn_cls.__qualname__} (forward-mode AD)")
     backward_fn = _user_backward(fn_cls)
     setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
     uses_setup_context = (getattr(setup_context, "__func__", setup_context)
@@ -475,14 +475,14 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     for i in dirty_args:
         hits = [k for k, o in enumerate(tensor_outs) if o.fake is args[i].fake]
         if not hits:
-            raise unsupported("ctx.mark_dirty of an input forward does not return (eager raises)")
+            raise unsupported("EB0047", "ctx.mark_dirty of an input forward does not return (eager raises)")
         for k in hits:
             dirty_outs[k] = i
     if dirty_args and any(not (isinstance(o, TensorVariable) or o.is_constant()) for o in out_items):
-        raise unsupported("ctx.mark_dirty with outputs that are not tensors or constants")
+        raise unsupported("EB0047", "ctx.mark_dirty with outputs that are not tensors or constants")
     if not tensor_outs:
         if ctx.non_differentiable:
-            raise unsupported("ctx.mark_non_differentiable of a tensor that is not an output")
+            raise unsupported("EB0046", "ctx.mark_non_differentiable of a tensor that is not an output")
         _mark_body(output, body, grad_on)
         return TupleVariable(out_items) if out_is_tuple else out
     checks: list = []
@@ -492,7 +492,7 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     for t in ctx.non_differentiable:
         hits = [i for i, o in enumerate(tensor_outs) if o.node is t.node]
         if not hits:
-            raise unsupported("ctx.mark_non_differentiable of a tensor that is not an output")
+            raise unsupported("EB0046", "ctx.mark_non_differentiable of a tensor that is not an output")
         non_diff.append(hits[0])
 
     # 2. backward, traced once for its guards (and to know it is traceable), then dropped
@@ -562,20 +562,20 @@ def _dirty_arguments(ctx, args, tensor_args, layouts) -> list:
     for t in ctx.dirty:
         hits = [i for i, a in enumerate(args) if isinstance(a, TensorVariable) and a.fake is t.fake]
         if not hits:
-            raise unsupported("ctx.mark_dirty of a tensor that is not an input")
+            raise unsupported("EB0047", "ctx.mark_dirty of a tensor that is not an input")
         fake = t.fake
         if fake._base is not None:
-            raise unsupported("ctx.mark_dirty of a view")
+            raise unsupported("EB0047", "ctx.mark_dirty of a view")
         if fake.requires_grad and fake.is_leaf:
-            raise unsupported("ctx.mark_dirty of a leaf that requires grad (eager raises)")
+            raise unsupported("EB0047", "ctx.mark_dirty of a leaf that requires grad (eager raises)")
         k = next(j for j, a in enumerate(tensor_args) if a.fake is fake)
         if _layout(fake) != layouts[k]:
-            raise unsupported("ctx.mark_dirty of an input forward resized or restrided")
+            raise unsupported("EB0047", "ctx.mark_dirty of an input forward resized or restrided")
         if (args[hits[0]].node.op == "placeholder" and not ctx.needs_input_grad[hits[0]] and any(ctx.needs_input_grad)
                 and torch.is_grad_enabled()):
             # A graph input that gains the Function's history: an AOT backend sees its mutation under
             # no_grad (torch's own keeps it out of autograd): run the call eagerly.
-            raise unsupported("ctx.mark_dirty of a graph input that does not require grad (it would gain history)")
+            raise unsupported("EB0047", "ctx.mark_dirty of a graph input that does not require grad (it would gain history)")
         dirty += [i for i in hits if i not in dirty]
     return dirty
 
@@ -598,12 +598,12 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
                      else ConstantVariable(None) for o in out_items]
             result = fn_vt.call(tx, [bctx, *grads], {})
     except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
-        raise unsupported(f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} while tracing") from None
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} while tracing") from None
     region.check_pure(f"{fn_cls.__qualname__}.backward")
     region.erase()
     if len(tx.output.placeholders) != inputs_before:
         # AOT would run the real backward on fake tensors, where a real tensor from outside cannot go
-        raise unsupported(f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
     from ember.capture.variables.containers import TupleVariable
     items = list(result.items) if isinstance(result, TupleVariable) else [result]  # (eager: not a tuple -> (r,))
     n_in = len(ctx.needs_input_grad)
@@ -613,15 +613,15 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
         return  # (the extra gradients may be None at run time, as eager needs: the generated Function checks)
     if len(items) != n_in:
         # eager's error at backward time; an AOT backend would meet it while compiling: run the call eagerly
-        raise unsupported(f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
     for k, (grad, arg) in enumerate(zip(items, args)):
         # gradients autograd rejects (eager raises at backward time, an AOT backend while compiling)
         if grad.is_constant() and grad.as_constant() is None:
             continue
         if not isinstance(grad, TensorVariable):
-            raise unsupported(f"{fn_cls.__qualname__}.backward returns a {grad.describe()} as a gradient")
+            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a {grad.describe()} as a gradient")
         if not isinstance(arg, TensorVariable):
-            raise unsupported(f"{fn_cls.__qualname__}.backward returns a gradient for argument {k}, "
+            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a gradient for argument {k}, "
                               "which is not a tensor")
         want, got = arg.fake.shape, grad.fake.shape
         if not (has_symbols(want) or has_symbols(got)) and tuple(want) != tuple(got):
@@ -631,7 +631,7 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
             except RuntimeError:
                 expandable = False
             if not expandable:  # (a gradient the input's shape expands to is summed down, as eager does)
-                raise unsupported(f"{fn_cls.__qualname__}.backward returns a gradient of shape {tuple(got)} "
+                raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a gradient of shape {tuple(got)} "
                                   f"for an input of shape {tuple(want)}")
 
 

@@ -19,8 +19,13 @@ if TYPE_CHECKING:
     from ember.capture.interpreter import Translator
 
 
-def unsupported(reason: str) -> "Unsupported":
-    return Unsupported(reason)
+def unsupported(id: str, detail: str | None = None) -> "Unsupported":
+    """The error for something ember cannot put in a graph: ``id`` names its class in the graph-break
+    registry (``ember/capture/break_registry.py``: explanation and hint), ``detail`` says what
+    happened (the values involved). ``raise unsupported("EB0016", f"truth value of {x}")``."""
+    if detail is None:  # (an older call with only a reason: reported as unclassified)
+        return Unsupported(id, id="EB0000")
+    return Unsupported(detail, id=id)
 
 
 class VariableTracker:
@@ -28,13 +33,13 @@ class VariableTracker:
 
     # -- what it is -----------------------------------------------------------
     def python_type(self) -> type:
-        raise unsupported(f"type of {self!r} is unknown")
+        raise unsupported("EB0036", f"type of {self!r} is unknown")
 
     def is_constant(self) -> bool:
         return False
 
     def as_constant(self) -> Any:
-        raise unsupported(f"{self.describe()} is not a Python constant")
+        raise unsupported("EB0036", f"{self.describe()} is not a Python constant")
 
     def describe(self) -> str:
         return type(self).__name__
@@ -55,22 +60,22 @@ class VariableTracker:
             # an instance of a builtin type without an instance dict has only its type's attributes
             from ember.capture.variables.objects import MissingAttribute
             raise MissingAttribute(f"'{t.__name__}' object has no attribute '{name}'")
-        raise unsupported(f"attribute {name!r} of {self.describe()}")
+        raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
 
     def setattr(self, tx: "Translator", name: str, value: "VariableTracker") -> None:
-        raise unsupported(f"setting attribute {name!r} on {self.describe()} (side effects are not captured yet)")
+        raise unsupported("EB0032", f"setting attribute {name!r} on {self.describe()} (side effects are not captured yet)")
 
     def call(self, tx: "Translator", args: list, kwargs: dict) -> "VariableTracker":
-        raise unsupported(f"calling {self.describe()}")
+        raise unsupported("EB0033", f"calling {self.describe()}")
 
     def call_method(self, tx: "Translator", name: str, args: list, kwargs: dict) -> "VariableTracker":
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def truth(self, tx: "Translator") -> bool:
-        raise unsupported(f"truth value of {self.describe()}")
+        raise unsupported("EB0034", f"truth value of {self.describe()}")
 
     def unpack(self, tx: "Translator") -> list["VariableTracker"]:
-        raise unsupported(f"iterating over {self.describe()}")
+        raise unsupported("EB0034", f"iterating over {self.describe()}")
 
     def iter(self, tx: "Translator") -> "VariableTracker":
         from ember.capture.variables.containers import IteratorVariable
@@ -80,7 +85,7 @@ class VariableTracker:
         """A Python key for using this value as a dict key or set element."""
         if self.is_constant():
             return self.as_constant()
-        raise unsupported(f"{self.describe()} as a dict key")
+        raise unsupported("EB0035", f"{self.describe()} as a dict key")
 
 
 class ConstantVariable(VariableTracker):
@@ -112,7 +117,7 @@ class ConstantVariable(VariableTracker):
         if name == "__traceback__" and isinstance(self.value, BaseException):
             # an exception the trace raised has no frames to show (eager's has a traceback)
             # (no graph break can help: the frame must raise it eagerly, so the frame runs eagerly)
-            e = unsupported("reading the __traceback__ of an exception raised in the compiled frame")
+            e = unsupported("EB0011", "reading the __traceback__ of an exception raised in the compiled frame")
             e.whole_frame = True
             raise e
         return constant_attribute(tx, self, name)

@@ -153,8 +153,8 @@ class BuiltinVariable(VariableTracker):
         if fn in _TENSOR_OPERATORS and len(args) == 2:
             return tx.binary_op(fn, args[0], args[1])
         if fn is math.sqrt or getattr(fn, "__module__", None) == "math":
-            raise unsupported(f"math.{fn.__name__} on a non-constant value")
-        raise unsupported(f"builtin {getattr(fn, '__name__', fn)} with arguments "
+            raise unsupported("EB0036", f"math.{fn.__name__} on a non-constant value")
+        raise unsupported("EB0037", f"builtin {getattr(fn, '__name__', fn)} with arguments "
                           f"{[a.describe() for a in args]}")
 
 
@@ -194,7 +194,7 @@ def _isinstance(tx, obj, classes):
             # an iterator of some builtin type: an Iterator and Iterable, never a list, tuple, int,
             # tensor ...
             return ConstantVariable(any(c in (collections.abc.Iterator, collections.abc.Iterable) for c in wanted))
-        raise unsupported(f"isinstance on {obj.describe()}") from None
+        raise unsupported("EB0037", f"isinstance on {obj.describe()}") from None
     if isinstance(obj, TensorVariable) and t is torch.Tensor:
         # an intermediate is a plain Tensor; Parameter only for parameters read from a module
         return ConstantVariable(issubclass(t, cls) if not isinstance(cls, tuple) else
@@ -262,7 +262,7 @@ def _setattr(tx, obj, name, value):
 def _delattr(tx, obj, name):
     method = getattr(obj, "delattr", None)
     if method is None:
-        raise unsupported(f"delattr on {obj.describe()}")
+        raise unsupported("EB0008", f"delattr on {obj.describe()}")
     method(tx, name.as_constant())
     return ConstantVariable(None)
 
@@ -285,7 +285,7 @@ def _zip(tx, *iterables, strict=None):
 def _map(tx, fn, *iterables):
     from ember.capture.variables.generators import MapIterator
     if not iterables:
-        raise unsupported("map() must have at least two arguments (TypeError)")
+        raise unsupported("EB0002", "map() must have at least two arguments (TypeError)")
     return MapIterator(fn, [it.iter(tx) for it in iterables])
 
 
@@ -378,7 +378,7 @@ def _minmax(pick):
             memo: dict = {}
             keys = [comparable(i, memo, tx) for i in items]
             return items[ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")]
-        raise unsupported(f"{pick.__name__}() on tensors compares data")
+        raise unsupported("EB0016", f"{pick.__name__}() on tensors compares data")
     return handler
 
 
@@ -406,7 +406,7 @@ def _iter(tx, obj, *sentinel):
 def _next(tx, it, *default):
     from ember.capture.variables.generators import IteratorBase
     if not isinstance(it, IteratorBase):
-        raise unsupported(f"next() on {it.describe()}")
+        raise unsupported("EB0037", f"next() on {it.describe()}")
     item = it.next(tx)
     if item is None:
         if default:
@@ -417,7 +417,7 @@ def _next(tx, it, *default):
 
 def _type(tx, obj, *rest):
     if rest:
-        raise unsupported("type() with three arguments")
+        raise unsupported("EB0037", "type() with three arguments")
     from ember.capture.variables.objects import ClassVariable
     return ClassVariable(obj.python_type())
 
@@ -457,7 +457,7 @@ def _callable(tx, obj):
 
 
 def _print(tx, *args, **kwargs):
-    raise unsupported("print() has a side effect outside the graph")
+    raise unsupported("EB0026", "print() has a side effect outside the graph")
 
 
 def _id(tx, obj):
@@ -488,7 +488,7 @@ def _id(tx, obj):
         # now, guarded by number like an input tensor's
         tx.guards.id_equals(source, hit[0])
         return ConstantVariable(id(hit[0]))
-    raise unsupported(f"id() of {obj.describe()}")
+    raise unsupported("EB0037", f"id() of {obj.describe()}")
 
 
 def _super(tx, *args):
@@ -538,7 +538,7 @@ def _reduce(tx, fn, iterable, *initial):
 def _int_float(kind):
     def handler(tx, x=None, *rest, **kwargs):
         if isinstance(x, TensorVariable):
-            raise unsupported(f"{kind.__name__}() of a tensor reads its data")
+            raise unsupported("EB0017", f"{kind.__name__}() of a tensor reads its data")
         if x is not None and not rest and not kwargs:
             from ember.capture.variables.user_operators import user_number
             result = user_number(tx, kind, x)  # a user class's __int__ / __float__ / __index__
@@ -640,7 +640,7 @@ class ConstantMethodVariable(VariableTracker):
         op = getattr(operator, self.name.strip("_"), None) if self.name.startswith("__") else None
         if op is not None and len(args) == 1:
             return tx.binary_op(op, ConstantVariable(self.value), args[0])
-        raise unsupported(f"{self.describe()} with non-constant arguments")
+        raise unsupported("EB0036", f"{self.describe()} with non-constant arguments")
 
 
 def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:

@@ -25,29 +25,29 @@ def _constant(kwargs: dict, name: str, default):
     if vt is None:
         return default
     if not vt.is_constant():
-        raise unsupported(f"checkpoint with a non-constant {name}")
+        raise unsupported("EB0049", f"checkpoint with a non-constant {name}")
     return vt.as_constant()
 
 
 def trace_checkpoint(tx, args: list, kwargs: dict) -> VariableTracker:
     from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
     if not args:
-        raise unsupported("checkpoint without a function")
+        raise unsupported("EB0049", "checkpoint without a function")
     function, fargs = args[0], list(args[1:])
     rest = dict(kwargs)
     use_reentrant = _constant(rest, "use_reentrant", None)
     if use_reentrant is None:
-        raise unsupported("checkpoint without use_reentrant (eager warns; runs eagerly)")
+        raise unsupported("EB0049", "checkpoint without use_reentrant (eager warns; runs eagerly)")
     context_fn = rest.pop("context_fn", None)
     if context_fn is not None and not (context_fn.is_constant() and context_fn.as_constant() is noop_context_fn) \
             and getattr(context_fn, "fn", None) is not noop_context_fn:
-        raise unsupported("checkpoint with a context_fn")
+        raise unsupported("EB0049", "checkpoint with a context_fn")
     if _constant(rest, "debug", False):
-        raise unsupported("checkpoint with debug=True")
+        raise unsupported("EB0049", "checkpoint with debug=True")
     for name in ("determinism_check", "early_stop", "preserve_rng_state"):
         _constant(rest, name, None)
     if use_reentrant and rest:
-        raise unsupported("reentrant checkpoint with keyword arguments (eager raises)")
+        raise unsupported("EB0049", "reentrant checkpoint with keyword arguments (eager raises)")
     output = tx.output
     region = Region(tx, [])
     no_input_grad = not any(isinstance(a, TensorVariable) and a.fake.requires_grad for a in fargs)
@@ -64,7 +64,7 @@ def trace_checkpoint(tx, args: list, kwargs: dict) -> VariableTracker:
             born < region._birth for born in tx.side_effects.container_writes[region._writes:])):
         # eager runs the function again in the backward (its appends, prints, counters twice):
         # the call runs eagerly, as torch.compile does
-        raise unsupported("a checkpointed function with Python side effects (eager repeats them in the backward)")
+        raise unsupported("EB0049", "a checkpointed function with Python side effects (eager repeats them in the backward)")
     for n in region.nodes():
         n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
     return out if isinstance(out, VariableTracker) else ConstantVariable(out)

@@ -36,7 +36,7 @@ class ClassVariable(ConstantVariable):
             if pending is not None:
                 return pending
             if name == "__dict__" and tx.side_effects.has_attrs(cls):
-                raise unsupported(f"reading the __dict__ of class {cls.__qualname__} after assigning its attributes")
+                raise unsupported("EB0032", f"reading the __dict__ of class {cls.__qualname__} after assigning its attributes")
         from ember.capture.variables.new_module import class_attribute_override
         override = class_attribute_override(cls, name)
         if override is not None:

@@ -51,7 +51,7 @@ def construct_combinatoric(tx, cls, args: list, kwargs: dict):
             and _container(args[1]):
         selectors = _items(tx, args[1])
         if not all(s.is_constant() for s in selectors):
-            raise unsupported("itertools.compress with non-constant selectors")
+            raise unsupported("EB0036", "itertools.compress with non-constant selectors")
         return IteratorVariable([d for d, s in zip(_items(tx, args[0]), selectors) if s.as_constant()])
     if cls is itertools.accumulate and 1 <= len(args) <= 2 and set(kwargs) <= {"initial"} \
             and _container(args[0]) and (len(args) == 1 or _pure_function(args[1])):

@@ -25,7 +25,7 @@ def _flat_result(vt, which: str):
     if isinstance(vt, (TupleVariable, ListVariable)) and all(isinstance(i, TensorVariable) for i in vt.items):
         kind = list if isinstance(vt, ListVariable) else (tuple, getattr(vt, "tuple_type", None))
         return list(vt.items), (kind, len(vt.items))
-    raise unsupported(f"torch.cond's {which} returns {vt.describe()} (a tensor or a tuple of tensors is supported)")
+    raise unsupported("EB0050", f"torch.cond's {which} returns {vt.describe()} (a tensor or a tuple of tensors is supported)")
 
 
 def _check_no_aliasing(operands, body, outputs, which: str) -> None:
@@ -38,7 +38,7 @@ def _check_no_aliasing(operands, body, outputs, which: str) -> None:
     for t in outputs:
         s = StorageWeakRef(t.fake.untyped_storage())
         if t.node not in inside or s in storages or s in seen:
-            raise unsupported(f"torch.cond's {which} returns a tensor that aliases an input or another output")
+            raise unsupported("EB0050", f"torch.cond's {which} returns a tensor that aliases an input or another output")
         seen.append(s)
 
 
@@ -46,30 +46,30 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     names = ("pred", "true_fn", "false_fn", "operands")
     if len(args) > 4 or any(k not in names for k in kwargs):
-        raise unsupported("torch.cond with unexpected arguments")
+        raise unsupported("EB0050", "torch.cond with unexpected arguments")
     bound = dict(zip(names, args))
     for k, v in kwargs.items():
         if k in bound:
-            raise unsupported("torch.cond with an argument given twice")
+            raise unsupported("EB0050", "torch.cond with an argument given twice")
         bound[k] = v
     if any(n not in bound for n in names[:3]):
-        raise unsupported("torch.cond without pred, true_fn and false_fn")
+        raise unsupported("EB0050", "torch.cond without pred, true_fn and false_fn")
     pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
     operands_vt = bound.get("operands", TupleVariable([]))
     if operands_vt.is_constant() and operands_vt.as_constant() in ((), []):
         operands_vt = TupleVariable([])
     if not isinstance(operands_vt, (TupleVariable, ListVariable)) or not all(
             isinstance(o, TensorVariable) for o in operands_vt.items):
-        raise unsupported("torch.cond operands that are not a flat tuple/list of tensors")
+        raise unsupported("EB0050", "torch.cond operands that are not a flat tuple/list of tensors")
     operands = list(operands_vt.items)
 
     if pred.is_constant():  # eager runs the chosen branch directly
         value = pred.as_constant()
         if not isinstance(value, (bool, int, float)):
-            raise unsupported(f"torch.cond with predicate {value!r}")
+            raise unsupported("EB0050", f"torch.cond with predicate {value!r}")
         return (true_fn if value else false_fn).call(tx, operands, {})
     if not isinstance(pred, TensorVariable) or pred.fake.numel() != 1:
-        raise unsupported("torch.cond predicate that is not a one-element tensor")
+        raise unsupported("EB0050", "torch.cond predicate that is not a one-element tensor")
 
     traced = []
     for which, fn in (("true branch", true_fn), ("false branch", false_fn)):
@@ -77,18 +77,18 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
         try:
             out = fn.call(tx, list(operands), {})
         except PythonException as e:
-            raise unsupported(f"torch.cond's {which} raised {type(e.exc).__name__} while tracing") from None
+            raise unsupported("EB0050", f"torch.cond's {which} raised {type(e.exc).__name__} while tracing") from None
         region.check_pure(f"torch.cond's {which}")
         flat, spec = _flat_result(out, which)
         body = region.nodes()
         traced.append((region, body, flat, spec))
     (r_true, b_true, f_true, s_true), (r_false, b_false, f_false, s_false) = traced
     if s_true != s_false:
-        raise unsupported("torch.cond branches return different structures")
+        raise unsupported("EB0050", "torch.cond branches return different structures")
     for a, b in zip(f_true, f_false):
         fa, fb = a.fake, b.fake
         if fa.shape != fb.shape or fa.dtype != fb.dtype or fa.device != fb.device:
-            raise unsupported("torch.cond branches return tensors of different shape, dtype or device")
+            raise unsupported("EB0050", "torch.cond branches return tensors of different shape, dtype or device")
     _check_no_aliasing(operands, b_true, f_true, "true branch")
     _check_no_aliasing(operands, b_false, f_false, "false branch")
     known = {o.node for o in operands}
@@ -114,7 +114,7 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
         with output.fake.enabled():
             result = torch.ops.higher_order.cond(pred.fake, true_gm, false_gm, tuple(fakes))
     except Exception as e:  # noqa: BLE001 — what torch refuses here, eager refuses too: run it eagerly
-        raise unsupported(f"torch.cond: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+        raise unsupported("EB0050", f"torch.cond: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     true_attr = output.add_submodule(true_gm, "cond_true")
     false_attr = output.add_submodule(false_gm, "cond_false")
     node = output.graph.create_node("call_function", torch.ops.higher_order.cond,

@@ -145,7 +145,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             except Exception as e:
                 raise PythonException(e) from None
     if cls is object and not args:
-        raise unsupported("creating new objects in the frame (side effects) is not supported yet")
+        raise unsupported("EB0042", "creating new objects in the frame (side effects) is not supported yet")
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
             cls not in (object,):
         try:
@@ -196,4 +196,4 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     new_fn = python_new(cls)
     if new_fn is not None:
         return construct_with_new(tx, cls, new_fn, args, kwargs)
-    raise unsupported(f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
+    raise unsupported("EB0042", f"constructing a {cls.__qualname__} object inside the frame is not supported yet")

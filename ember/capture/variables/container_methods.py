@@ -89,7 +89,7 @@ class UnboundContainerMethodVariable(VariableTracker):
             if t is not None and not issubclass(t, self.owner) and isinstance(obj, ConstantVariable):
                 raise PythonException(TypeError(f"descriptor '{self.name}' for '{self.owner.__name__}' objects "
                                                 f"doesn't apply to a '{t.__name__}' object"))
-            raise unsupported(f"calling {self.describe()} on {obj.describe()}")
+            raise unsupported("EB0039", f"calling {self.describe()} on {obj.describe()}")
         return obj.call_method(tx, self.name, list(args[1:]), kwargs)  # the base type's own method
 
 

@@ -35,7 +35,7 @@ def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
             return items[key]
         except IndexError:
             raise PythonException(IndexError(f"{seq_vt.python_type().__name__} index out of range")) from None
-    raise unsupported(f"indexing {seq_vt.describe()} with {idx.describe()}")
+    raise unsupported("EB0039", f"indexing {seq_vt.describe()} with {idx.describe()}")
 
 
 #: Creation order of list/tuple/dict trackers: a traced region (a cond branch) that writes a container
@@ -105,7 +105,7 @@ class BaseSequence(VariableTracker):
             if i >= 0:
                 return ConstantVariable(i)
             if not args[0].is_constant():  # (eager's message shows the value's repr)
-                raise unsupported(f"{self.python_cls.__name__}.index of a value not in {self.describe()}")
+                raise unsupported("EB0039", f"{self.python_cls.__name__}.index of a value not in {self.describe()}")
             getattr(self.python_cls(i.as_constant() if i.is_constant() else object() for i in self.items),
                     "index")(args[0].as_constant())  # raises eager's ValueError
         if name == "__add__" and isinstance(args[0], BaseSequence) and type(args[0]) is type(self):
@@ -128,7 +128,7 @@ class BaseSequence(VariableTracker):
                 return self
             return self._new(self.items * n)
         if hasattr(self.python_cls, name):  # a real method the tracker does not model
-            raise unsupported(f"{self.python_cls.__name__}.{name} on {self.describe()}")
+            raise unsupported("EB0039", f"{self.python_cls.__name__}.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
     def getattr(self, tx, name):
@@ -161,14 +161,14 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
             elif tx is not None and (_user_class(item) is not None or _user_class(needle) is not None) and \
                     (result := user_compare(tx, operator.eq, item, needle)) is not None:
                 if not result.is_constant():
-                    raise unsupported(f"{what}: __eq__ returned {result.describe()}")
+                    raise unsupported("EB0016", f"{what}: __eq__ returned {result.describe()}")
                 equal = bool(result.as_constant())
             else:
                 if key is None:
                     key = (needle.hash_key(),)
                 equal = item.hash_key() == key[0]
                 if not equal and (isinstance(item, TensorVariable) or isinstance(needle, TensorVariable)):
-                    raise unsupported(f"{what} compares a tensor with == (its truth depends on data)")
+                    raise unsupported("EB0016", f"{what} compares a tensor with == (its truth depends on data)")
             if equal and not count:
                 return i
             found += equal
@@ -176,7 +176,7 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
     except Unsupported:
         raise
     except Exception:
-        raise unsupported(f"{what} on a container of non-constant values") from None
+        raise unsupported("EB0036", f"{what} on a container of non-constant values") from None
 
 
 class TupleVariable(BaseSequence):
@@ -234,7 +234,7 @@ class TupleVariable(BaseSequence):
             items = list(self.items)
             for k, v in kwargs.items():
                 if k not in fields:
-                    raise unsupported(f"_replace got unexpected field {k!r} (ValueError)")
+                    raise unsupported("EB0002", f"_replace got unexpected field {k!r} (ValueError)")
                 items[fields.index(k)] = v
             return TupleVariable(items, tuple_type=self.tuple_type)
         if fields and name == "_asdict":
@@ -473,7 +473,7 @@ class DictVariable(VariableTracker):
 
     def _mutable(self, what, tx=None):
         if self.read_only is not None:
-            raise unsupported(self.read_only)
+            raise unsupported("EB0032", self.read_only)
         if tx is not None:
             tx.side_effects.container_writes.append(self.born)
         if self.source is not None:
@@ -505,7 +505,7 @@ class DictVariable(VariableTracker):
                 return self._ordered_method(tx, name, args, kwargs)
             if own is not None and not (name in _SAME_AS_DICT or name == "popitem" and not args and not kwargs):
                 # e.g. OrderedDict.popitem(last=False), move_to_end: not what the dict model does
-                raise unsupported(f"{self.dict_cls.__name__}.{name}")
+                raise unsupported("EB0039", f"{self.dict_cls.__name__}.{name}")
         if name in _DICT_ARITY:
             lo, hi = _DICT_ARITY[name]
             if not lo <= len(args) <= hi or (kwargs and name != "update"):
@@ -525,7 +525,7 @@ class DictVariable(VariableTracker):
             raise PythonException(TypeError(f"{name}() takes at most {len(names)} arguments"))
         last = bound.get("last", ConstantVariable(True))
         if not last.is_constant():
-            raise unsupported(f"OrderedDict.{name} with last={last.describe()}")
+            raise unsupported("EB0039", f"OrderedDict.{name} with last={last.describe()}")
         last = bool(last.as_constant())
         if name == "popitem":
             if not self.items:
@@ -649,7 +649,7 @@ class DictVariable(VariableTracker):
                 return tx.binary_op(operator.or_, args[0], self)
             return tx.binary_op(operator.or_ if name == "__or__" else operator.ior, self, args[0])
         if hasattr(dict, name):  # a real method the tracker does not model (its bound method calls back here)
-            raise unsupported(f"dict.{name} on {self.describe()}")
+            raise unsupported("EB0039", f"dict.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -676,7 +676,7 @@ def dict_equal(a: DictVariable, b: DictVariable) -> bool:
         if va is vb:
             continue
         if not (va.is_constant() and vb.is_constant()):
-            raise unsupported(f"comparing dict values {va.describe()} and {vb.describe()}")
+            raise unsupported("EB0038", f"comparing dict values {va.describe()} and {vb.describe()}")
         try:
             same = va.as_constant() == vb.as_constant()
         except Exception as e:

@@ -60,10 +60,10 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
             return ConstantVariable(value)
         if isinstance(value, tuple):
             return ConstantVariable(copy.deepcopy(value) if deep else value)
-        raise unsupported(f"copying {vt.describe()}")
+        raise unsupported("EB0041", f"copying {vt.describe()}")
     if isinstance(vt, TensorVariable):
         if not deep:
-            raise unsupported("copy.copy of a tensor (an alias sharing its storage)")
+            raise unsupported("EB0041", "copy.copy of a tensor (an alias sharing its storage)")
         out = deepcopy_tensor(tx, vt, memo)
         memo[key] = out
         return out
@@ -77,7 +77,7 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         out.items = [inner(i) for i in vt.items]
     elif isinstance(vt, DictVariable):
         if vt.dict_cls is not dict:
-            raise unsupported(f"copying a {vt.dict_cls.__name__}")
+            raise unsupported("EB0041", f"copying a {vt.dict_cls.__name__}")
         out = DictVariable({})
         memo[key] = out
         for k, v in vt.items.items():
@@ -89,20 +89,20 @@ def copy_value(tx, vt: VariableTracker, deep: bool, memo: dict | None = None) ->
         cls = type(obj)
         if not _default_protocol(cls) or isinstance(obj, (dict, list, tuple, set)) or \
                 not isinstance(raw_attribute(obj, "__dict__"), dict) or type(cls) not in (type,):
-            raise unsupported(f"copying a {cls.__name__} object (custom copy protocol)")
+            raise unsupported("EB0041", f"copying a {cls.__name__} object (custom copy protocol)")
         out = NewObjectVariable(cls)
         memo[key] = out
         for name in list(obj.__dict__):
             out.attrs[name] = inner(vt.getattr(tx, name) if _plain_attr(obj, name) else _raw_attr(tx, vt, name))
     elif isinstance(vt, NewObjectVariable):
         if vt.items is not None or not _default_protocol(vt.cls):
-            raise unsupported(f"copying a {vt.describe()}")
+            raise unsupported("EB0041", f"copying a {vt.describe()}")
         out = NewObjectVariable(vt.cls)
         memo[key] = out
         for name, value in vt.attrs.items():
             out.attrs[name] = inner(value)
     else:
-        raise unsupported(f"copying {vt.describe()}")
+        raise unsupported("EB0041", f"copying {vt.describe()}")
     memo[key] = out
     return out
 
@@ -128,21 +128,21 @@ def deepcopy_tensor(tx, vt, memo: dict) -> VariableTracker:
     if not is_leaf:
         raise PythonException(RuntimeError(_NOT_A_LEAF))
     if vt.cls is not torch.Tensor:
-        raise unsupported(f"copy.deepcopy of a {vt.cls.__name__} (its own copy protocol)")
+        raise unsupported("EB0041", f"copy.deepcopy of a {vt.cls.__name__} (its own copy protocol)")
     if fake.requires_grad:
-        raise unsupported("copy.deepcopy of a tensor that requires grad (it makes a new leaf)")
+        raise unsupported("EB0041", "copy.deepcopy of a tensor that requires grad (it makes a new leaf)")
     if real is not None and (real.grad is not None or getattr(real, "__dict__", None)):
-        raise unsupported("copy.deepcopy of a tensor with a .grad or attributes")
+        raise unsupported("EB0041", "copy.deepcopy of a tensor with a .grad or attributes")
     if fake.layout != torch.strided or fake.is_quantized or fake.is_conj() or fake.is_neg() or \
             fake.device.type not in ("cpu", "cuda"):
-        raise unsupported(f"copy.deepcopy of a {fake.layout} {fake.device.type} tensor")
+        raise unsupported("EB0041", f"copy.deepcopy of a {fake.layout} {fake.device.type} tensor")
     storage = fake.untyped_storage()
     if fake.storage_offset() != 0 or not fake.is_contiguous() or \
             storage.nbytes() != fake.numel() * fake.element_size():
-        raise unsupported("copy.deepcopy of a view (it copies the whole storage)")
+        raise unsupported("EB0041", "copy.deepcopy of a view (it copies the whole storage)")
     skey = ("storage", storage._cdata)
     if skey in memo:
-        raise unsupported("copy.deepcopy of tensors sharing a storage")
+        raise unsupported("EB0041", "copy.deepcopy of tensors sharing a storage")
     memo[skey] = True
     return tx.output.call_method("clone", [vt], {})
 
@@ -163,14 +163,14 @@ def _raw_attr(tx, vt, name):
     """The instance-dict entry ``name`` of an outside object, read as ``object.__getattribute__``."""
     generic = getattr(vt, "generic_getattr", None)
     if generic is None:
-        raise unsupported(f"copying a {type(vt.obj).__name__} object")
+        raise unsupported("EB0041", f"copying a {type(vt.obj).__name__} object")
     return generic(tx, name)
 
 
 def call_copy_function(tx, fn, args, kwargs):
     """``copy.copy(x)`` / ``copy.deepcopy(x)`` (no memo argument)."""
     if kwargs or len(args) != 1:
-        raise unsupported(f"copy.{fn.__name__} with a memo")
+        raise unsupported("EB0041", f"copy.{fn.__name__} with a memo")
     return copy_value(tx, args[0], deep=fn is copy.deepcopy)
 
 

@@ -119,7 +119,7 @@ WARNING_FILTER_FUNCTIONS = (warnings.simplefilter, warnings.filterwarnings, warn
 def call_warning_filter(tx, fn):
     if tx.trace.catch_warnings_depth > 0:
         return ConstantVariable(None)
-    raise unsupported(f"warnings.{fn.__name__} changes the warnings filters outside a catch_warnings block")
+    raise unsupported("EB0014", f"warnings.{fn.__name__} changes the warnings filters outside a catch_warnings block")
 
 
 def construct_context(tx, cls, args, kwargs):
@@ -131,7 +131,7 @@ def construct_context(tx, cls, args, kwargs):
     if cls is warnings.catch_warnings:
         record = kwargs.get("record")
         if args or set(kwargs) - {"record"} or (record is not None and not record.is_constant()):
-            raise unsupported("warnings.catch_warnings(module=... / positional arguments) inside the compiled region")
+            raise unsupported("EB0014", "warnings.catch_warnings(module=... / positional arguments) inside the compiled region")
         return CatchWarningsVariable(bool(record.as_constant()) if record is not None else False)
     return None
 
@@ -167,7 +167,7 @@ def enter_with(tx, ctx):
     if isinstance(ctx, TensorVariable) or ctx.is_constant():
         kind = torch.Tensor if isinstance(ctx, TensorVariable) else type(ctx.as_constant())
         if hasattr(kind, "__enter__"):  # e.g. `with torch.device("cuda"):`
-            raise unsupported(f"`with` on {ctx.describe()}")
+            raise unsupported("EB0014", f"`with` on {ctx.describe()}")
         raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol"))
     try:
         enter = tx.getattr(ctx, "__enter__")
@@ -212,7 +212,7 @@ class _WithExit(VariableTracker):
         if isinstance(self.ctx, RecordFunctionVariable):
             # A profiler label: the part of the block after the break just runs unlabelled.
             return bind(plan.scope, _no_exit, "no_exit")
-        raise unsupported(f"graph break inside `with {self.ctx.describe()}`")
+        raise unsupported("EB0013", f"graph break inside `with {self.ctx.describe()}`")
 
 
 def _no_exit(*args):

@@ -27,7 +27,7 @@ class DeferredCallVariable(VariableTracker):
         from ember.capture.builder import handling_traced_exception
         shows_stack = kwargs.get("stack_info")
         if shows_stack is not None and not (shows_stack.is_constant() and not shows_stack.as_constant()):
-            e = unsupported(f"{self.describe()} with stack_info (the stack is the frame's own)")
+            e = unsupported("EB0026", f"{self.describe()} with stack_info (the stack is the frame's own)")
             e.whole_frame = True
             raise e
         exc_info = kwargs.get("exc_info")
@@ -36,7 +36,7 @@ class DeferredCallVariable(VariableTracker):
         if wants_exception and handling_traced_exception(tx):
             # the record shows the exception's traceback through this frame: logged after the
             # graph it would show none, and no break can hand it over, so the frame runs eagerly
-            e = unsupported(f"{self.describe()} of an exception raised in the compiled frame")
+            e = unsupported("EB0011", f"{self.describe()} of an exception raised in the compiled frame")
             e.whole_frame = True
             raise e
         tx.side_effects.defer_call(self.obj_vt, self.name, list(args), dict(kwargs))

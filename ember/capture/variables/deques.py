@@ -82,7 +82,7 @@ class DequeVariable(VariableTracker):
         if self.source is not None and name in _MUTATING:
             tx.side_effects.mutated_container(self)
         if kwargs:
-            raise unsupported(f"deque.{name} with keyword arguments")
+            raise unsupported("EB0039", f"deque.{name} with keyword arguments")
         items = self.items
         if name == "append" and len(args) == 1:
             self._changed(); items.append(args[0]); self._trim_left(); return ConstantVariable(None)
@@ -109,7 +109,7 @@ class DequeVariable(VariableTracker):
         if name == "rotate" and len(args) <= 1:
             n = args[0].as_constant() if args else 1
             if not isinstance(n, int):
-                raise unsupported("deque.rotate by a non-constant")
+                raise unsupported("EB0036", "deque.rotate by a non-constant")
             if items:
                 n %= len(items)
                 items[:] = items[-n:] + items[:-n] if n else items
@@ -144,7 +144,7 @@ class DequeVariable(VariableTracker):
             else:
                 del items[i]
             return ConstantVariable(None)
-        raise unsupported(f"deque.{name}")
+        raise unsupported("EB0039", f"deque.{name}")
 
 
 class _DequeIterator(IteratorBase):
@@ -172,18 +172,18 @@ class _DequeIterator(IteratorBase):
     def reconstruct(self, plan) -> str:
         items = self._reconstruct_items(plan)
         if items is None:
-            raise unsupported("a deque iterator after its deque changed, live across a graph break")
+            raise unsupported("EB0006", "a deque iterator after its deque changed, live across a graph break")
         return items
 
 
 def construct_deque(tx, args, kwargs) -> DequeVariable:
     if len(args) > 2 or set(kwargs) - {"iterable", "maxlen"}:
-        raise unsupported("deque() with these arguments")
+        raise unsupported("EB0039", "deque() with these arguments")
     iterable = args[0] if args else kwargs.get("iterable")
     maxlen = args[1] if len(args) > 1 else kwargs.get("maxlen")
     n = maxlen.as_constant() if maxlen is not None and maxlen.is_constant() else None
     if maxlen is not None and not maxlen.is_constant():
-        raise unsupported("deque(maxlen=<non-constant>)")
+        raise unsupported("EB0036", "deque(maxlen=<non-constant>)")
     if n is not None and (not isinstance(n, int) or n < 0):
         raise PythonException(ValueError("maxlen must be non-negative"))
     items = iterable.iter(tx).unpack(tx) if iterable is not None else []

@@ -60,12 +60,12 @@ class SizeCheckedIterator(IteratorVariable):
         current = self.container.items
         if self.broken or len(current) != self.size:
             if self.kind != "set" and issubclass(self.container.dict_cls, collections.OrderedDict):
-                raise unsupported("an OrderedDict changed during iteration")
+                raise unsupported("EB0002", "an OrderedDict changed during iteration")
             self.broken = True  # (CPython's iterator keeps raising once it has)
             what = "Set" if self.kind == "set" else "dictionary"
             raise PythonException(RuntimeError(f"{what} changed size during iteration"))
         if not self._unchanged():
-            raise unsupported("dict/set keys replaced during iteration (CPython's order depends on its table)")
+            raise unsupported("EB0039", "dict/set keys replaced during iteration (CPython's order depends on its table)")
         if self.pos >= self.size:
             return None
         key = self.snapshot[self.pos]
@@ -90,7 +90,7 @@ class SizeCheckedIterator(IteratorVariable):
         `dict_keyiterator` handed to the resume function.)"""
         from ember.capture.sources import bind
         if not self._unchanged():
-            raise unsupported("an iterator over a dict/set that changed size, live across a graph break")
+            raise unsupported("EB0006", "an iterator over a dict/set that changed size, live across a graph break")
         rest = _entries(self.container, self.kind, self.snapshot[self.pos:])
         inner = "".join(f"{plan.expr(v)}, " for v in rest)
         return f"{bind(plan.scope, iter, 'iter')}(({inner}))"
@@ -142,8 +142,8 @@ class DictViewVariable(VariableTracker):
                 if mine.is_constant():
                     return ConstantVariable(mine.as_constant() == pair[1])
         if name == "mapping" and self.kind in _VIEW_TYPES:
-            raise unsupported("dict view .mapping")
-        raise unsupported(f"dict_{self.kind}.{name}")
+            raise unsupported("EB0031", "dict view .mapping")
+        raise unsupported("EB0039", f"dict_{self.kind}.{name}")
 
     def getattr(self, tx, name):
         from ember.capture.variables.functions import BoundMethodVariable
@@ -201,12 +201,12 @@ def view_set_operation(fn, a: VariableTracker, b: VariableTracker) -> VariableTr
         return None
     ra, rb = _real_operand(a), _real_operand(b)
     if ra is _MISSING or rb is _MISSING:
-        raise unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()} (non-constant entries)")
+        raise unsupported("EB0036", f"operator {fn.__name__} on {a.describe()} and {b.describe()} (non-constant entries)")
     try:
         result = fn(ra, rb)
     except Exception as e:
         raise PythonException(e) from None  # eager raises this very exception
     if result is ra or result is rb or not isinstance(result, (bool, set)):
-        raise unsupported(f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
+        raise unsupported("EB0038", f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(result)

@@ -50,7 +50,7 @@ def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults:
         return failure
     except Exception:  # noqa: BLE001 - a parameter list the stub cannot spell
         pass
-    return unsupported(f"{name}(): arguments do not match its parameters (TypeError)")
+    return unsupported("EB0002", f"{name}(): arguments do not match its parameters (TypeError)")
 
 
 def bind_arguments(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None,
@@ -156,7 +156,7 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.skipfiles import compile_disabled
         if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)
-            raise unsupported(f"call to {name}(), marked torch.compiler.disable: it runs eagerly")
+            raise unsupported("EB0029", f"call to {name}(), marked torch.compiler.disable: it runs eagerly")
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
@@ -172,7 +172,7 @@ class UserFunctionVariable(VariableTracker):
         if name in ("__dict__", "__annotations__") and self.source is not None:
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name))
         if hasattr(self.fn, name):  # (never "missing": `getattr(f, name, default)` would take the default)
-            raise unsupported(f"attribute {name!r} of {self.describe()}")
+            raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
         from ember.capture.variables.objects import MissingAttribute
         raise MissingAttribute(f"'{type(self.fn).__name__}' object has no attribute '{name}'")
 
@@ -228,11 +228,11 @@ class NestedFunctionVariable(VariableTracker):
             if name in ("__name__", "__qualname__") and not (value.is_constant() and isinstance(value.as_constant(), str)):
                 raise PythonException(TypeError(f"{name} must be set to a string object"))
             if name == "__annotations__" and type(value).__name__ != "DictVariable":
-                raise unsupported(f"assigning __annotations__ of {self.describe()} to {value.describe()}")
+                raise unsupported("EB0032", f"assigning __annotations__ of {self.describe()} to {value.describe()}")
             self.special[name] = value
         elif name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__",
                       "__class__"):
-            raise unsupported(f"assigning {name} of {self.describe()}")
+            raise unsupported("EB0032", f"assigning {name} of {self.describe()}")
         else:
             self.attrs[name] = value
             if self._dict_view is not None:
@@ -387,7 +387,7 @@ class PartialVariable(VariableTracker):
 
     def hash_key(self):
         if self.source is not None:  # (one from outside would need its identity pinned)
-            raise unsupported(f"{self.describe()} from outside as a dict key")
+            raise unsupported("EB0035", f"{self.describe()} from outside as a dict key")
         return ("__partial__", id(self))  # made in the frame: hashed by identity, one tracker each
 
     def python_type(self):

@@ -69,7 +69,7 @@ class IteratorBase(VariableTracker):
                 return items
             items.append(item)
             if len(items) > _MAX_ITEMS:
-                raise unsupported("iterator produced too many items (infinite iterator?)")
+                raise unsupported("EB0007", "iterator produced too many items (infinite iterator?)")
 
     def getattr(self, tx, name):
         if name in ("__next__", "__iter__"):
@@ -108,7 +108,7 @@ class IteratorBase(VariableTracker):
                 if item is None:
                     return ConstantVariable(False)
                 if not (item.is_constant() and needle.is_constant()):
-                    raise unsupported(f"`in` over {self.describe()} comparing non-constant values")
+                    raise unsupported("EB0016", f"`in` over {self.describe()} comparing non-constant values")
                 if item.as_constant() is needle.as_constant() or item.as_constant() == needle.as_constant():
                     return ConstantVariable(True)
         return super().call_method(tx, name, args, kwargs)
@@ -285,14 +285,14 @@ class GeneratorVariable(IteratorBase):
         if self.state == "done":  # a finished generator only ever raises StopIteration
             return f"{_bind(plan, iter, 'iter')}(())"
         if self.state != "created" or self.fn_vt is None:
-            raise unsupported(f"a {self.describe()} escapes the frame (or is live across a graph break)")
+            raise unsupported("EB0006", f"a {self.describe()} escapes the frame (or is live across a graph break)")
         parts = [plan.expr(a) for a in self.args] + [f"{k}={plan.expr(v)}" for k, v in self.kwargs.items()]
         return f"{plan.expr(self.fn_vt)}({', '.join(parts)})"
 
 
 def _stop_iteration(value) -> PythonException:
     if not value.is_constant():
-        return unsupported("StopIteration carrying a non-constant value")
+        return unsupported("EB0005", "StopIteration carrying a non-constant value")
     return PythonException(StopIteration(value.as_constant()) if value.as_constant() is not None
                            else StopIteration())
 
@@ -313,7 +313,7 @@ def _exception_of(tx, args) -> BaseException:
     if isinstance(value, type) and issubclass(value, BaseException):
         value = value()
     if not isinstance(value, BaseException):
-        raise unsupported(f"throwing {exc.describe()} into a generator")
+        raise unsupported("EB0005", f"throwing {exc.describe()} into a generator")
     return value
 
 
@@ -566,7 +566,7 @@ class ChainIterator(IteratorBase):
     def reconstruct(self, plan) -> str:
         items = self._reconstruct_items(plan)
         if items is None:
-            raise unsupported("an itertools.chain over lazy iterators live across a graph break")
+            raise unsupported("EB0006", "an itertools.chain over lazy iterators live across a graph break")
         return items
 
 
@@ -602,7 +602,7 @@ class IsliceIterator(IteratorBase):
     def reconstruct(self, plan) -> str:
         rest = self.iterator.remaining()
         if rest is None:
-            raise unsupported("an itertools.islice over a lazy iterator live across a graph break")
+            raise unsupported("EB0006", "an itertools.islice over a lazy iterator live across a graph break")
         import itertools
         start = self.next_index - self.seen
         stop = None if self.stop is None else max(self.stop - self.seen, start)
@@ -631,7 +631,7 @@ class RepeatIterator(IteratorBase):
     def reconstruct(self, plan) -> str:
         items = self._reconstruct_items(plan)
         if items is None:
-            raise unsupported("an endless itertools.repeat live across a graph break")
+            raise unsupported("EB0006", "an endless itertools.repeat live across a graph break")
         return items
 
 
@@ -700,5 +700,5 @@ class ChainFromIterable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if kwargs or len(args) != 1:
-            raise unsupported("chain.from_iterable takes one argument (TypeError)")
+            raise unsupported("EB0002", "chain.from_iterable takes one argument (TypeError)")
         return ChainIterator(args[0].iter(tx))

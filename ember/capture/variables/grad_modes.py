@@ -104,7 +104,7 @@ class AutocastVariable(VariableTracker):
         values = dict(zip(names, [a.as_constant() for a in args]))
         values.update({k: v.as_constant() for k, v in kwargs.items()})
         if "device_type" not in values:
-            raise unsupported("torch.autocast without device_type")
+            raise unsupported("EB0014", "torch.autocast without device_type")
         return cls(values["device_type"], values.get("dtype"), values.get("enabled", True),
                    values.get("cache_enabled"))
 

@@ -14,16 +14,16 @@ def initialize_lazy(tx, vt, args, kwargs) -> None:
     m = vt.module
     why = f"calling {type(m).__name__} before its parameters exist (lazy module)"
     if vt.source is None or draws_random_numbers(tx.output.graph):
-        raise unsupported(why)
+        raise unsupported("EB0044", why)
     try:
         fake_args = [_as_fake(a) for a in args]
         fake_kwargs = {k: _as_fake(v) for k, v in kwargs.items()}
     except _NoFake:
-        raise unsupported(why) from None
+        raise unsupported("EB0044", why) from None
     try:
         m._infer_parameters(m, tuple(fake_args), fake_kwargs)
     except Exception as e:  # noqa: BLE001 - eager raises it at the call, which then runs eagerly
-        raise unsupported(f"{why}: its initialisation raised {type(e).__name__}") from None
+        raise unsupported("EB0044", f"{why}: its initialisation raised {type(e).__name__}") from None
     tx.guards.retype(vt.source, m)  # its class may have changed (``cls_to_become``)
 
 

@@ -59,18 +59,18 @@ class ModuleSliceVariable(VariableTracker):
                 if not -len(self.keys) <= key < len(self.keys):
                     raise PythonException(IndexError(f"index {key} is out of range"))
                 return self.members(tx)[key]
-            raise unsupported(f"indexing {self.describe()} with {args[0].describe()}")
+            raise unsupported("EB0039", f"indexing {self.describe()} with {args[0].describe()}")
         return super().call_method(tx, name, args, kwargs)
 
     def getattr(self, tx, name):
         if name in ("__len__", "__getitem__", "__iter__"):
             from ember.capture.variables.functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
-        raise unsupported(f"attribute {name!r} of a {self.describe()}")
+        raise unsupported("EB0031", f"attribute {name!r} of a {self.describe()}")
 
     def call(self, tx, args, kwargs):
         if not issubclass(self.container_cls, torch.nn.Sequential) or kwargs or len(args) != 1:
-            raise unsupported(f"calling a {self.describe()}")
+            raise unsupported("EB0033", f"calling a {self.describe()}")
         # Sequential.forward: each member on the previous one's output (no hooks on a fresh slice).
         value = args[0]
         for member in self.members(tx):

@@ -44,7 +44,7 @@ class NewModuleVariable(NewObjectVariable):
         from ember.capture.variables.objects import NNModuleVariable
         from ember.capture.variables.tensor import TensorVariable
         if isinstance(value, (TensorVariable, NNModuleVariable, NewModuleVariable)):
-            raise unsupported(f"a module built in the frame holding {value.describe()} (stateful module)")
+            raise unsupported("EB0042", f"a module built in the frame holding {value.describe()} (stateful module)")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
             return super().setattr(tx, name, value)
@@ -54,13 +54,13 @@ class NewModuleVariable(NewObjectVariable):
         mm = torch.nn.modules.module
         if mm._global_forward_hooks or mm._global_forward_pre_hooks or mm._global_backward_hooks or \
                 getattr(mm, "_global_backward_pre_hooks", None):
-            raise unsupported("global module hooks on a module built in the frame")
+            raise unsupported("EB0043", "global module hooks on a module built in the frame")
         if _lookup(self.cls, "__call__") is not torch.nn.Module.__call__:
             return self.getattr(tx, "__call__").call(tx, args, kwargs)
         return self.getattr(tx, "forward").call(tx, args, kwargs)
 
     def reconstruct(self, plan) -> str:
-        raise unsupported(f"a {self.describe()} escapes the frame")
+        raise unsupported("EB0015", f"a {self.describe()} escapes the frame")
 
 
 def construct_module(tx, cls: type, args: list, kwargs: dict) -> NewModuleVariable:
@@ -71,12 +71,12 @@ def construct_module(tx, cls: type, args: list, kwargs: dict) -> NewModuleVariab
     init = _lookup(cls, "__init__")
     if init is torch.nn.Module.__init__:
         if args or kwargs:
-            raise unsupported(f"{cls.__name__}() takes no arguments (TypeError)")
+            raise unsupported("EB0002", f"{cls.__name__}() takes no arguments (TypeError)")
         obj.init_module_state()
     elif isinstance(init, types.FunctionType):
         UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
     else:
-        raise unsupported(f"{cls.__name__}.__init__ is not a Python function")
+        raise unsupported("EB0042", f"{cls.__name__}.__init__ is not a Python function")
     return obj
 
 
@@ -88,7 +88,7 @@ class ModuleInitVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if args or kwargs:
-            raise unsupported("nn.Module.__init__ with arguments")
+            raise unsupported("EB0042", "nn.Module.__init__ with arguments")
         self.obj.init_module_state()
         return ConstantVariable(None)
 
@@ -120,7 +120,7 @@ class DictFromKeysVariable(VariableTracker):
                 dict.fromkeys(*[()] * len(args), **{k: None for k in kwargs})
             except TypeError as e:
                 raise PythonException(TypeError(*e.args)) from None
-            raise unsupported("dict.fromkeys with unexpected arguments")
+            raise unsupported("EB0037", "dict.fromkeys with unexpected arguments")
         value = args[1] if len(args) == 2 else ConstantVariable(None)
         if self.dict_cls in (dict, collections.OrderedDict):
             d = DictVariable({}, dict_cls=self.dict_cls)
@@ -175,11 +175,11 @@ def call_lru_cached(tx, wrapper, args, kwargs):
             pin_identity(tx, a)  # e.g. `typing.List` as `self` of its cached __getitem__
             values.append(a.obj)
         else:
-            raise unsupported(f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
+            raise unsupported("EB0036", f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
                               f"with non-constant arguments")
     value = wrapper(*values[:len(args)], **dict(zip(kwargs, values[len(args):])))
     if not _immutable(value):
-        raise unsupported(f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
+        raise unsupported("EB0042", f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
                           f"{type(value).__name__}")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(value)

@@ -57,7 +57,7 @@ def _field_key(vt, cls):
         key = vt.hash_key()
         if key[0] == "__dataclass__":
             return key
-    raise unsupported(f"a {cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
+    raise unsupported("EB0035", f"a {cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
 
 
 def constructible(cls: type, any_new: bool = False) -> bool:
@@ -121,7 +121,7 @@ class NewObjectVariable(VariableTracker):
             if names is not None and all(n in self.attrs for n in names):
                 # equal keys iff same class and equal fields; a field may itself be such a dataclass
                 return ("__dataclass__", self.cls, tuple(_field_key(self.attrs[n], self.cls) for n in names))
-            raise unsupported(f"a {self.cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
+            raise unsupported("EB0035", f"a {self.cls.__name__} object (its own __eq__/__hash__) as a dict key or set element")
         return ("__new_object__", id(self))
 
     def truth(self, tx):
@@ -172,7 +172,7 @@ class NewObjectVariable(VariableTracker):
             return ClassVariable(self.cls)
         if name == "__dict__" and self.cls.__dictoffset__ != 0:
             if _has_slots(self.cls):  # (its slots are not in __dict__; `attrs` holds both)
-                raise unsupported(f"the __dict__ of a {self.cls.__name__} object (with slots) made in the frame")
+                raise unsupported("EB0031", f"the __dict__ of a {self.cls.__name__} object (with slots) made in the frame")
             if self._dict_view is None:
                 self._dict_view = DictVariable.sharing(self.attrs)
             return self._dict_view
@@ -201,16 +201,16 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None), tuple)):
-            raise unsupported(f"descriptor {name!r} of {self.cls.__name__}")
+            raise unsupported("EB0031", f"descriptor {name!r} of {self.cls.__name__}")
         return wrap(tx, attr, None)
 
     def setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):
-            raise unsupported(f"assigning {name} of a {self.cls.__qualname__} object made in the frame")
+            raise unsupported("EB0032", f"assigning {name} of a {self.cls.__qualname__} object made in the frame")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fset is None:
-                raise unsupported(f"property {name!r} has no setter (AttributeError)")
+                raise unsupported("EB0002", f"property {name!r} has no setter (AttributeError)")
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(attr.fset).call(tx, [self, value], {})
             return
@@ -239,7 +239,7 @@ class NewObjectVariable(VariableTracker):
             return None
         method = getattr(kind, method_name, None)
         if not isinstance(method, types.FunctionType):
-            raise unsupported(f"descriptor {name!r} of {self.cls.__name__} without a Python {method_name}")
+            raise unsupported("EB0031", f"descriptor {name!r} of {self.cls.__name__} without a Python {method_name}")
         from ember.capture.builder import wrap
         from ember.capture.sources import CallSource
         from ember.capture.variables.objects import class_source
@@ -254,14 +254,14 @@ class NewObjectVariable(VariableTracker):
     def delattr(self, tx, name):
         custom = _lookup(self.cls, "__delattr__")
         if isinstance(custom, types.FunctionType):
-            raise unsupported(f"deleting {name!r} on {self.cls.__name__} with a custom __delattr__")
+            raise unsupported("EB0008", f"deleting {name!r} on {self.cls.__name__} with a custom __delattr__")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fdel is None:
                 raise PythonException(AttributeError(
                     f"property {name!r} of {self.cls.__name__!r} object has no deleter"))
             if not isinstance(attr.fdel, types.FunctionType):
-                raise unsupported(f"property {name!r} of {self.cls.__name__} with a builtin deleter")
+                raise unsupported("EB0008", f"property {name!r} of {self.cls.__name__} with a builtin deleter")
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(attr.fdel).call(tx, [self], {})
             return
@@ -308,7 +308,7 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.polyfills.stdlib import sequence_iter
             from ember.capture.variables.functions import UserFunctionVariable
             return UserFunctionVariable(sequence_iter).call(tx, [self], {}).unpack(tx)  # obj[0], obj[1] ...
-        raise unsupported(f"iterating over {self.describe()}")
+        raise unsupported("EB0034", f"iterating over {self.describe()}")
 
     def call(self, tx, args, kwargs):
         if isinstance(_lookup(self.cls, "__call__"), types.FunctionType):
@@ -330,7 +330,7 @@ def drain(tx, it) -> list:
                 return items
             raise
         if len(items) > _MAX_DRAINED:
-            raise unsupported("an iterator object produced too many items (infinite iterator?)")
+            raise unsupported("EB0007", "an iterator object produced too many items (infinite iterator?)")
 
 
 def checked_iterator(vt):
@@ -371,9 +371,9 @@ def construct_with_new(tx, cls: type, new_fn, args: list, kwargs: dict) -> Varia
     try:
         t = obj.python_type()
     except Exception:  # noqa: BLE001 - no type to tell
-        raise unsupported(f"{cls.__qualname__}.__new__ returned {obj.describe()}") from None
+        raise unsupported("EB0042", f"{cls.__qualname__}.__new__ returned {obj.describe()}") from None
     if isinstance(t, type) and issubclass(t, cls):
-        raise unsupported(f"{cls.__qualname__}.__new__ returned an existing {t.__name__} (its __init__ runs)")
+        raise unsupported("EB0042", f"{cls.__qualname__}.__new__ returned an existing {t.__name__} (its __init__ runs)")
     return obj
 
 
@@ -386,12 +386,12 @@ class ObjectNewFunction(VariableTracker):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.objects import ClassVariable
         if not args or not isinstance(args[0], ClassVariable) or not isinstance(args[0].value, type):
-            raise unsupported("object.__new__ of something other than a class")
+            raise unsupported("EB0042", "object.__new__ of something other than a class")
         cls = args[0].value
         if len(args) > 1 or kwargs:
             raise PythonException(TypeError("object.__new__() takes exactly one argument (the type to instantiate)"))
         if not constructible(cls, any_new=True):
-            raise unsupported(f"object.__new__({cls.__qualname__})")
+            raise unsupported("EB0042", f"object.__new__({cls.__qualname__})")
         check_instantiable(cls)
         return NewObjectVariable(cls)
 
@@ -419,11 +419,11 @@ def _run_init(tx, obj, cls, args, kwargs, new_overridden: bool = False):
         UserFunctionVariable(init).call(tx, [obj, *args], kwargs)
     elif init is object.__init__:
         if (args or kwargs) and not new_overridden:  # (a Python __new__ takes the arguments instead)
-            raise unsupported(f"{cls.__name__}() takes no arguments (TypeError)")
+            raise unsupported("EB0002", f"{cls.__name__}() takes no arguments (TypeError)")
     elif obj.items is not None and init in (dict.__init__, collections.OrderedDict.__init__):
         obj.items.call_method(tx, "update", list(args), kwargs)
     else:
-        raise unsupported(f"{cls.__name__}.__init__ is not a Python function")
+        raise unsupported("EB0042", f"{cls.__name__}.__init__ is not a Python function")
 
 
 class ObjectSetattrFunction(VariableTracker):
@@ -453,9 +453,9 @@ class TupleNewFunction(VariableTracker):
         from ember.capture.variables.containers import TupleVariable
         from ember.capture.variables.objects import ClassVariable
         if not args or not isinstance(args[0], ClassVariable) or kwargs or len(args) > 2:
-            raise unsupported("tuple.__new__ with these arguments")
+            raise unsupported("EB0042", "tuple.__new__ with these arguments")
         cls = args[0].value
         if not (isinstance(cls, type) and issubclass(cls, tuple)) or (cls is not tuple and not hasattr(cls, "_fields")):
-            raise unsupported(f"tuple.__new__({getattr(cls, '__qualname__', cls)})")
+            raise unsupported("EB0042", f"tuple.__new__({getattr(cls, '__qualname__', cls)})")
         items = args[1].iter(tx).unpack(tx) if len(args) > 1 else []
         return TupleVariable(items, tuple_type=None if cls is tuple else cls)

@@ -121,17 +121,17 @@ def scalar_key(v):
 def _wrap_array(tx, value, source) -> VariableTracker:
     np = _np()
     if type(value) is not np.ndarray:
-        raise unsupported(f"a {type(value).__name__} (an ndarray subclass) in the compiled region")
+        raise unsupported("EB0052", f"a {type(value).__name__} (an ndarray subclass) in the compiled region")
     if source is None:
-        raise unsupported("an np.ndarray ember cannot name (a constant array)")
+        raise unsupported("EB0052", "an np.ndarray ember cannot name (a constant array)")
     if not value.flags.writeable or value.dtype.byteorder not in ("=", "|") or value.dtype.kind not in "biufc" \
             or any(s < 0 or s % value.itemsize for s in value.strides):
-        raise unsupported(f"an np.ndarray of dtype {value.dtype} / strides {value.strides} / read-only "
+        raise unsupported("EB0052", f"an np.ndarray of dtype {value.dtype} / strides {value.strides} / read-only "
                           "(torch.from_numpy cannot share it)")
     try:
         real = torch.from_numpy(value)
     except Exception as e:
-        raise unsupported(f"torch.from_numpy of an np.ndarray raised {type(e).__name__}") from None
+        raise unsupported("EB0052", f"torch.from_numpy of an np.ndarray raised {type(e).__name__}") from None
     out = tx.output
     memo = out.numpy_inputs
     hit = memo.get(id(value))
@@ -146,7 +146,7 @@ def _wrap_array(tx, value, source) -> VariableTracker:
     guards.constant_match(AttrSource(AttrSource(source, "flags"), "writeable"), True)
     for other, _vt, other_source in list(memo.values()):
         if _shares_memory(value, other):
-            raise unsupported("two np.ndarray inputs over the same memory (from_numpy would make two "
+            raise unsupported("EB0052", "two np.ndarray inputs over the same memory (from_numpy would make two "
                               "unrelated tensors of it)")
         # from_numpy makes a new storage per array: two arrays over the same memory would be two
         # unrelated graph inputs (a write through one unseen by the other): guarded apart
@@ -185,7 +185,7 @@ def guard_apart(guards, array, array_source, tensor, tensor_source) -> None:
     """An ndarray input and a tensor input must not share memory: refused now, guarded after
     (parameters: checked now only, a guard per parameter and array would cost every call)."""
     if overlaps(array, tensor):
-        raise unsupported("a tensor input over the memory of an np.ndarray input (torch.from_numpy(a) "
+        raise unsupported("EB0052", "a tensor input over the memory of an np.ndarray input (torch.from_numpy(a) "
                           "passed with a)")
     if isinstance(tensor, torch.nn.Parameter) or tensor_source is None:
         return
@@ -294,11 +294,11 @@ class NumpyNdarrayVariable(VariableTracker):
         return self.np_dtype().type if self.scalar else np.ndarray
 
     def truth(self, tx):
-        raise unsupported("the truth value of an ndarray reads its data")
+        raise unsupported("EB0016", "the truth value of an ndarray reads its data")
 
     def hash_key(self):
         if self.scalar:
-            raise unsupported("a NumPy scalar computed by the graph as a dict key")
+            raise unsupported("EB0035", "a NumPy scalar computed by the graph as a dict key")
         from ember.exc import PythonException
         raise PythonException(TypeError("unhashable type: 'numpy.ndarray'"))
 
@@ -321,7 +321,7 @@ class NumpyNdarrayVariable(VariableTracker):
                 name in _BREAKING_METHODS or not inspect.isfunction(inspect.getattr_static(_tnp().ndarray, name, None)):
             # (properties other than the ones above — strides, flags, base — are NumPy's layout,
             # which torch's need not match)
-            raise unsupported(f"ndarray.{name} ({'a NumPy scalar' if self.scalar else 'an ndarray'} "
+            raise unsupported("EB0053", f"ndarray.{name} ({'a NumPy scalar' if self.scalar else 'an ndarray'} "
                               "traced through torch._numpy)")
         from ember.capture.variables.functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
@@ -335,7 +335,7 @@ class NumpyNdarrayVariable(VariableTracker):
         import inspect
         if name in _BREAKING_METHODS or name.startswith("_") and name not in ("__getitem__", "__setitem__") \
                 or not inspect.isfunction(inspect.getattr_static(_tnp().ndarray, name, None)):
-            raise unsupported(f"ndarray.{name}")
+            raise unsupported("EB0053", f"ndarray.{name}")
         if name == "__setitem__":
             numpy_call(tx, "setitem", name, [self, *args], kwargs, label="setitem")
             return ConstantVariable(None)
@@ -345,10 +345,10 @@ class NumpyNdarrayVariable(VariableTracker):
         """``for row in a``: ``a[0]``, ``a[1]``, ... (rows, or NumPy scalars of a 1-d array)."""
         fake = self.tensor.fake
         if self.scalar or fake.dim() == 0:
-            raise unsupported("iterating over a 0-d array or a NumPy scalar")  # (eager's TypeError)
+            raise unsupported("EB0034", "iterating over a 0-d array or a NumPy scalar")  # (eager's TypeError)
         n = int(fake.shape[0])
         if n > 64:
-            raise unsupported("iterating over an ndarray of more than 64 rows")
+            raise unsupported("EB0034", "iterating over an ndarray of more than 64 rows")
         return [numpy_call(tx, "op", operator.getitem, [self, ConstantVariable(i)], {}, label="getitem")
                 for i in range(n)]
 
@@ -397,7 +397,7 @@ class NumpyCallableVariable(VariableTracker):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__"):
             return ConstantVariable(getattr(self.fn, name))
-        raise unsupported(f"attribute {name!r} of {self.describe()}")
+        raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
 
     def call(self, tx, args, kwargs):
         fn = self.fn
@@ -406,7 +406,7 @@ class NumpyCallableVariable(VariableTracker):
         if fn is np.dtype:
             consts = _constants(args, kwargs)
             if consts is None:
-                raise unsupported("np.dtype of a traced value")
+                raise unsupported("EB0053", "np.dtype of a traced value")
             try:
                 return ConstantVariable(np.dtype(*consts[0], **consts[1]))
             except Exception as e:
@@ -415,13 +415,13 @@ class NumpyCallableVariable(VariableTracker):
         tnp_fn = None if is_type else _tnp_equivalent(fn)
         if not is_type and tnp_fn is None:
             if "random" in (getattr(fn, "__module__", "") or ""):
-                raise unsupported(f"{self.describe()} draws from NumPy's global RNG (runs eagerly)")
+                raise unsupported("EB0053", f"{self.describe()} draws from NumPy's global RNG (runs eagerly)")
             if isinstance(fn, types.FunctionType):
                 # NumPy's Python helpers without a torch._numpy counterpart (np.isscalar): traced as
                 # Python, what they call going through here again
                 from ember.capture.variables.functions import UserFunctionVariable
                 return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
-            raise unsupported(f"{self.describe()} has no torch._numpy equivalent (runs eagerly)")
+            raise unsupported("EB0053", f"{self.describe()} has no torch._numpy equivalent (runs eagerly)")
         consts = _constants(args, kwargs)
         if consts is not None:
             cargs, ckwargs = consts
@@ -431,7 +431,7 @@ class NumpyCallableVariable(VariableTracker):
                     warnings.simplefilter("error")  # (a warning eager would print: let eager run it)
                     result = fn(*cargs, **ckwargs)
             except Warning:
-                raise unsupported(f"{self.describe()} warns on these constants (runs eagerly)") from None
+                raise unsupported("EB0053", f"{self.describe()} warns on these constants (runs eagerly)") from None
             except Exception as e:
                 from ember.exc import PythonException
                 raise PythonException(e) from None
@@ -439,9 +439,9 @@ class NumpyCallableVariable(VariableTracker):
                 from ember.capture.variables.builtins import wrap_constant
                 return wrap_constant(result)
             if is_type or not isinstance(result, np.ndarray):
-                raise unsupported(f"{self.describe()} returned a {type(result).__name__}")
+                raise unsupported("EB0053", f"{self.describe()} returned a {type(result).__name__}")
         elif is_type:
-            raise unsupported(f"{self.describe()} of a traced value")
+            raise unsupported("EB0053", f"{self.describe()} of a traced value")
         return numpy_call(tx, "fn", tnp_fn, args, kwargs, label=fn.__name__, np_callable=fn)
 
 
@@ -457,7 +457,7 @@ def constant_attribute(tx, value, name):
     if callable(attr) and not isinstance(attr, type):
         return _ConstantNumpyMethod(value, name)
     if not _constant_result(attr) and not isinstance(attr, type):
-        raise unsupported(f"attribute {name!r} of a NumPy {type(value).__name__}")
+        raise unsupported("EB0031", f"attribute {name!r} of a NumPy {type(value).__name__}")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(attr)
 
@@ -480,14 +480,14 @@ class _ConstantNumpyMethod(VariableTracker):
         consts = _constants(args, kwargs)
         if consts is None or self.name in _BREAKING_METHODS - {"item", "tolist", "__bool__", "__int__", "__float__",
                                                                 "__index__", "__complex__"}:
-            raise unsupported(f"{self.describe()} (runs eagerly)")
+            raise unsupported("EB0053", f"{self.describe()} (runs eagerly)")
         try:
             result = getattr(self.value, self.name)(*consts[0], **consts[1])
         except Exception as e:
             from ember.exc import PythonException
             raise PythonException(e) from None
         if not _constant_result(result):
-            raise unsupported(f"{self.describe()} returned a {type(result).__name__} (runs eagerly)")
+            raise unsupported("EB0053", f"{self.describe()} returned a {type(result).__name__} (runs eagerly)")
         from ember.capture.variables.builtins import wrap_constant
         return wrap_constant(result)
 
@@ -524,7 +524,7 @@ def _constant(vt):
 def _np_dtype(torch_dtype):
     np = _np()
     if torch_dtype is torch.bfloat16:
-        raise unsupported("a bfloat16 tensor as a NumPy array")
+        raise unsupported("EB0052", "a bfloat16 tensor as a NumPy array")
     return np.dtype(str(torch_dtype).replace("torch.", "").replace("bool", "bool_"))
 
 
@@ -546,16 +546,16 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
         if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
             return slice(*[spec(i) for i in vt.items])
         if isinstance(vt, SymNodeVariable):
-            raise unsupported("a symbolic size as a NumPy argument")
+            raise unsupported("EB0053", "a symbolic size as a NumPy argument")
         if vt.is_constant():
             c = vt.as_constant()
             return _spec_constant(c)
-        raise unsupported(f"passing {vt.describe()} to NumPy")
+        raise unsupported("EB0053", f"passing {vt.describe()} to NumPy")
 
     if label in _INT_DIVISIONS and _integer_division_by_data(args, kwargs):
         # NumPy gives 0 (and a warning) for an integer division by zero, torch raises: unless the
         # divisor is a non-zero constant, eager runs it
-        raise unsupported(f"integer {label} by an array (NumPy and torch differ on division by zero)")
+        raise unsupported("EB0053", f"integer {label} by an array (NumPy and torch differ on division by zero)")
     spec_args = tuple(spec(a) for a in args)
     spec_kwargs = {k: spec(v) for k, v in kwargs.items()}
     expected = _probe(kind, target, args, kwargs, np_callable)
@@ -590,7 +590,7 @@ def _spec_constant(c):
     np = _np()
     if isinstance(c, np.generic):
         if isinstance(c, (np.datetime64, np.timedelta64, np.void, np.str_, np.bytes_, np.object_)):
-            raise unsupported(f"a {type(c).__name__} scalar in NumPy code")
+            raise unsupported("EB0053", f"a {type(c).__name__} scalar in NumPy code")
         return _NpScalar(c.item(), c.dtype.name)
     if isinstance(c, np.dtype):
         return c.name
@@ -604,7 +604,7 @@ def _spec_constant(c):
         return c
     if isinstance(c, type) and c in (int, float, bool, complex):
         return c
-    raise unsupported(f"a {type(c).__name__} constant in NumPy code")
+    raise unsupported("EB0053", f"a {type(c).__name__} constant in NumPy code")
 
 
 def _stand_in(vt, budget):
@@ -616,7 +616,7 @@ def _stand_in(vt, budget):
         shape = tuple(int(s) for s in fake.shape)
         budget[0] += math.prod(shape)
         if budget[0] > _PROBE_LIMIT:
-            raise unsupported("NumPy arrays too large to check torch._numpy's result against")
+            raise unsupported("EB0053", "NumPy arrays too large to check torch._numpy's result against")
         arr = np.zeros(shape, dtype=vt.np_dtype())
         return arr[()] if vt.scalar else arr
     if isinstance(vt, (ListVariable, TupleVariable)):
@@ -649,7 +649,7 @@ def _probe(kind, target, args, kwargs, np_callable):
                 real_args[0][real_args[1]] = real_args[2]
                 out = None
     except Exception as e:
-        raise unsupported(f"NumPy {getattr(target, '__name__', target)} raised {type(e).__name__} on these "
+        raise unsupported("EB0053", f"NumPy {getattr(target, '__name__', target)} raised {type(e).__name__} on these "
                           "shapes and dtypes (runs eagerly)") from None
     for key, arg in [*enumerate(real_args), *real_kwargs.items()]:
         if out is arg and isinstance(arg, np.ndarray):
@@ -682,7 +682,7 @@ def _agree(expected, fake, label):
     else:
         ok = not isinstance(fake, torch.Tensor) and type(fake) is type(expected) and fake == expected
     if not ok:
-        raise unsupported(f"torch._numpy's {label} differs from NumPy's on these dtypes/shapes "
+        raise unsupported("EB0053", f"torch._numpy's {label} differs from NumPy's on these dtypes/shapes "
                           f"(NumPy: {_kind(expected)}; torch._numpy: {_kind(fake)}): runs eagerly")
     return None
 
@@ -707,7 +707,7 @@ def _wrap(result, expected, label, kind, target, args, kwargs):
         same = args[expected.key] if isinstance(expected.key, int) else kwargs[expected.key]
         if not isinstance(result, TensorVariable) or not isinstance(same, NumpyNdarrayVariable) \
                 or result.fake is not same.tensor.fake:
-            raise unsupported(f"torch._numpy's {label} made a new array where NumPy returns its argument")
+            raise unsupported("EB0053", f"torch._numpy's {label} made a new array where NumPy returns its argument")
         return same  # `a += 1` is `a` itself
     fake = _fakes(result)
     _agree(expected, fake, label)
@@ -732,7 +732,7 @@ def _fakes(vt):
         return items if isinstance(vt, ListVariable) else tuple(items)
     if vt.is_constant():
         return vt.as_constant()
-    raise unsupported(f"torch._numpy returned {vt.describe()}")
+    raise unsupported("EB0053", f"torch._numpy returned {vt.describe()}")
 
 
 # -- operators and the torch <-> numpy bridges ---------------------------------------------------
@@ -741,7 +741,7 @@ def binary(tx, fn, a, b):
     """``a <op> b`` where one side is an ndarray/NumPy scalar tracker (the other a constant or one)."""
     from ember.capture.variables.tensor import TensorVariable
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        raise unsupported("an operator between a tensor and an ndarray")
+        raise unsupported("EB0053", "an operator between a tensor and an ndarray")
     if fn in _INPLACE_OPS and not isinstance(a, NumpyNdarrayVariable):
         from ember.capture.opcodes import _INPLACE_TO_PLAIN
         fn = _INPLACE_TO_PLAIN[fn]
@@ -759,10 +759,10 @@ def tensor_numpy(tx, tensor, args, kwargs):
     """``t.numpy()`` in the frame: the same memory as an array (eager refuses what it refuses)."""
     fake = tensor.fake
     if args or kwargs:
-        raise unsupported("Tensor.numpy(force=...)")
+        raise unsupported("EB0052", "Tensor.numpy(force=...)")
     if fake.requires_grad or fake.device.type != "cpu" or fake.is_conj() or fake.is_neg() \
             or fake.dtype is torch.bfloat16 or fake.layout is not torch.strided or tensor.cls is not torch.Tensor:
-        raise unsupported("Tensor.numpy() of a tensor eager cannot convert without a copy (runs eagerly)")
+        raise unsupported("EB0052", "Tensor.numpy() of a tensor eager cannot convert without a copy (runs eagerly)")
     return NumpyNdarrayVariable(tensor)
 
 

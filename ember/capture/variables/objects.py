@@ -132,7 +132,7 @@ def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
         return UserMethodVariable(UserFunctionVariable(raw, lookup_src), self_vt, inst_src)
     if isinstance(raw, property):
         if raw.fget is None:
-            raise unsupported("property has no getter")
+            raise unsupported("EB0031", "property has no getter")
         tx.guards.id_match(lookup_src, raw)
         getter = raw.fget
         if isinstance(getter, types.FunctionType):
@@ -358,12 +358,12 @@ class NNModuleVariable(VariableTracker):
         from ember.capture.variables.containers import TupleVariable
         m = self.module
         if untraced_hooks(m):
-            raise unsupported(f"backward, global or keyword-argument module hooks on {type(m).__name__}")
+            raise unsupported("EB0043", f"backward, global or keyword-argument module hooks on {type(m).__name__}")
         src = self.source
         if src is not None:
             tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))
         elif m._forward_hooks or m._forward_pre_hooks:
-            raise unsupported(f"module hooks on a module ember cannot name ({type(m).__name__})")
+            raise unsupported("EB0043", f"module hooks on a module ember cannot name ({type(m).__name__})")
         # Which hooks take keyword arguments (register_forward_(pre_)hook(..., with_kwargs=True)).
         pre_kw = _hook_flags(tx, self, "_forward_pre_hooks_with_kwargs")
         post_kw = _hook_flags(tx, self, "_forward_hooks_with_kwargs")
@@ -378,7 +378,7 @@ class NNModuleVariable(VariableTracker):
                 if not (result.is_constant() and result.as_constant() is None):
                     if not (isinstance(result, TupleVariable) and len(result.items) == 2
                             and isinstance(result.items[1], DictVariable)):
-                        raise unsupported("forward pre-hook with kwargs must return None or (args, kwargs)")
+                        raise unsupported("EB0043", "forward pre-hook with kwargs must return None or (args, kwargs)")
                     new_args, new_kwargs = result.items
                     args = list(new_args.unpack(tx))
                     kwargs = {k: v for k, v in new_kwargs.items.items()}
@@ -423,7 +423,7 @@ class NNModuleVariable(VariableTracker):
                 from ember.capture.variables.module_slices import slice_container
                 return slice_container(tx, self, key)
             if isinstance(key, slice):
-                raise unsupported(f"slicing a {type(m).__name__}")
+                raise unsupported("EB0039", f"slicing a {type(m).__name__}")
             from ember.capture.builder import wrap
             if isinstance(m, (torch.nn.ModuleDict, torch.nn.ParameterDict)):
                 return wrap(tx, m[key], ItemSource(self.source, key) if self.source else None)
@@ -487,12 +487,12 @@ class NNModuleVariable(VariableTracker):
         if isinstance(m, torch.nn.ParameterList):
             from ember.capture.builder import wrap
             return [wrap(tx, p, ItemSource(self.source, i) if self.source else None) for i, p in enumerate(m)]
-        raise unsupported(f"iterating over {type(m).__name__}")
+        raise unsupported("EB0034", f"iterating over {type(m).__name__}")
 
     def setattr(self, tx, name, value):
         m = self.module
         if name in m.__dict__.get("_parameters", {}) or name in m.__dict__.get("_modules", {}):
-            raise unsupported(f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")
+            raise unsupported("EB0032", f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")
         if isinstance(value, NNModuleVariable) or type(value).__name__ == "TensorVariable" and \
                 name in m.__dict__.get("_buffers", {}) and value.source is None:
             pass
@@ -523,7 +523,7 @@ class UserObjectVariable(VariableTracker):
                 if all(type(v) in (int, float, str, bool, bytes, type(None)) for v in values):
                     self.identity_guard()  # (a frozen instance: its fields are pinned with it)
                     return ("__dataclass__", type(self.obj), values)
-            raise unsupported(f"a {type(self.obj).__name__} object (its own __eq__/__hash__) as a dict key "
+            raise unsupported("EB0035", f"a {type(self.obj).__name__} object (its own __eq__/__hash__) as a dict key "
                               f"or set element")
         if self.identity_guard is not None:
             self.identity_guard()  # a dict key / set element: identity observed
@@ -605,7 +605,7 @@ class UserObjectVariable(VariableTracker):
         from ember.capture.variables.containers import DictVariable
         base = wrap(tx, d, AttrSource(self.source, "__dict__"))
         if not isinstance(base, DictVariable):
-            raise unsupported(f"reading the __dict__ of a {type(self.obj).__name__} object the frame assigned "
+            raise unsupported("EB0032", f"reading the __dict__ of a {type(self.obj).__name__} object the frame assigned "
                               "attributes of")
         base._observe_order(tx)
         view = DictVariable(base.items, base.keys)
@@ -635,7 +635,7 @@ class UserObjectVariable(VariableTracker):
             from ember.capture.polyfills.stdlib import sequence_iter
             from ember.capture.variables.functions import UserFunctionVariable
             return UserFunctionVariable(sequence_iter).call(tx, [self], {}).iter(tx)  # obj[0], obj[1] ...
-        raise unsupported(f"iterating over {type(self.obj).__name__} object")
+        raise unsupported("EB0034", f"iterating over {type(self.obj).__name__} object")
 
     def unpack(self, tx):
         return self.iter(tx).unpack(tx)
@@ -673,7 +673,7 @@ class UserObjectVariable(VariableTracker):
             UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name), value], {})
             return
         if custom not in (None, object.__setattr__):
-            raise unsupported(f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
+            raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
         self.generic_setattr(tx, name, value)
 
     def generic_setattr(self, tx, name, value):
@@ -692,9 +692,9 @@ class UserObjectVariable(VariableTracker):
             UserFunctionVariable(setter).call(tx, [desc, self, value], {})
             return
         if cls_attr is not None and hasattr(cls_attr, "__set__"):
-            raise unsupported(f"assigning {type(obj).__name__}.{name} through a descriptor/property")
+            raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} through a descriptor/property")
         if raw_attribute(obj, "__dict__") is None:
-            raise unsupported(f"assigning {type(obj).__name__}.{name} on an object without __dict__")
+            raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} on an object without __dict__")
         tx.side_effects.store_attr(self, obj, name, value, raw=True)
 
     def delattr(self, tx, name):
@@ -705,11 +705,11 @@ class UserObjectVariable(VariableTracker):
         obj = self.obj
         cls = type(obj)
         if self.source is None:
-            raise unsupported(f"deleting attribute {name!r} of an object ember cannot name")
+            raise unsupported("EB0008", f"deleting attribute {name!r} of an object ember cannot name")
         if _static_lookup(obj, "__delattr__") not in (None, object.__delattr__) or \
                 _static_lookup(obj, "__getattr__") is not None or \
                 any(name in vars(klass) for klass in cls.__mro__) or type(raw_attribute(obj, "__dict__")) is not dict:
-            raise unsupported(f"deleting attribute {name!r} of {cls.__name__} (a class attribute, "
+            raise unsupported("EB0008", f"deleting attribute {name!r} of {cls.__name__} (a class attribute, "
                               "__delattr__ or __getattr__ of its own)")
         if tx.side_effects.load_attr(obj, name) is None:  # (raises if the frame deleted it already)
             import operator

@@ -111,7 +111,7 @@ def ordered(run, what: str):
     try:
         return run()
     except _NeedsData:
-        raise unsupported(f"{what} compares non-constant values (ordering them would compare data)") from None
+        raise unsupported("EB0016", f"{what} compares non-constant values (ordering them would compare data)") from None
     except Unsupported:
         raise  # (from a traced comparison method: already what eager raises, or a break)
     except Exception as e:  # values that do not compare: eager raises this very TypeError

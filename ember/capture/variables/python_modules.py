@@ -56,10 +56,10 @@ class PythonModuleVariable(VariableTracker):
         """``mod.counter = ...``: a write to the module's globals, replayed after the graph (functions
         of that module read it as a global, and see the recorded value in the rest of the trace)."""
         if self.module.__name__.split(".")[0] in ("torch", "builtins", "math", "operator"):
-            raise unsupported(f"assigning {self.module.__name__}.{name}")
+            raise unsupported("EB0032", f"assigning {self.module.__name__}.{name}")
         if type(self.module) is not types.ModuleType or getattr(type(self.module), "__setattr__", None) \
                 is not types.ModuleType.__setattr__:
-            raise unsupported(f"assigning {name!r} on module {self.module.__name__} of a custom type")
+            raise unsupported("EB0032", f"assigning {name!r} on module {self.module.__name__} of a custom type")
         self.tx_store(tx, name, value)
 
     def tx_store(self, tx, name, value):

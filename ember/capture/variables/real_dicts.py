@@ -50,7 +50,7 @@ class RealDictReadVariable(VariableTracker):
         from ember.capture.builder import wrap
         from ember.capture.sources import CallSource
         if kwargs or not all(a.is_constant() for a in args):
-            raise unsupported(f"{self.describe()} with non-constant arguments")
+            raise unsupported("EB0036", f"{self.describe()} with non-constant arguments")
         fn = _DICT_READS[self.name]
         cargs = tuple(a.as_constant() for a in args)
         try:

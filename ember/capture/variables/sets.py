@@ -192,7 +192,7 @@ class SetVariable(VariableTracker):
             if not isinstance(other, SetVariable):
                 if _not_a_set_operand(other):
                     return ConstantVariable(NotImplemented)  # what the slot returns; the operator raises
-                raise unsupported(f"{self.describe()} {_SET_OPERATORS[name]} {other.describe()}")
+                raise unsupported("EB0038", f"{self.describe()} {_SET_OPERATORS[name]} {other.describe()}")
             if name.startswith("__i") and not self.frozen:  # in place: the same set, mutated
                 getattr(self.shadow, name)(other.shadow)
                 self._sync(other)
@@ -204,7 +204,7 @@ class SetVariable(VariableTracker):
             if not isinstance(other, SetVariable):
                 if _not_a_set_operand(other):
                     return ConstantVariable(NotImplemented)
-                raise unsupported(f"{self.describe()} {name} {other.describe()}")
+                raise unsupported("EB0038", f"{self.describe()} {name} {other.describe()}")
             return ConstantVariable(getattr(self.shadow, name)(other.shadow))
         if name == "__contains__":
             needle = args[0]
@@ -216,7 +216,7 @@ class SetVariable(VariableTracker):
         if name == "__iter__":
             return self.iter(tx)
         if hasattr(self.base_cls, name):  # a real method the tracker does not model
-            raise unsupported(f"{self.base_cls.__name__}.{name} on {self.describe()}")
+            raise unsupported("EB0039", f"{self.base_cls.__name__}.{name} on {self.describe()}")
         return super().call_method(tx, name, args, kwargs)
 
     def _frozen_copy(self) -> "SetVariable":

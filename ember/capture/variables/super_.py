@@ -79,14 +79,14 @@ class SuperVariable(VariableTracker):
                         and hasattr(self.obj, "obj"):
                     return RealReadMethodVariable(attr, self.obj)
                 if attr is object.__init__ or isinstance(attr, (types.WrapperDescriptorType,)):
-                    raise unsupported(f"super().{name} resolves to a builtin slot")
+                    raise unsupported("EB0031", f"super().{name} resolves to a builtin slot")
                 # a plain class attribute: read through the same lookup, so it is guarded (a later
                 # `Base.attr = 5` recompiles)
                 from ember.capture.sources import AttrSource, ConstSource
                 sup = _super_object(self.cls, real_type)
                 return wrap(tx, attr, AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
                                                                   f"{real_type.__qualname__})"), name))
-        raise unsupported(f"super() has no attribute {name!r}")
+        raise unsupported("EB0031", f"super() has no attribute {name!r}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -116,7 +116,7 @@ class RealReadMethodVariable(VariableTracker):
         from ember.capture.builder import wrap
         from ember.capture.sources import CallSource
         if kwargs or not all(a.is_constant() for a in args):
-            raise unsupported(f"{self.describe()} with non-constant arguments")
+            raise unsupported("EB0036", f"{self.describe()} with non-constant arguments")
         cargs = tuple(a.as_constant() for a in args)
         value = self.method(self.obj_vt.obj, *cargs)
         src = CallSource(self.method, self.obj_vt.source, cargs) if self.obj_vt.source else None
@@ -144,7 +144,7 @@ class _GenericAttr(VariableTracker):
     def call(self, tx, args, kwargs):
         name = args[0].as_constant()
         if not isinstance(name, str) or kwargs:
-            raise unsupported(f"object.{self.method} with {[a.describe() for a in args]}")
+            raise unsupported("EB0037", f"object.{self.method} with {[a.describe() for a in args]}")
         from ember.capture.variables.base import ConstantVariable
         result = getattr(self.obj, self.method)(tx, name, *args[1:])
         return result if result is not None else ConstantVariable(None)
@@ -175,7 +175,7 @@ class _ObjectEq(VariableTracker):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.base import ConstantVariable
         if len(args) != 1 or kwargs:
-            raise unsupported("object.__eq__ takes one argument")
+            raise unsupported("EB0002", "object.__eq__ takes one argument")
         same = tx.compare_identity(self.obj, args[0], False).as_constant()
         return ConstantVariable(True if same else NotImplemented)
 
@@ -186,9 +186,9 @@ class _ObjectNe(_ObjectEq):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.base import ConstantVariable
         if len(args) != 1 or kwargs:
-            raise unsupported("object.__ne__ takes one argument")
+            raise unsupported("EB0002", "object.__ne__ takes one argument")
         eq = self.obj.call_method(tx, "__eq__", [args[0]], {})
         if not eq.is_constant():
-            raise unsupported("object.__ne__ of a non-constant __eq__ result")
+            raise unsupported("EB0036", "object.__ne__ of a non-constant __eq__ result")
         v = eq.as_constant()
         return ConstantVariable(v if v is NotImplemented else not v)

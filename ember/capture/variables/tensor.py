@@ -61,7 +61,7 @@ class TensorVariable(VariableTracker):
         return f"Tensor({self.node.name}: {list(self.fake.shape)} {self.fake.dtype})"
 
     def truth(self, tx):
-        raise unsupported("data-dependent branch: the truth value of a tensor depends on its data")
+        raise unsupported("EB0016", "data-dependent branch: the truth value of a tensor depends on its data")
 
     def hash_key(self):
         observe = getattr(self, "on_identity", None)
@@ -78,12 +78,12 @@ class TensorVariable(VariableTracker):
         own = raw_attribute(real, "__dict__")
         if isinstance(own, dict) and name in own:
             if self.source is None:
-                raise unsupported(f"attribute {name!r} of a tensor ember cannot name")
+                raise unsupported("EB0031", f"attribute {name!r} of a tensor ember cannot name")
             from ember.capture.builder import wrap
             from ember.capture.sources import AttrSource
             return wrap(tx, own[name], AttrSource(self.source, name))
         if on_mro(type(real), name):
-            raise unsupported(f"attribute {name!r} of {type(real).__name__}")
+            raise unsupported("EB0031", f"attribute {name!r} of {type(real).__name__}")
         if self.source is not None:
             tx.guards.no_attribute(self.source, real, name)
         raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
@@ -106,16 +106,16 @@ class TensorVariable(VariableTracker):
                 if pending is not None:
                     return pending
                 return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
-            raise unsupported("reading .grad of a tensor computed inside the compiled region")
+            raise unsupported("EB0024", "reading .grad of a tensor computed inside the compiled region")
         if name == "data":
             if self.real is not None and self.real.is_leaf and self.real.requires_grad:
                 # An in-place write through it would reach the AOT epilogue as a mutation of a leaf
                 # that requires grad, which it cannot apply yet.
-                raise unsupported("Tensor.data of an input that requires grad")
+                raise unsupported("EB0024", "Tensor.data of an input that requires grad")
             # A detached alias sharing storage (what .data is, short of its version-counter quirk).
             return tx.output.call_method("detach", [self], {})
         if name in ("_version", "_base"):
-            raise unsupported(f"Tensor.{name}")
+            raise unsupported("EB0031", f"Tensor.{name}")
         if name in ("is_leaf", "grad_fn") and self._real_input():
             # The fake of an input is a leaf even when the input is not (a non-leaf input that
             # requires grad): its leafness is the real tensor's, guarded (an in-place op of the trace
@@ -126,7 +126,7 @@ class TensorVariable(VariableTracker):
             if not real_leaf:
                 if name == "is_leaf":
                     return ConstantVariable(False)
-                raise unsupported("grad_fn of an input that is not a leaf")
+                raise unsupported("EB0024", "grad_fn of an input that is not a leaf")
         if name == "grad_fn":
             from ember.capture.variables.autograd_function import grad_fn_variable
             return grad_fn_variable(self.fake.grad_fn)
@@ -140,7 +140,7 @@ class TensorVariable(VariableTracker):
         if callable(attr) and not isinstance(attr, (torch.Tensor, torch.Size)):
             return TensorMethodVariable(self, name)
         if isinstance(attr, torch.Tensor):
-            raise unsupported(f"tensor-valued attribute Tensor.{name}")
+            raise unsupported("EB0031", f"tensor-valued attribute Tensor.{name}")
         if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(plain(attr))
@@ -163,7 +163,7 @@ class TensorVariable(VariableTracker):
     def setattr(self, tx, name, value):
         if name == "grad" and self.real is not None and self.source is not None:
             if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
-                raise unsupported(f"assigning {value.describe()} to Tensor.grad")
+                raise unsupported("EB0024", f"assigning {value.describe()} to Tensor.grad")
             tx.side_effects.store_attr(self, self.real, "grad", value)  # replayed after the graph
             return
         if not name.startswith("__") and not hasattr(torch.Tensor, name) \
@@ -210,7 +210,13 @@ class TensorVariable(VariableTracker):
             from ember.capture.variables.numpy_arrays import tensor_numpy
             return tensor_numpy(tx, self, args, kwargs)
         if name in _BREAKING_METHODS:
-            raise unsupported(_BREAKING_METHODS[name])
+            if name in ("item", "tolist", "__int__", "__float__", "__index__"):
+                raise unsupported("EB0017", _BREAKING_METHODS[name])
+            if name == "__bool__":
+                raise unsupported("EB0016", _BREAKING_METHODS[name])
+            if name in ("backward", "register_hook", "retain_grad"):
+                raise unsupported("EB0024", _BREAKING_METHODS[name])
+            raise unsupported("EB0023", _BREAKING_METHODS[name])
         if name == "__len__":
             if self.fake.dim() and has_symbols(self.fake.shape[0]):
                 return tx.output.call_method("size", [self, ConstantVariable(0)], {})
@@ -257,16 +263,16 @@ class TensorVariable(VariableTracker):
             if flag.is_constant() and bool(flag.as_constant()) == fake.requires_grad and (
                     not fake.requires_grad or fake.is_leaf):
                 return self
-            raise unsupported("Tensor.requires_grad_() changes autograd metadata (runs eagerly at a graph "
+            raise unsupported("EB0024", "Tensor.requires_grad_() changes autograd metadata (runs eagerly at a graph "
                               "break); for a new leaf made from a computed tensor, call it on `.detach()` "
                               "outside the compiled function")
         if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view():
             return self
-        raise unsupported("Tensor.detach_() changes autograd metadata (runs eagerly)")
+        raise unsupported("EB0024", "Tensor.detach_() changes autograd metadata (runs eagerly)")
 
     def unpack(self, tx):
         if self.fake.dim() == 0:
-            raise unsupported("iteration over a 0-d tensor")
+            raise unsupported("EB0034", "iteration over a 0-d tensor")
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(self.fake.shape[0])]
 

@@ -108,7 +108,11 @@ class TorchFunctionVariable(VariableTracker):
         if fn in _CONSTANT_ANSWERS:
             return ConstantVariable(_CONSTANT_ANSWERS[fn])
         if fn in _REFUSED:
-            raise unsupported(_REFUSED[fn])
+            if fn in (torch.autograd.grad, torch.autograd.backward):
+                raise unsupported("EB0024", _REFUSED[fn])
+            if fn in (torch.save, torch.load):
+                raise unsupported("EB0026", _REFUSED[fn])
+            raise unsupported("EB0025", _REFUSED[fn])
         if fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
         if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs \
@@ -139,12 +143,12 @@ class TorchFunctionVariable(VariableTracker):
             from ember.capture.variables.numpy_arrays import torch_call_with_numpy
             converted = torch_call_with_numpy(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.tensor(a)
             if converted is None:
-                raise unsupported(f"torch.{getattr(fn, '__name__', fn)} of an ndarray")
+                raise unsupported("EB0053", f"torch.{getattr(fn, '__name__', fn)} of an ndarray")
             return converted
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
-            raise unsupported(f"{module}.{name} is the other compiler's internals (runs eagerly)")
+            raise unsupported("EB0027", f"{module}.{name} is the other compiler's internals (runs eagerly)")
         if _is_compiler_api(module):
             # the compiler's own API (graph_break, mark_dynamic, disable, ...): never a graph op
             if name == "is_compiling":
@@ -152,12 +156,12 @@ class TorchFunctionVariable(VariableTracker):
             if name == "graph_break":
                 msg = args[0].as_constant() if args and args[0].is_constant() else kwargs.get("msg")
                 msg = msg.as_constant() if isinstance(msg, VariableTracker) and msg.is_constant() else msg
-                raise unsupported("graph_break() called (a break the program asked for)" + (f": {msg}" if msg else ""))
-            raise unsupported(f"{module}.{name}() inside the compiled region runs eagerly")
+                raise unsupported("EB0028", "graph_break() called (a break the program asked for)" + (f": {msg}" if msg else ""))
+            raise unsupported("EB0027", f"{module}.{name}() inside the compiled region runs eagerly")
         if name.startswith("set_") or name.startswith("_set_"):
-            raise unsupported(f"torch.{name} changes global state")
+            raise unsupported("EB0025", f"torch.{name} changes global state")
         if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):
-            raise unsupported(f"torch.{name} is not supported yet")
+            raise unsupported("EB0027", f"torch.{name} is not supported yet")
         if isinstance(fn, types.FunctionType) and not module.startswith(_GRAPH_OP_MODULES) \
                 and not (module.startswith("torch.optim") and "." in fn.__qualname__):
             # (an optimizer's own methods keep running as one call: their sparse and foreach paths)

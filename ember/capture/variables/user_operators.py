@@ -263,7 +263,7 @@ def checked_truth(method: str, result) -> bool:
     if not result.is_constant():
         if method == "__bool__" and type(result).__name__ == "TensorVariable":
             raise PythonException(TypeError("__bool__ should return bool, returned Tensor"))
-        raise unsupported(f"{method} returned {result.describe()}")
+        raise unsupported("EB0038", f"{method} returned {result.describe()}")
     value = result.as_constant()
     if method == "__bool__":
         if type(value) is not bool:
@@ -286,7 +286,7 @@ def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
     except ValueError as e:
         raise PythonException(e) from None
     if any("." in f or "[" in f for f in fields):
-        raise unsupported("str.format with non-constant arguments and attribute/index fields")
+        raise unsupported("EB0036", "str.format with non-constant arguments and attribute/index fields")
 
     class _Text:
         def __init__(self, vt):
@@ -295,7 +295,7 @@ def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
         def _text(self, kind):
             out = user_str(tx, kind, self.vt)
             if out is None:
-                raise unsupported(f"str.format of {self.vt.describe()}")
+                raise unsupported("EB0040", f"str.format of {self.vt.describe()}")
             return out.as_constant()
 
         def __str__(self):
@@ -307,7 +307,7 @@ def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
         def __format__(self, spec):
             t = self.vt.python_type()
             if t.__format__ is not object.__format__:
-                raise unsupported(f"str.format of {self.vt.describe()} (its own __format__)")
+                raise unsupported("EB0040", f"str.format of {self.vt.describe()} (its own __format__)")
             if spec:
                 raise TypeError(f"unsupported format string passed to {t.__name__}.__format__")
             return self._text("str")
@@ -316,7 +316,7 @@ def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
         if vt.is_constant():
             return vt.as_constant()
         if type(vt).__name__ == "TensorVariable":
-            raise unsupported("str.format of a tensor reads its data")
+            raise unsupported("EB0017", "str.format of a tensor reads its data")
         return _Text(vt)
 
     try:

@@ -35,7 +35,7 @@ class WeakRefVariable(UserObjectVariable):
         from ember.capture.builder import wrap
         from ember.capture.sources import CallSource
         if args or kwargs:
-            raise unsupported("calling a weakref with arguments")
+            raise unsupported("EB0033", "calling a weakref with arguments")
         if self.source is None:
-            raise unsupported("calling a weakref that was not read from outside the frame")
+            raise unsupported("EB0033", "calling a weakref that was not read from outside the frame")
         return wrap(tx, self.obj(), CallSource(call_weakref, self.source, ()))
