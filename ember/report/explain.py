@@ -22,14 +22,27 @@ class BreakReason:
     where: str | None
     source_line: str | None
     user_stack: list[str]
+    id: str = "EB0000"       # its class in the graph-break registry (docs/graph_breaks.md)
+    explanation: str = ""    # the registry's one-line explanation of that class
+    hint: str = ""           # what the user can change
 
     def __str__(self) -> str:
-        s = f"{self.reason}"
+        s = f"{self.id}: {self.reason}"
         if self.where:
             s += f"\n      at {self.where}"
             if self.source_line:
                 s += f"\n        {self.source_line.strip()}"
+        if self.hint:
+            s += f"\n      hint: {self.hint}"
         return s
+
+    @classmethod
+    def of(cls, e) -> "BreakReason":
+        """The record of an ``Unsupported`` (a graph break or an eager fallback)."""
+        kind_id = getattr(e, "id", None) or "EB0000"
+        from ember.capture.break_registry import lookup
+        kind = lookup(kind_id)
+        return cls(e.reason, e.where, e.source_line, e.user_stack, kind_id, kind.explanation, kind.hint)
 
 
 @dataclasses.dataclass
@@ -109,8 +122,7 @@ def explain(fn: Callable, *args, **kwargs):
         result = compiled(*call_args, **call_kwargs)
         root = compiled._ember_cache if isinstance(compiled, torch.nn.Module) else compiled._cache
         caches = _all_caches(root) if root is not None else []  # nothing compiled (a builtin)
-        reasons = [BreakReason(e.reason, e.where, e.source_line, e.user_stack)
-                   for cache in caches for e in cache.break_reasons + cache.fallback_reasons]
+        reasons = [BreakReason.of(e) for cache in caches for e in cache.break_reasons + cache.fallback_reasons]
         ops = [[_op_name(n) for n in g.graph.nodes if n.op in ("call_function", "call_method")] for g in graphs]
         times = {k: v - before.get(k, 0.0) for k, v in metrics.phase_seconds.items()}
         return ExplainOutput(

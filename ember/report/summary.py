@@ -18,14 +18,15 @@ class CompiledFunctionReport:
     label: str
     guard_counts: list[int]            # per cache entry
     graph_node_counts: list[int]       # per compiled graph (entries without a graph skipped)
-    break_reasons: list[str]           # "reason at file:line"
+    break_reasons: list[str]           # "EB0016: reason at file:line"
     runs_eagerly_because: str | None   # set when the function is no longer compiled
     recompile_reasons: list[str]
 
 
 def _describe(e) -> str:
     where = getattr(e, "where", None)
-    return f"{getattr(e, 'reason', e)}" + (f" at {where}" if where else "")
+    kind = getattr(e, "id", None)
+    return (f"{kind}: " if kind else "") + f"{getattr(e, 'reason', e)}" + (f" at {where}" if where else "")
 
 
 def compiled_functions() -> list[CompiledFunctionReport]:
