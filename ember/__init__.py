@@ -11,6 +11,10 @@ from ember.metrics import compile_times, stats
 from ember.api import compile, reset, explain
 from ember.capture.dynamic_dims import mark_dynamic, maybe_mark_dynamic, mark_static
 
+if config.trace:
+    from ember import trace_log as _trace_log
+    _trace_log.sync(config.trace)
+
 if config.logs:
     from ember.report.logs import set_logs as _set_logs
     _set_logs(config.logs)

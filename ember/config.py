@@ -56,6 +56,9 @@ class Config:
     runtime_asserts: bool = True
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
+    # A directory to write the structured trace into (EMBER_TRACE=dir; what TORCH_TRACE writes, for
+    # tlparse; see ember.report.trace and docs/observability.md). '' for off.
+    trace: str = ""
     # Tests of the safety net: raise an internal error at one point ("guard", "capture",
     # "codegen", "resume", "backend" or "epilogue"; "" for none). See docs/safety_net.md.
     inject_fault: str = ""

@@ -16,6 +16,7 @@ a callable with ``_boxed_call = True`` takes one list of inputs (which it may cl
 from __future__ import annotations
 
 import contextlib
+import logging
 
 import dataclasses
 import operator
@@ -27,7 +28,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from ember import metrics
+from ember import metrics, trace_log
 from ember.locking import compile_lock
 from ember.aot.aliasing import InputLayout, compute_layout, inner_fake_args, wrap_program
 from ember.aot.autocast import parse_backward_pass_autocast
@@ -43,6 +44,7 @@ from ember.aot.overlap import check_self_overlapping_writes
 from ember.aot.trace import trace_inference, trace_joint
 
 _graph_ids = itertools.count()
+log_graphs = logging.getLogger("ember.aot_graphs")
 
 
 def nop(gm: torch.fx.GraphModule, example_inputs: list):
@@ -124,6 +126,7 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         joint = trace_joint(fn, fake_args, meta, fake_mode, options["decompositions"],
                             options["backward_pass_autocast"])
         parts = options["partition_fn"](joint, num_primals=len(fake_args), num_fw_returns=meta.num_forward_returns)
+        _trace_graphs(meta, aot_joint_graph=joint, aot_forward_graph=parts.fw, aot_backward_graph=parts.bw)
         with metrics.timed("backend_compile"):
             fw = boxed(options["fw_compiler"](parts.fw, _placeholder_vals(parts.fw)))
         bw = LazyBackward(parts.bw, options["bw_compiler"], _placeholder_vals(parts.bw), fake_mode)
@@ -149,11 +152,35 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         compiled.partition = parts
     else:
         fw_gm = trace_inference(fn, fake_args, meta, fake_mode, options["decompositions"])
+        _trace_graphs(meta, aot_inference_graph=fw_gm)
         with metrics.timed("backend_compile"):
             fw = boxed(options["inference_compiler"](fw_gm, _placeholder_vals(fw_gm)))
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
         compiled.graphs = {"inference": fw_gm}
     return compiled
+
+
+def _trace_graphs(meta, **graphs: torch.fx.GraphModule) -> None:
+    """The joint, forward and backward (or inference) graphs, to the ``aot_graphs`` log and the
+    structured trace (``EMBER_TRACE``: ``aot_joint_graph``, ``aot_forward_graph`` ... records)."""
+    tracing = trace_log.writer is not None
+    if not tracing and not log_graphs.isEnabledFor(logging.DEBUG):
+        return
+    text = {name: _readable(gm) for name, gm in graphs.items()}
+    for name, code in text.items():
+        if name != "aot_joint_graph":
+            log_graphs.debug("%s:\n%s", name.removeprefix("aot_").replace("_", " "), code)
+    if tracing:
+        trace_log.artifact("aot_forward_graph_fw_metadata", lambda: repr(meta))
+        for name, code in text.items():
+            trace_log.emit(name, {}, code)
+
+
+def _readable(gm: torch.fx.GraphModule) -> str:
+    try:
+        return gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    except Exception:  # noqa: BLE001 — the plain code, if the annotated form cannot be made
+        return gm.code
 
 
 def _leading(indices) -> int:

@@ -25,6 +25,8 @@ from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
+from ember.capture import trace_hooks
+from ember import trace_log
 from ember.config import config
 from ember.locking import compile_lock
 from ember.exc import InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
@@ -177,6 +179,8 @@ class FrameCache:
         """Compile a new entry for ``bound`` (under the compile lock). None: run eagerly."""
         if self.run_eagerly_reason is not None:
             return None
+        trace_log.sync(config.trace)
+        reason = None
         if self.entries:
             if len(self.entries) >= config.recompile_limit:
                 self.run_eagerly_reason = f"recompile limit ({config.recompile_limit}) reached"
@@ -190,7 +194,12 @@ class FrameCache:
             metrics.bump("recompiles")
             log_recompiles.info("recompiling %s (entry %d): guard failed: %s", self.label, len(self.entries) + 1, reason)
         metrics.bump("frames")
-        entry = self._compile(bound)
+        with trace_hooks.compile_frame(self, reason) as traced:
+            entry = self._compile(bound)
+            if traced is not None:
+                traced.entry = entry
+                if entry is not None:
+                    trace_hooks.entry_made(entry, self.label)
         if entry is None:
             return None
         if entry.compiled is None and entry.break_reason is None and entry.eager_reason is None \
@@ -332,6 +341,7 @@ class FrameCache:
         metrics.bump("fallbacks")
         self.entries = []
         self.run_eagerly_reason = f"internal error {where}: {type(cause).__name__}: {cause}"
+        self.internal_error = (type(cause).__name__, self.run_eagerly_reason)  # (for EMBER_TRACE's metrics)
         at = f" ({where_raised(cause)})" if cause.__traceback__ is not None else ""
         key = (type(cause).__name__, str(cause))
         if key in _REPORTED:

@@ -437,6 +437,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # The residual reads only its arguments and constants: no cells, no closure (a code object with
     # free variables would also need COPY_FREE_VARS in its prologue, or its frame holds garbage).
     residual = types.FunctionType(check_generated(new_code), fn.__globals__, new_code.co_name)
+    from ember.capture import trace_hooks
+    trace_hooks.residual_made(new_code)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("residual %s:\n%s", new_code.co_qualname, readable_code(new_code))
     return residual, arg_positions, live_args

@@ -32,7 +32,8 @@ def test_set_logs_enables_named_artifacts_and_rejects_unknown():
     try:
         assert set_logs("recompiles,graph_breaks") == ["recompiles", "graph_breaks"]
         assert logging.getLogger("ember.recompiles").level == logging.DEBUG
-        assert set_logs("+all") == ["graph_breaks", "recompiles", "guards", "graph", "bytecode"]
+        assert set_logs("+all") == ["graph_breaks", "recompiles", "guards", "graph", "graph_code", "aot_graphs",
+                                    "bytecode"]
         with pytest.raises(ValueError, match="unknown EMBER_LOGS artifact"):
             set_logs("graphz")
     finally:
