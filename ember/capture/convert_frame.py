@@ -25,6 +25,7 @@ from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
 from ember.capture.guards import GuardKind, GuardSet
+from ember.capture.provenance import Locator
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
@@ -185,6 +186,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
         cells[name] = RealCellVariable(cell, CellContentsSource(fn_source, i, name))
     side_effects = SideEffects()
     tx = Translator(code, fn.__globals__, {}, cells, output, guards, side_effects=side_effects)
+    guards.set_locator(Locator(tx))  # each guard records the traced line that made it (capture/provenance.py)
+    if fake.shape_env is not None:
+        fake.shape_env.ember_locate = guards.locate
     tx.break_at = break_at[0] if break_at else None
     tx.exc_at_entry = handled  # the exception being handled when the frame was called
     tx.exc_at_entry_is_ours = getattr(fn, "__ember_cell_args__", None) is not None  # a resume function
@@ -438,10 +442,12 @@ def _reasons_function(fn: types.FunctionType, guards: GuardSet) -> Callable:
     for hname, hcode in hoists:
         reason_body += ["try:", f"    {hname} = {hcode}", "except Exception:", f"    {hname} = None"]
     for i, g in enumerate(guard_list):
+        # the guard's text, and where the trace made it depend on it (capture/provenance.py)
         scope[f"___text{i}"] = g.text
+        scope[f"___prov{i}"] = f" — guard from {g.provenance}" if g.provenance is not None else ""
         now = g.now or (f"___describe({g.source.expr(scope)})" if g.source is not None else "None")
-        reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___with_value(___text{i}, {now}))",
-                        "except Exception:", f"    ___failed.append(___text{i})"]
+        reason_body += ["try:", f"    if not ({g.code}): ___failed.append(___with_value(___text{i}, {now}) + ___prov{i})",
+                        "except Exception:", f"    ___failed.append(___text{i} + ___prov{i})"]
     reason_body.append("return ___failed")
     scope["___describe"] = _describe_value
     scope["___with_value"] = lambda text, now: text if now is None else f"{text} (now: {now})"

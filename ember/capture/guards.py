@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from ember.capture.provenance import ENTRY
 from ember.capture.sources import Source, bind
 
 
@@ -48,9 +49,15 @@ class Guard:
     code: str           # expression in generated-code form
     order: int          # discovery order, a tiebreak within a kind
     now: str | None = None  # expression describing the values it checks (for recompile reasons)
+    #: the user's line and the operation that made the trace depend on it (capture/provenance.py)
+    provenance: Any = None
 
     def __str__(self) -> str:
         return f"{self.kind.name}: {self.text}"
+
+    def with_provenance(self) -> str:
+        """``TYPE: text  ← file:line in fn (operation): source line`` (the guard and why it exists)."""
+        return str(self) + (f"  ← {self.provenance}" if self.provenance is not None else "")
 
 
 def dispatches_torch_function(cls: type) -> bool:
@@ -85,12 +92,30 @@ class GuardSet:
                                       "___getattr": getattr}
         self._guards: dict[tuple, Guard] = {}
         self._global_getters: dict[str, tuple] = {}
+        #: () -> Provenance of the instruction being traced (set for the trace: capture/provenance.py)
+        self.locate = None
+
+    def set_locator(self, locate) -> None:
+        """Record provenance from now on; guards installed before (the global state the frame is
+        entered with) get the locator's answer now (the frame's entry)."""
+        self.locate = locate
+        for k, g in list(self._guards.items()):
+            if g.provenance is None:
+                self._guards[k] = dataclasses.replace(g, provenance=self._where(g.source))
 
     # -- adding guards -------------------------------------------------------
-    def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str) -> None:
+    def _where(self, source: Source | None):
+        prov = self.locate() if self.locate is not None else None
+        if prov is not None and prov.operation == ENTRY and source is not None:
+            prov = prov.with_operation(f"{ENTRY}: reading {source.name()}")
+        return prov
+
+    def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str,
+             provenance=None) -> None:
         k = (kind, source, key)
         if k not in self._guards:
-            self._guards[k] = Guard(kind, source, text, code, len(self._guards))
+            self._guards[k] = Guard(kind, source, text, code, len(self._guards),
+                                    provenance=provenance if provenance is not None else self._where(source))
 
     def id_match(self, source: Source, obj: Any) -> None:
         e = source.expr(self.scope)
@@ -253,12 +278,13 @@ class GuardSet:
                   f"mark_dynamic dims of {source.name()} within {sorted(dims)}",
                   f"___getattr({e}, '_dynamo_dynamic_indices', {empty}) <= {bind(self.scope, dims, 'dims')}")
 
-    def shape_env(self, codes: list[str], names: list[tuple[str, str]]) -> None:
+    def shape_env(self, codes: list[str], names: list[tuple[str, str]], provenance: list | None = None) -> None:
         """The ShapeEnv's guards (Python over the inputs' expressions), shown with the inputs'
-        readable names (``names``: (expression, name) pairs)."""
+        readable names (``names``: (expression, name) pairs); ``provenance``: per code, where the
+        trace added it (None: from the inputs themselves, e.g. a static size or duck sizing)."""
         import re
         self.scope.setdefault("___sizes_now", sizes_now)
-        for code in codes:
+        for i, code in enumerate(codes):
             text, used = code, []
             for expr, name in names:
                 pattern = r"(?<![\w.\]])" + re.escape(expr) + r"(?![\w(\[])"
@@ -267,7 +293,12 @@ class GuardSet:
                 text = re.sub(pattern, lambda _m, n=name: n, text)
             now = "___sizes_now((" + "".join(f"({n!r}, {e}), " for e, n in used) + "))" if used else None
             fast = re.sub(r"\.(size|stride)\(\)\[(\d+)\]", r".\1(\2)", code)  # (no Size tuple per read)
-            self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, fast)
+            prov = provenance[i] if provenance is not None else None
+            if prov is None:  # from an input's sizes: where the tensor guard of that input came from
+                prov = next((g.provenance for (_e, name) in used for g in self._guards.values()
+                             if g.kind is GuardKind.TENSOR_MATCH and g.source is not None
+                             and g.source.name() == name and g.provenance is not None), None)
+            self._add(GuardKind.SHAPE_ENV, None, ("shape", code), text, fast, provenance=prov)
             key = (GuardKind.SHAPE_ENV, None, ("shape", code))
             self._guards[key] = dataclasses.replace(self._guards[key], now=now)
 
@@ -351,6 +382,8 @@ class GuardSet:
         if old is not None:
             getter, label = self._global_getters[key]
             self.global_state(key, getter, getter(), label)
+            k = (GuardKind.GLOBAL_STATE, None, key)
+            self._guards[k] = dataclasses.replace(self._guards[k], provenance=old.provenance)
 
     def global_state(self, key: str, getter, value: Any, label: str) -> None:
         self._global_getters[key] = (getter, label)

@@ -190,14 +190,14 @@ class OutputGraph:
                 raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
         fakes = [f for f, *_ in self.symbolic_inputs]
         try:
-            codes = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
+            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
                                      [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
                                       for f in fakes])
         except Exception as e:
             if type(e).__name__ == "ConstraintViolationError":
                 name_violation(e, self)
             raise
-        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs])
+        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs], provenance)
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     observes_storage_offsets = False

@@ -80,14 +80,25 @@ def _shape_env_class():
     """torch's ShapeEnv, except where it finds the "user frame" for its log lines and the source
     locations of its guards: it walks the stack past a set of torch's files, which it computes once
     by importing torch's export, Inductor and frame-evaluation modules (about a second of the first
-    symbolic compile). ember records the user's line of each guard itself (``guard_lines``)."""
+    symbolic compile). ember records the user's line of each guard itself: ``ember_locate`` (set by
+    the trace, see ember/capture/provenance.py) names the instruction being traced, and the guard's
+    location holds a marker ``<ember:N>`` for ``ember_provenance[N]`` (read by `shape_guard_code`)."""
     global _SHAPE_ENV_CLASS
     if _SHAPE_ENV_CLASS is None:
         from torch.fx.experimental.symbolic_shapes import SLoc, ShapeEnv
 
         class EmberShapeEnv(ShapeEnv):
+            ember_locate = None  # () -> the provenance of the traced instruction (compile time)
+
             def _get_stack_summary(self, is_debug: bool = False, framework_loc=None):
-                return SLoc(framework_loc, None), ""
+                locate = self.ember_locate
+                prov = locate() if locate is not None else None
+                if prov is None:
+                    return SLoc(framework_loc, None), ""
+                provs = self.__dict__.setdefault("ember_provenance", [])
+                if not provs or provs[-1] != prov:
+                    provs.append(prov)
+                return SLoc(framework_loc, f"<ember:{len(provs) - 1}>"), ""
 
         _SHAPE_ENV_CLASS = EmberShapeEnv
     return _SHAPE_ENV_CLASS
@@ -162,10 +173,21 @@ def same_metadata(shape_env, a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
 
 
-def shape_guard_code(shape_env, fakes: list, exprs: list[str], contexts: list) -> list[str]:
+def shape_guard_code(shape_env, fakes: list, exprs: list[str], contexts: list) -> tuple[list[str], list]:
     """Python expressions over the inputs (named by ``exprs``) that hold exactly when a call's
     sizes satisfy everything the trace assumed: static sizes and strides of these inputs,
     equalities between dimensions that share a symbol, value ranges, and the guards the trace
-    added (branches on sizes, specialisations)."""
-    return shape_env.produce_guards(fakes, [ExprSource(e) for e in exprs], ignore_static=False,
-                                    input_contexts=contexts)
+    added (branches on sizes, specialisations); and per expression, the provenance of the guard
+    (where the trace added it: see `_shape_env_class`), or None (from the inputs themselves)."""
+    import re
+    helpers = shape_env.produce_guards_verbose(fakes, [ExprSource(e) for e in exprs], ignore_static=False,
+                                               input_contexts=contexts, langs=("python", "verbose_python"))
+    codes, verbose = helpers[0].exprs, helpers[1].exprs
+    provs = shape_env.__dict__.get("ember_provenance", [])
+    if len(verbose) != len(codes):
+        return codes, [None] * len(codes)
+    where = []
+    for line in verbose:
+        m = re.search(r"<ember:(\d+)>", line)
+        where.append(provs[int(m.group(1))] if m and int(m.group(1)) < len(provs) else None)
+    return codes, where

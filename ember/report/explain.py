@@ -61,6 +61,9 @@ class ExplainOutput:
     #: each resume function ember made at a graph break: (name, disassembly, plus Python source
     #: when the optional depyf package decompiles it)
     resume_code: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: per cache entry, its Guard objects in the order of ``guards``: ``.kind``, ``.text`` and
+    #: ``.provenance`` (the user's line and operation that made the trace depend on it, or None)
+    guard_details: list[list] = dataclasses.field(default_factory=list)
 
     def __str__(self) -> str:
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}",
@@ -73,7 +76,12 @@ class ExplainOutput:
             lines.append(f"Ops in graph {i} ({len(ops)}): " + ", ".join(ops[:20]) + (" ..." if len(ops) > 20 else ""))
         for i, gs in enumerate(self.guards, 1):
             lines.append(f"Guards of entry {i} ({len(gs)}):")
-            lines.extend(f"  - {g}" for g in gs)
+            details = self.guard_details[i - 1] if i <= len(self.guard_details) else []
+            for j, g in enumerate(gs):
+                lines.append(f"  - {g}")
+                prov = details[j].provenance if j < len(details) else None
+                if prov is not None:
+                    lines.append(f"      ← {prov}")
         if self.recompile_reasons:
             lines.append("Recompile reasons:")
             lines.extend(f"  - {r}" for r in self.recompile_reasons)
@@ -129,6 +137,7 @@ def explain(fn: Callable, *args, **kwargs):
             graphs=graphs, graph_count=len(graphs), graph_break_count=len(reasons), break_reasons=reasons,
             op_count=sum(len(o) for o in ops), ops_per_graph=ops,
             guards=[e.guards.readable() for cache in caches for e in cache.entries],
+            guard_details=[e.guards.ordered() for cache in caches for e in cache.entries],
             generated_code=[e.source for cache in caches for e in cache.entries],
             recompile_reasons=[r for cache in caches for r in cache.recompile_reasons],
             compile_times=times, result=result,
