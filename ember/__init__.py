@@ -10,6 +10,7 @@ from ember.backends.registry import list_backends, lookup_backend, register_back
 from ember.metrics import compile_times, stats
 from ember.api import compile, reset, explain
 from ember.capture.dynamic_dims import mark_dynamic, maybe_mark_dynamic, mark_static
+from ember import compiled_autograd
 
 if config.trace:
     from ember import trace_log as _trace_log
@@ -22,5 +23,5 @@ if config.logs:
 __all__ = [
     "compile", "reset", "explain", "config", "Unsupported", "lookup_backend",
     "register_backend", "list_backends", "stats", "compile_times",
-    "mark_dynamic", "maybe_mark_dynamic", "mark_static",
+    "mark_dynamic", "maybe_mark_dynamic", "mark_static", "compiled_autograd",
 ]

@@ -478,7 +478,23 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             with _no_ambient_autocast():
                 return tuple(bw(args))
 
+    # What compiled autograd (ember.autograd) needs to inline this backward into its own graph.
+    CompiledFunction._ember_backward = AotBackwardInfo(
+        bw=bw, tangent_positions=tuple(tangent_positions), num_saved_tensors=num_saved_tensors,
+        prunable=prunable, none_aware=none_aware, checks_final_versions=bool(final_checks))
     return CompiledFunction
+
+
+class AotBackwardInfo:
+    """The backward of one compiled graph as compiled autograd sees it: ``bw.gm`` takes
+    ``[*saved_tensors, *symints, *unversioned, *tangents]`` (tangents = the incoming gradients at
+    ``tangent_positions``, made contiguous) and returns one gradient per forward input."""
+    __slots__ = ("bw", "tangent_positions", "num_saved_tensors", "prunable", "none_aware",
+                 "checks_final_versions")
+
+    def __init__(self, **kw):
+        for k, v in kw.items():
+            setattr(self, k, v)
 
 
 def _none_grad_is_safe(t: torch.Tensor) -> bool:

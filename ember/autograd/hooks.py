@@ -1,0 +1,80 @@
+"""Which non-leaf tensors have hooks or retain their gradient.
+
+From Python an autograd Node does not list its hooks: a hook registered with
+``t.register_hook`` on a non-leaf ``t`` lives in ``t._backward_hooks``, and ``t.retain_grad()``
+sets ``t.retains_grad``, but nothing leads from ``t.grad_fn`` back to ``t``. So ember records
+the tensor in its grad_fn's ``metadata`` dict (a per-Node dict autograd provides) when either
+method is called: ``install()`` wraps ``Tensor.register_hook`` and ``Tensor.retain_grad`` (done
+on ``import ember``). Leaf hooks need no record: ``AccumulateGrad.variable`` is the leaf.
+
+Not seen (documented in docs/compiled_autograd.md): hooks registered on a non-leaf before ember
+was imported, and hooks registered on Nodes themselves (``grad_fn.register_hook`` /
+``register_prehook``, e.g. by full module backward hooks; those are recognised by their
+``BackwardHookFunctionBackward`` node and the backward runs eagerly).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+KEY = "ember_hooked_tensors"
+_installed = False
+
+
+def _note(t: torch.Tensor) -> None:
+    fn = t.grad_fn
+    if fn is None:
+        return
+    refs = fn.metadata.setdefault(KEY, [])
+    if not any(r() is t for r in refs):
+        refs.append(weakref.ref(t))
+
+
+def install() -> None:
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    register_hook = torch.Tensor.register_hook
+    retain_grad = torch.Tensor.retain_grad
+
+    def register_hook_noted(self, hook):
+        handle = register_hook(self, hook)
+        if self.grad_fn is not None:
+            _note(self)
+        return handle
+
+    def retain_grad_noted(self):
+        retain_grad(self)
+        if self.grad_fn is not None:
+            _note(self)
+
+    set_materialize = torch.autograd.function.FunctionCtx.set_materialize_grads
+
+    def set_materialize_grads_noted(self, value: bool):
+        set_materialize(self, value)
+        self._ember_no_materialize = not value  # (autograd's own flag cannot be read back)
+
+    set_materialize_grads_noted.__doc__ = set_materialize.__doc__
+    torch.autograd.function.FunctionCtx.set_materialize_grads = set_materialize_grads_noted
+    register_hook_noted.__doc__ = register_hook.__doc__
+    register_hook_noted.__wrapped__ = register_hook
+    retain_grad_noted.__doc__ = retain_grad.__doc__
+    torch.Tensor.register_hook = register_hook_noted
+    torch.Tensor.retain_grad = retain_grad_noted
+
+
+def hooked_tensors(node) -> list:
+    """The live tensors of ``node`` (its outputs) with hooks or ``retains_grad``, by output_nr."""
+    meta = node.metadata
+    refs = meta.get(KEY) if meta else None
+    if not refs:
+        return []
+    out = []
+    for r in refs:
+        t = r()
+        if t is not None and t.grad_fn is node and (t._backward_hooks or t.retains_grad):
+            out.append(t)
+    out.sort(key=lambda t: t.output_nr)
+    return out
