@@ -617,6 +617,7 @@ class _TraceState:
         self.generators: list = []
         self.dead_values: list = []     # locals of inlined frames that returned (see release_references)
         self.catch_warnings_depth = 0   # inside `with warnings.catch_warnings()` blocks
+        self.checkpoints: list = []     # open speculation checkpoints (see capture/speculation.py)
 
 
 class _CellHolder(VariableTracker):

@@ -27,6 +27,7 @@ from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
+from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
 
@@ -183,12 +184,15 @@ class OutputGraph:
         tracing it further may have added some)."""
         if not self.symbolic_inputs:
             return
+        fakes = []
         for fake, _, key, source in self.symbolic_inputs:
             if key is not None and not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
-                # an in-place metadata op (t_(), squeeze_()) changed the fake: guards would describe
-                # the input as the trace left it
-                raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
-        fakes = [f for f, *_ in self.symbolic_inputs]
+                # an in-place metadata op (t_(), squeeze_()) changed the fake: the guards describe
+                # the input as it arrived, read from a stand-in with its entry sizes and strides
+                fake = entry_stand_in(self.fake, fake, key)
+                if fake is None:
+                    raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
+            fakes.append(fake)
         try:
             codes, provenance = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
                                      [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None

@@ -162,3 +162,26 @@ class _mode:
         if self.mode is not None:
             return self.mode.__exit__(*exc)
         return False
+
+
+def entry_stand_in(ctx, fake: torch.Tensor, key: tuple):
+    """A fake tensor with ``fake``'s size and stride as they were at entry (``key``: its
+    `ember.fake.symbolic.entry_metadata`, the same symbols), for the shape guards after an in-place
+    metadata op (``x.t_()``) changed ``fake``: guards describe an input as it arrives, not as the
+    trace left it (a stride guard from the transposed tensor could never pass). None when the entry
+    offset is not 0 or the stand-in cannot be made (the caller retraces with static shapes)."""
+    i = key.index("|")
+    j = key.index("|", i + 1)
+    size, stride, offset = key[:i], key[i + 1:j], key[j + 1]
+    if not (type(offset) is int and offset == 0):
+        return None
+    try:
+        with ctx.enabled():
+            stand_in = torch.empty_strided(size, stride, dtype=fake.dtype, device=fake.device)
+    except Exception:  # noqa: BLE001 — a stand-in ember cannot make: static shapes instead
+        return None
+    if id(fake) in ctx.contexts:
+        ctx.contexts[id(stand_in)] = ctx.contexts[id(fake)]
+    ctx.stand_ins = getattr(ctx, "stand_ins", [])
+    ctx.stand_ins.append(stand_in)  # (kept alive: contexts are keyed by id)
+    return stand_in

@@ -43,7 +43,7 @@ from ember.capture.subgraph import GradDisabled, Region, extract
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.tensor import TensorVariable
 from ember.fake.symbolic import has_symbols
-from ember.exc import PythonException
+from ember.exc import PythonException, Unsupported
 
 _CTX_METHODS = ("save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty",
                 "save_for_forward")
@@ -426,6 +426,18 @@ def _note_container_checks(tx, fn_cls, checks) -> None:
 
 
 def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
+    """The apply traced from a checkpoint: a region that turns out unsupported is rolled back (the
+    graph, the trace's state, and fake tensors forward changed in place) before the break."""
+    from ember.capture.speculation import Checkpoint
+    with Checkpoint(tx) as cp:
+        try:
+            return _trace_apply(tx, cls_vt, args, kwargs)
+        except Unsupported:
+            cp.restore()
+            raise
+
+
+def _trace_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
@@ -591,16 +603,27 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
     inputs_before = len(tx.output.placeholders)
     bctx = copy.copy(ctx)  # what backward assigns on ctx must not reach the forward's record
     bctx.attrs = dict(ctx.attrs)
+    from ember.capture.speculation import Checkpoint
+    cp = Checkpoint(tx)
     region = Region(tx, [])
     try:
-        with GradDisabled():
-            grads = [tx.output.call_function(torch.zeros_like, [o], {}) if isinstance(o, TensorVariable)
-                     else ConstantVariable(None) for o in out_items]
-            result = fn_vt.call(tx, [bctx, *grads], {})
-    except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
-        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} while tracing") from None
-    region.check_pure(f"{fn_cls.__qualname__}.backward")
-    region.erase()
+        try:
+            with GradDisabled():
+                grads = [tx.output.call_function(torch.zeros_like, [o], {}) if isinstance(o, TensorVariable)
+                         else ConstantVariable(None) for o in out_items]
+                result = fn_vt.call(tx, [bctx, *grads], {})
+        except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
+            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} "
+                              "while tracing") from None
+        region.check_pure(f"{fn_cls.__qualname__}.backward")
+    except Unsupported:
+        cp.restore()
+        raise
+    # Backward runs later, not here: its nodes go, and what it changed in place on the fake tensors
+    # (``x.t_()`` of a saved input) is undone, or the rest of the frame would see x transposed.
+    if not cp.restore():
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward changes a view's autograd state "
+                          "(cannot be undone while tracing)")
     if len(tx.output.placeholders) != inputs_before:
         # AOT would run the real backward on fake tensors, where a real tensor from outside cannot go
         raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")

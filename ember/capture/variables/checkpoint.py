@@ -30,6 +30,18 @@ def _constant(kwargs: dict, name: str, default):
 
 
 def trace_checkpoint(tx, args: list, kwargs: dict) -> VariableTracker:
+    """Traced from a checkpoint: an unsupported region is rolled back before the break."""
+    from ember.capture.speculation import Checkpoint
+    from ember.exc import Unsupported
+    with Checkpoint(tx) as cp:
+        try:
+            return _trace_checkpoint(tx, args, kwargs)
+        except Unsupported:
+            cp.restore()
+            raise
+
+
+def _trace_checkpoint(tx, args: list, kwargs: dict) -> VariableTracker:
     from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
     if not args:
         raise unsupported("EB0049", "checkpoint without a function")

@@ -15,7 +15,7 @@ import torch
 from ember.capture.subgraph import Region, extract
 from ember.capture.variables.base import VariableTracker, unsupported
 from ember.capture.variables.tensor import TensorVariable
-from ember.exc import PythonException
+from ember.exc import PythonException, Unsupported
 
 
 def _flat_result(vt, which: str):
@@ -43,6 +43,18 @@ def _check_no_aliasing(operands, body, outputs, which: str) -> None:
 
 
 def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
+    """Traced from a checkpoint: each branch starts from it (fake tensors a branch changed in place
+    are put back before the next), and an unsupported cond is rolled back before the break."""
+    from ember.capture.speculation import Checkpoint
+    with Checkpoint(tx) as cp:
+        try:
+            return _trace_cond(tx, args, kwargs, cp)
+        except Unsupported:
+            cp.restore()
+            raise
+
+
+def _trace_cond(tx, args: list, kwargs: dict, cp) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     names = ("pred", "true_fn", "false_fn", "operands")
     if len(args) > 4 or any(k not in names for k in kwargs):
@@ -82,6 +94,8 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
         flat, spec = _flat_result(out, which)
         body = region.nodes()
         traced.append((region, body, flat, spec))
+        if not cp.restore_fakes():  # the other branch (and what follows) sees the tensors as before
+            raise unsupported("EB0050", f"torch.cond's {which} changes a view's autograd state")
     (r_true, b_true, f_true, s_true), (r_false, b_false, f_false, s_false) = traced
     if s_true != s_false:
         raise unsupported("EB0050", "torch.cond branches return different structures")

@@ -288,6 +288,9 @@ class ListVariable(BaseSequence):
     def _mutable(self, what: str, tx=None):
         if tx is not None:
             tx.side_effects.container_writes.append(self.born)
+            if getattr(getattr(tx, "trace", None), "checkpoints", None):
+                from ember.capture.speculation import note_container_write
+                note_container_write(tx, self)
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 
@@ -476,6 +479,9 @@ class DictVariable(VariableTracker):
             raise unsupported("EB0032", self.read_only)
         if tx is not None:
             tx.side_effects.container_writes.append(self.born)
+            if getattr(getattr(tx, "trace", None), "checkpoints", None):
+                from ember.capture.speculation import note_container_write
+                note_container_write(tx, self)
         if self.source is not None:
             tx.side_effects.mutated_container(self)
 

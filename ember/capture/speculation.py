@@ -1,0 +1,177 @@
+"""Checkpoint and rollback of the interpreter, for regions traced speculatively.
+
+Some constructs are traced to find out whether (and how) they can be captured, and the trace is
+then undone: each branch of ``torch.cond`` starts from the same state, an autograd.Function's
+``backward`` is traced once for its guards and then dropped, and a region that turns out to be
+unsupported is rolled back before the error leaves it. ``Checkpoint(tx)`` records:
+
+* each running frame's stack, locals, cells, instruction pointer and pending ``KW_NAMES``;
+* the side-effect tables (attribute/global/container writes, deferred calls);
+* the graph: which nodes exist (the ones added later are erased) and the submodules;
+* list/dict trackers written after the checkpoint (their items, copied at the first write:
+  `note_container_write`), since those trackers are changed in place;
+* the grad mode;
+* the metadata of every fake tensor alive in the trace (the graph's example values, the fake
+  converter's memo, tensors held by the frames): size, stride, storage offset, storage,
+  ``requires_grad``, leaf-ness and version counter (`ember.fake.snapshot`). An in-place metadata
+  op traced in the region (``x.t_()``) changed that very fake tensor; restoring it in place keeps
+  every tracker that shares it consistent.
+
+Guards are not rolled back, on purpose: the builder memoizes what it wrapped (with the guards it
+installed then), so a dropped guard could be needed later without being installed again. A guard
+added by an undone region only costs a recompile when it fails, never a wrong answer; and a
+``cond`` wants the union of its branches' guards anyway. Guards on tensor inputs are made from
+their metadata at entry (see ``builder.wrap``), never from a fake tensor changed in the trace.
+
+``restore`` returns False when something could not be put back (a view whose autograd history
+changed, a placeholder or node from the region still used); the caller then gives up on the trace
+(a graph break: the frame is traced again from scratch up to the construct, which runs eagerly).
+"""
+from __future__ import annotations
+
+import torch
+
+from ember.fake.snapshot import FakeSnapshot
+
+
+class Checkpoint:
+    def __init__(self, tx):
+        self.tx = tx
+        self.trace = tx.trace
+        self.frames = [(f, list(f.stack), dict(f.locals), dict(f.cells), f.ip, f.kw_names)
+                       for f in tx.trace.running_frames]
+        if tx not in tx.trace.running_frames:
+            self.frames.append((tx, list(tx.stack), dict(tx.locals), dict(tx.cells), tx.ip, tx.kw_names))
+        self.side_effects = _side_effect_tables(tx.side_effects)
+        self.output = tx.output
+        self.nodes = set(tx.output.graph.nodes)
+        self.submodules = dict(tx.output.submodules)
+        self.grad_mode = torch.is_grad_enabled()
+        self.containers: dict[int, tuple] = {}  # id(tracker) -> (tracker, its items/keys at the first write)
+        self.fakes = FakeSnapshot.take(live_fakes(tx))
+        self.active = True
+        tx.trace.checkpoints.append(self)
+
+    # -- while the region runs ---------------------------------------------------------
+    def note_container_write(self, container) -> None:
+        if id(container) not in self.containers:
+            keys = getattr(container, "keys", None)
+            self.containers[id(container)] = (container, _copy(container.items),
+                                              dict(keys) if isinstance(keys, dict) else None)
+
+    def close(self) -> None:
+        """Stop journaling container writes (the region is over, kept or restored)."""
+        if self.active:
+            self.active = False
+            if self in self.trace.checkpoints:
+                self.trace.checkpoints.remove(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- rolling back ---------------------------------------------------------------
+    def restore_fakes(self) -> bool:
+        """Only the fake tensors' metadata (a cond branch: the next branch starts from the same
+        tensors; the nodes stay until both are cut out)."""
+        return self.fakes.restore()
+
+    def restore(self) -> bool:
+        """Everything recorded, back as it was; False when something could not be."""
+        ok = True
+        for f, stack, locals_, cells, ip, kw_names in self.frames:
+            f.stack[:] = stack
+            f.locals.clear()
+            f.locals.update(locals_)
+            f.cells.clear()
+            f.cells.update(cells)
+            f.ip, f.kw_names = ip, kw_names
+        _restore_side_effects(self.tx.side_effects, self.side_effects)
+        for container, items, keys in self.containers.values():
+            container.items = items
+            if keys is not None:
+                container.keys = keys
+        graph = self.output.graph
+        for n in reversed(list(graph.nodes)):  # (later nodes first: a node's users go before it)
+            if n in self.nodes or n.op == "placeholder":
+                continue
+            if n.users:
+                ok = False  # used by a placeholder-less survivor: cannot be (kept, reported)
+                continue
+            graph.erase_node(n)
+        self.output.submodules.clear()
+        self.output.submodules.update(self.submodules)
+        torch._C._set_grad_enabled(self.grad_mode)
+        ok = self.fakes.restore() and ok
+        self.close()
+        return ok
+
+
+def live_fakes(tx) -> list:
+    """The fake tensors the trace can reach now: every graph value, the converted inputs, and what
+    the running frames hold (directly or in list/tuple/dict trackers)."""
+    out = []
+    for n in tx.output.graph.nodes:
+        _collect(n.meta.get("example_value"), out)
+    for _ref, fake in tx.output.fake._memo.values():
+        out.append(fake)
+    frames = list(tx.trace.running_frames)
+    if tx not in frames:
+        frames.append(tx)
+    for f in frames:
+        for vt in [*f.stack, *f.locals.values()]:
+            _collect_vt(vt, out, 2)
+    return out
+
+
+def _collect(value, out) -> None:
+    if isinstance(value, torch.Tensor):
+        out.append(value)
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            _collect(v, out)
+
+
+def _collect_vt(vt, out, depth) -> None:
+    fake = getattr(vt, "fake", None)
+    if isinstance(fake, torch.Tensor):
+        out.append(fake)
+    if depth <= 0:
+        return
+    items = getattr(vt, "items", None)
+    if isinstance(items, dict):
+        items = list(items.values())
+    if isinstance(items, list):
+        for i in items:
+            _collect_vt(i, out, depth - 1)
+
+
+def _copy(items):
+    return dict(items) if isinstance(items, dict) else list(items)
+
+
+def _side_effect_tables(se) -> dict:
+    return {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else set(v))
+            for k, v in vars(se).items() if isinstance(v, (dict, list, set))}
+
+
+def _restore_side_effects(se, tables: dict) -> None:
+    for k, v in tables.items():
+        current = getattr(se, k)
+        if isinstance(current, dict):
+            current.clear()
+            current.update(v)
+        elif isinstance(current, list):
+            current[:] = v
+        else:
+            current.clear()
+            current.update(v)
+
+
+def note_container_write(tx, container) -> None:
+    """Called before a list/dict tracker is changed in place (see ``containers._mutable``)."""
+    for cp in tx.trace.checkpoints:
+        cp.note_container_write(container)
