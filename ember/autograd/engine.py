@@ -148,7 +148,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if reason:
             _fallback(reason)
         return _orig_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=inputs)
-    grads = _make_grads(roots, grad_tensors)
+    grads = _make_grads(roots, _as_tuple(grad_tensors))
     accumulate = None
     if ins is not None:
         accumulate = {id(torch.autograd.graph.get_gradient_edge(t).node) for t in ins}
@@ -208,7 +208,8 @@ def _run(roots, grads, retain_graph, targets, accumulate) -> list | bool | None:
     try:
         w = walk(edges, grads, targets, accumulate)
     except Unsupported as e:
-        _fallback(str(e))
+        if not getattr(e, "silent", False):
+            _fallback(str(e))
         return None
     except SecondBackward:
         raise RuntimeError(SECOND_BACKWARD) from None

@@ -149,7 +149,9 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
     if targets is not None:
         for j, (n, nr) in enumerate(targets):
             if id(n) not in pos:
-                raise Unsupported("an input of torch.autograd.grad is not reachable from the outputs")
+                e = Unsupported("an input of torch.autograd.grad is not reachable from the outputs")
+                e.silent = True  # (the engine gives eager's answer: its error, or None with allow_unused)
+                raise e
             captures.setdefault((pos[id(n)], nr), j)
     roots = [(pos[id(n)], nr) for n, nr in root_edges]
     key.append(tuple(roots))

@@ -1,0 +1,377 @@
+"""Compiled autograd (issue 12): grads, hooks, counts and aliasing against eager PyTorch.
+
+Every test runs the same train step twice from identical copies: once with the eager autograd
+engine, once inside ``ember.compiled_autograd.enable(backend)``, and compares gradients (and
+hook side effects / call order where eager defines it).
+"""
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+from ember_test_helpers import REFERENCE
+
+pytestmark = pytest.mark.skipif(REFERENCE, reason="ember's compiled autograd")
+
+ca = ember.compiled_autograd
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    ca.reset()
+    yield
+    ca.disable()
+
+
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 4))
+
+
+def grads_of(model):
+    return [p.grad for p in model.parameters()]
+
+
+def assert_grads(a, b, atol=1e-6, rtol=1e-5):
+    for ga, gb in zip(grads_of(a), grads_of(b)):
+        if ga is None or gb is None:
+            assert ga is None and gb is None
+        else:
+            torch.testing.assert_close(ga, gb, atol=atol, rtol=rtol)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("compiled_forward", [False, True])
+def test_mlp_train_steps(backend, compiled_forward):
+    ref = mlp()
+    model = copy.deepcopy(ref)
+    fwd = ember.compile(model, backend="aot_eager") if compiled_forward else model
+    x = torch.randn(5, 8)
+    for step in range(4):
+        set_to_none = step != 2  # (step 2 accumulates into zeroed .grads: another structure)
+        ref.zero_grad(set_to_none=set_to_none)
+        model.zero_grad(set_to_none=set_to_none)
+        ref(x + step).pow(2).mean().backward()
+        with ca.enable(backend):
+            fwd(x + step).pow(2).mean().backward()
+        assert_grads(model, ref)
+    c = ca.counters
+    assert c.backwards == 4 and c.traced == 2 and c.cache_hits == 2 and c.fallbacks == 0
+    assert (c.inlined_aot > 0) == compiled_forward
+
+
+def test_accumulates_in_place_like_eager():
+    ref = mlp()
+    model = copy.deepcopy(ref)
+    x = torch.randn(3, 8)
+    for m in (ref, model):
+        m(x).sum().backward()
+    held = [p.grad for p in model.parameters()]
+    ref(x).sum().backward()
+    for _ in range(2):
+        with ca.enable("aot_eager"):
+            model(x).sum().backward()
+        model.zero_grad(set_to_none=False)
+        with ca.enable("aot_eager"):
+            model(x).sum().backward()
+        assert all(p.grad is h for p, h in zip(model.parameters(), held))  # same objects, as eager
+    ref.zero_grad(set_to_none=False)
+    ref(x).sum().backward()
+    assert_grads(model, ref)
+
+
+def test_graph_break_in_forward_gives_one_backward_graph():
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(8, 8, requires_grad=True), torch.randn(8, 8, requires_grad=True)
+
+    def f(x):
+        y = (x @ w1).relu()
+        print("", end="")  # graph break
+        return (y @ w2).sin().sum()
+
+    cf = ember.compile(f, backend="aot_eager")
+    x = torch.randn(4, 8)
+    f(x).backward()
+    expected = (w1.grad.clone(), w2.grad.clone())
+    for _ in range(3):
+        w1.grad = w2.grad = None
+        with ca.enable("eager"):
+            cf(x).backward()
+        torch.testing.assert_close(w1.grad, expected[0])
+        torch.testing.assert_close(w2.grad, expected[1])
+    assert ca.counters.traced == 1 and ca.counters.cache_hits == 2
+    assert ca.counters.inlined_aot == 2  # both frames' AOT backwards in the one graph
+
+
+class Scale(torch.autograd.Function):
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        ctx.factor = float(w.sum())  # metadata of this call: must be read at run time
+        return x * w
+
+    @staticmethod
+    def backward(ctx, g):
+        Scale.calls += 1
+        x, w = ctx.saved_tensors
+        return g * w * ctx.factor, (g * x).sum(0)
+
+
+@pytest.mark.parametrize("compiled_forward", [False, True])
+def test_autograd_function_runs_user_backward_each_time(compiled_forward):
+    torch.manual_seed(0)
+    w = torch.randn(6, requires_grad=True)
+
+    def f(x):
+        return Scale.apply(x.sin(), w).sum()
+
+    cf = ember.compile(f, backend="aot_eager") if compiled_forward else f
+    Scale.calls = 0
+    for step in range(3):
+        x = torch.randn(4, 6, requires_grad=True)
+        w.data.mul_(1.5)  # a different ctx.factor each step
+        w.grad = None
+        f(x).backward()
+        eager_x, eager_w = x.grad, w.grad
+        x.grad = w.grad = None
+        with ca.enable("aot_eager"):
+            cf(x).backward()
+        torch.testing.assert_close(x.grad, eager_x)
+        torch.testing.assert_close(w.grad, eager_w)
+    assert Scale.calls == 6  # the user's backward ran in every compiled backward too
+    assert ca.counters.traced == 1 and ca.counters.cache_hits == 2
+
+
+class TwoOut(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.set_materialize_grads(False)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, ga, gb):
+        out = torch.zeros_like(ga) if ga is not None else None
+        if ga is not None:
+            out = out + 2 * ga
+        if gb is not None:
+            out = 3 * gb if out is None else out + 3 * gb
+        return out
+
+
+def test_function_without_materialized_grads():
+    x = torch.randn(4, requires_grad=True)
+    a, _ = TwoOut.apply(x)
+    a.sum().backward()
+    expected = x.grad
+    x.grad = None
+    with ca.enable("eager"):
+        a, _ = TwoOut.apply(x)
+        a.sum().backward()
+    torch.testing.assert_close(x.grad, expected)
+    assert ca.counters.fallbacks == 0
+
+
+def _hooked_step(model, x, log):
+    h = model[0](x)
+    h.register_hook(lambda g: log.append(("h", g.sum().item())) or g * 2)
+    h.retain_grad()
+    y = model[2](model[1](h))
+    y.register_hook(lambda g: log.append(("y", g.sum().item())))
+    y.pow(2).sum().backward()
+    return h
+
+
+def test_tensor_hooks_retain_grad_and_post_accumulate_hooks():
+    ref = mlp()
+    model = copy.deepcopy(ref)
+    x = torch.randn(3, 8)
+    logs = {}
+    for name, m in (("eager", ref), ("ca", model)):
+        log = logs[name] = []
+        m[0].weight.register_hook(lambda g, log=log: log.append(("w0", g.sum().item())) or g + 1)
+        for i, p in enumerate(m.parameters()):
+            p.register_post_accumulate_grad_hook(lambda p, i=i, log=log: log.append(("post", i)))
+    retained = {}
+    for step in range(3):
+        retained["eager"] = _hooked_step(ref, x, logs["eager"]).grad
+        with ca.enable("aot_eager"):
+            retained["ca"] = _hooked_step(model, x, logs["ca"]).grad
+        assert_grads(model, ref, atol=1e-5)
+        torch.testing.assert_close(retained["ca"], retained["eager"])
+    # Tensor hooks: the same calls, in the same order, with the same gradients. Post-accumulate
+    # hooks: the same calls in the same order among themselves; a compiled graph runs them after
+    # the graph (the traced first backward interleaves them as eager does).
+    def split(log):
+        return [e for e in log if e[0] != "post"], [e for e in log if e[0] == "post"]
+    (hooks_ca, post_ca), (hooks_eager, post_eager) = split(logs["ca"]), split(logs["eager"])
+    assert [k for k, _ in hooks_ca] == [k for k, _ in hooks_eager]
+    for (_, a), (_, b) in zip(hooks_ca, hooks_eager):
+        assert a == pytest.approx(b, rel=1e-4, abs=1e-4)
+    assert post_ca == post_eager and len(post_ca) == 3 * 4  # (the step uses 4 parameters)
+    assert ca.counters.traced == 2 and ca.counters.fallbacks == 0
+
+
+def test_retain_graph_and_second_backward_error():
+    torch.manual_seed(0)
+    w = torch.randn(5, requires_grad=True)
+    with ca.enable("eager"):
+        loss = (w.exp() * 3).sum()
+        loss.backward(retain_graph=True)
+        loss.backward()
+        torch.testing.assert_close(w.grad, 2 * 3 * w.exp())
+        with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+            loss.backward()
+    loss = (w.exp() * 3).sum()
+    loss.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        loss.backward()  # (eager's own error, for comparison)
+
+
+def test_autograd_grad_leaf_and_nonleaf_inputs():
+    torch.manual_seed(0)
+    w = torch.randn(4, 4, requires_grad=True)
+    b = torch.randn(4, requires_grad=True)
+    x = torch.randn(3, 4)
+
+    def run():
+        h = x @ w
+        out = (h + b).tanh().sum()
+        return torch.autograd.grad(out, [w, h, b])
+
+    expected = run()
+    for _ in range(2):
+        with ca.enable("aot_eager"):
+            got = run()
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+    assert w.grad is None and b.grad is None  # grad() accumulates nothing
+    assert ca.counters.traced == 1 and ca.counters.cache_hits == 1
+    unused = torch.randn(2, requires_grad=True)
+    with ca.enable("eager"):
+        with pytest.raises(RuntimeError):
+            torch.autograd.grad((x @ w).sum(), [w, unused])
+
+
+def test_backward_inputs_accumulates_only_those():
+    w1, w2 = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    with ca.enable("eager"):
+        (w1 * w2).sum().backward(inputs=[w1])
+    assert w2.grad is None
+    torch.testing.assert_close(w1.grad, w2.detach())
+
+
+def test_shared_parameters_between_modules():
+    torch.manual_seed(0)
+    emb = nn.Embedding(10, 8)
+    head = nn.Linear(8, 10, bias=False)
+    head.weight = emb.weight  # tied
+    ref = nn.ModuleDict({"emb": emb, "head": head})
+    model = copy.deepcopy(ref)
+    assert model["emb"].weight is model["head"].weight
+    idx = torch.randint(0, 10, (4, 5))
+    for step in range(2):
+        ref.zero_grad()
+        model.zero_grad()
+        ref["head"](ref["emb"](idx)).logsumexp(-1).sum().backward()
+        with ca.enable("aot_eager"):
+            model["head"](model["emb"](idx)).logsumexp(-1).sum().backward()
+        torch.testing.assert_close(model["emb"].weight.grad, ref["emb"].weight.grad)
+
+
+def test_graph_that_clears_its_inputs_keeps_the_grad_targets():
+    seen = []
+
+    def clearing_backend(gm, example_inputs):
+        def run(args):
+            seen.append(len(args))
+            out = gm(*args)
+            args.clear()  # boxed convention: the callee frees its inputs
+            return out
+        run._boxed_call = True
+        return run
+
+    ref = mlp()
+    model = copy.deepcopy(ref)
+    x = torch.randn(2, 8)
+    for step in range(3):
+        ref(x).sum().backward()
+        with ca.enable(clearing_backend):
+            model(x).sum().backward()
+        assert_grads(model, ref)
+    assert seen and all(n > 0 for n in seen)
+
+
+def test_grads_do_not_alias_inputs_or_each_other():
+    a = torch.randn(3, requires_grad=True)
+    b = torch.randn(3, requires_grad=True)
+    g = torch.randn(3)
+    for _ in range(2):
+        a.grad = b.grad = None
+        with ca.enable("aot_eager"):
+            (a + b).backward(g)
+        assert a.grad is not b.grad and a.grad.data_ptr() != b.grad.data_ptr()
+        assert a.grad.data_ptr() != g.data_ptr()
+        torch.testing.assert_close(a.grad, g)
+        torch.testing.assert_close(b.grad, g)
+        a.grad = None
+        with ca.enable("eager"):
+            a.backward(g)  # a leaf root: eager copies the gradient it was given
+        assert a.grad.data_ptr() != g.data_ptr()
+        torch.testing.assert_close(a.grad, g)
+
+
+def test_grad_layout_follows_the_parameter():
+    w = torch.randn(4, 6).t().requires_grad_()  # a transposed leaf
+    with ca.enable("eager"):
+        (w * 2).sum().backward()
+    assert w.grad.stride() == w.stride()
+    torch.testing.assert_close(w.grad, torch.full_like(w, 2.0))
+
+
+def test_new_structure_traces_new_graph():
+    model = mlp()
+    with ca.enable("eager"):
+        for batch in (2, 2, 3, 3, 2):
+            model.zero_grad(set_to_none=True)
+            model(torch.randn(batch, 8)).sum().backward()
+    assert ca.counters.traced == 2 and ca.counters.cache_hits == 3
+
+
+def test_double_backward_runs_eagerly_with_a_warning():
+    x = torch.randn(3, requires_grad=True)
+    with ca.enable("eager"):
+        with pytest.warns(UserWarning, match="create_graph"):
+            (g,) = torch.autograd.grad(x.pow(3).sum(), x, create_graph=True)
+        g.sum().backward()
+    torch.testing.assert_close(x.grad, 6 * x.detach())
+    assert ca.counters.fallbacks == 1
+
+
+def test_module_backward_hooks_run_eagerly():
+    model = mlp()
+    calls = []
+    model[0].register_full_backward_hook(lambda m, gi, go: calls.append(1))
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 8)
+    with ca.enable("eager"):
+        with pytest.warns(UserWarning, match="module backward hook"):
+            model(x).sum().backward()
+    ref(x).sum().backward()
+    assert_grads(model, ref)
+    assert calls == [1, 1]
+
+
+def test_global_switch_and_disable():
+    w = torch.randn(3, requires_grad=True)
+    ca.enable("eager")
+    (w * 2).sum().backward()
+    ca.disable()
+    (w * 2).sum().backward()
+    assert ca.counters.backwards == 1
+    torch.testing.assert_close(w.grad, torch.full((3,), 4.0))
+    assert torch.autograd.backward.__module__.startswith("torch")
