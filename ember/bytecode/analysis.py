@@ -26,10 +26,10 @@ from typing import Iterable, Optional, Sequence
 
 from .instructions import (
     HAS_FREE,
-    HAVE_ARGUMENT,
     UNCONDITIONAL_EXITS,
     ExnTabEntry,
     Instruction,
+    has_arg,
     is_jump,
 )
 
@@ -103,7 +103,7 @@ def stack_effect(instr: Instruction, jump: Optional[bool] = None) -> int:
         # 3.11's dis says 0, but when the generator first resumes the sent
         # value (None) is on the stack, and the next instruction pops it.
         return 1
-    if instr.opcode < HAVE_ARGUMENT:
+    if not has_arg(instr.opcode):
         return dis.stack_effect(instr.opcode, jump=jump)
     return dis.stack_effect(instr.opcode, instr.arg or 0, jump=jump)
 

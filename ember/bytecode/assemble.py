@@ -41,9 +41,10 @@ from .instructions import (
     HAS_JREL,
     HAS_LOCAL,
     HAS_NAME,
-    HAVE_ARGUMENT,
     NAME_FLAG_SHIFT,
     Instruction,
+    compare_arg,
+    has_arg,
     inline_cache_entries,
     is_backward_jump,
 )
@@ -67,12 +68,27 @@ if "JUMP_BACKWARD_NO_INTERRUPT" in _opcode.opmap:
     _FLIP["JUMP_BACKWARD_NO_INTERRUPT"] = ("JUMP_FORWARD", "JUMP_BACKWARD_NO_INTERRUPT")
 
 
+_NEGATED = {
+    "POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE",
+    "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
+    "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
+    "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE",
+}
+
+
 def fix_jump_directions(instructions: Sequence[Instruction]) -> None:
     """Give every relative jump the forward/backward variant matching the
     relative position of its target in the list.  Jumps that exist only in
     one direction (``FOR_ITER``, ``SEND``, ``JUMP_IF_*_OR_POP``) raise if their
-    target is behind them: rewrite those with an explicit trampoline."""
+    target is behind them: rewrite those with an explicit trampoline.
+
+    3.12+ have only forward conditional jumps: a backward ``POP_JUMP_IF_X t``
+    becomes ``POP_JUMP_IF_not_X next; JUMP_BACKWARD t`` (as CPython's compiler
+    does), the new ``JUMP_BACKWARD`` inserted into ``instructions`` (which must
+    then be a list).  The jump instruction itself stays first, so jumps to it
+    still land on the test."""
     index = instruction_index(instructions)
+    lowered = []
     for i, instr in enumerate(instructions):
         if instr.opcode not in HAS_JREL:
             continue
@@ -80,6 +96,9 @@ def fix_jump_directions(instructions: Sequence[Instruction]) -> None:
             raise ValueError(f"jump without target: {instr!r}")
         backward = index[id(instr.target)] <= i
         if backward == is_backward_jump(instr.opname):
+            continue
+        if backward and instr.opname in _NEGATED and "JUMP_BACKWARD" in _opcode.opmap:
+            lowered.append(i)
             continue
         if instr.opname not in _FLIP:
             raise ValueError(
@@ -89,6 +108,19 @@ def fix_jump_directions(instructions: Sequence[Instruction]) -> None:
         fwd, bwd = _FLIP[instr.opname]
         instr.opname = bwd if backward else fwd
         instr.opcode = _opcode.opmap[instr.opname]
+    for i in reversed(lowered):
+        instr = instructions[i]
+        if i + 1 >= len(instructions):
+            raise ValueError(f"conditional jump {instr!r} at the end of the code")
+        back = Instruction(opname="JUMP_BACKWARD", opcode=_opcode.opmap["JUMP_BACKWARD"],
+                           positions=instr.positions, target=instr.target,
+                           exn_tab_entry=instr.exn_tab_entry)
+        instr.opname = _NEGATED[instr.opname]
+        instr.opcode = _opcode.opmap[instr.opname]
+        instr.target = instructions[i + 1]
+        if not isinstance(instructions, list):
+            raise TypeError("lowering a backward conditional jump needs a list of instructions")
+        instructions.insert(i + 1, back)
 
 
 # --------------------------------------------------------------------------
@@ -199,9 +231,9 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
             instr.arg = slot[instr.argval]
         elif op in HAS_JREL or op in HAS_JABS:
             pass  # filled in by the layout loop
-        elif op >= HAVE_ARGUMENT and instr.arg is None:
+        elif has_arg(op) and instr.arg is None:
             if op in HAS_COMPARE and isinstance(instr.argval, str):
-                instr.arg = _opcode.cmp_op.index(instr.argval)
+                instr.arg = compare_arg(instr.argval)
             elif isinstance(instr.argval, int):
                 instr.arg = instr.argval
             else:
@@ -276,7 +308,7 @@ def layout(instructions: Sequence[Instruction]) -> AssembledLayout:
 def _emit_code(instructions, lay: AssembledLayout) -> bytes:
     out = bytearray()
     for instr, size in zip(instructions, lay.sizes):
-        arg = instr.arg if instr.opcode >= HAVE_ARGUMENT and instr.arg is not None else 0
+        arg = instr.arg if has_arg(instr.opcode) and instr.arg is not None else 0
         caches = inline_cache_entries(instr.opcode)
         n_ext = size - 1 - caches
         for shift in range(n_ext, 0, -1):

@@ -58,6 +58,9 @@ __all__ = [
     "UNCONDITIONAL_EXITS",
     "NAME_FLAG_SHIFT",
     "GENERIC_JUMPS",
+    "has_arg",
+    "compare_arg",
+    "COMPARE_SHIFT",
 ]
 
 _NO_ARGVAL = object()
@@ -65,6 +68,14 @@ _NO_ARGVAL = object()
 EXTENDED_ARG = _opcode.opmap["EXTENDED_ARG"]
 CACHE = _opcode.opmap.get("CACHE", 0)
 HAVE_ARGUMENT = _opcode.HAVE_ARGUMENT
+# Opcodes that take an argument: 3.12 added ``opcode.hasarg`` (3.13 renumbered
+# the opcodes, so ``op >= HAVE_ARGUMENT`` no longer tells).
+_HAS_ARG = frozenset(getattr(_opcode, "hasarg", range(HAVE_ARGUMENT, 256)))
+
+
+def has_arg(op: int) -> bool:
+    """Whether ``op`` reads its oparg (the others ignore the byte after the opcode)."""
+    return op in _HAS_ARG
 
 HAS_CONST = frozenset(_opcode.hasconst)
 HAS_NAME = frozenset(_opcode.hasname)
@@ -97,8 +108,31 @@ UNCONDITIONAL_EXITS = frozenset(
 # push NULL".  3.12 adds LOAD_ATTR (bit 0: method load) and LOAD_SUPER_ATTR
 # (two bits).  The emit-side helpers for these live in versions.py.
 NAME_FLAG_SHIFT = {"LOAD_GLOBAL": 1}
-if sys.version_info >= (3, 12):  # pragma: no cover - only 3.11 runs today
+if sys.version_info >= (3, 12):
     NAME_FLAG_SHIFT.update({"LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2})
+
+# COMPARE_OP's oparg: 3.11 is the index into ``cmp_op``; 3.12 shifts it left
+# by 4 over a mask of the outcomes that mean True (read by the specialised
+# int/float/str comparisons, so it must be right); 3.13 by 5, bit 4 meaning
+# "convert the result to bool".
+COMPARE_SHIFT = {(3, 11): 0, (3, 12): 4}.get(sys.version_info[:2], 5)
+
+
+def _compare_args() -> dict:
+    """cmp_op string -> the oparg this Python's compiler emits for it (mask included)."""
+    out = {}
+    for symbol in _opcode.cmp_op:
+        code = compile(f"a {symbol} b", "<cmp>", "eval")
+        out[symbol] = next(i.arg for i in dis.get_instructions(code) if i.opname == "COMPARE_OP")
+    return out
+
+
+_COMPARE_ARGS = _compare_args()
+
+
+def compare_arg(symbol: str) -> int:
+    """COMPARE_OP's oparg for the operator ``symbol`` (``"<"``, ``"=="``...)."""
+    return _COMPARE_ARGS[symbol]
 
 
 def inline_cache_entries(op: int) -> int:
@@ -214,7 +248,8 @@ def _describe(op: int, arg: Optional[int], code, localsplus, target_offset):
         name = localsplus[arg]
         return name, name
     if op in HAS_COMPARE:
-        return _opcode.cmp_op[arg], _opcode.cmp_op[arg]
+        symbol = _opcode.cmp_op[arg >> COMPARE_SHIFT]
+        return symbol, symbol
     if _opcode.opname[op] == "BINARY_OP":
         return arg, dis._nb_ops[arg][1]
     return arg, ""
@@ -247,7 +282,7 @@ def decode(code: types.CodeType) -> list[Instruction]:
             ext = (ext << 8) | oparg
             i += 2
             continue
-        arg = ((ext << 8) | oparg) if op >= HAVE_ARGUMENT else None
+        arg = ((ext << 8) | oparg) if has_arg(op) else None
         ext = 0
         end = i + 2 + 2 * inline_cache_entries(op)
         for unit in range(prefix_start, end, 2):
@@ -309,23 +344,43 @@ def decode(code: types.CodeType) -> list[Instruction]:
 
 
 def _opcode_of(opname: str) -> int:
-    try:
-        return _opcode.opmap[opname]
-    except KeyError:
+    op = _opcode.opmap.get(opname)
+    if op is None or op > 255:  # (3.12+ list pseudo-instructions, >= 256, in opmap)
         raise ValueError(
             f"unknown opcode {opname!r} on Python {sys.version_info[0]}.{sys.version_info[1]}"
-        ) from None
+        )
+    return op
 
 
 # Generic jump names accepted on every version; the assembler picks the
-# direction-specific variant that exists on the running Python.
-GENERIC_JUMPS = {
-    "JUMP": "JUMP_FORWARD",
-    "POP_JUMP_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
-    "POP_JUMP_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
-    "POP_JUMP_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
-    "POP_JUMP_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE",
-}
+# direction-specific variant that exists on the running Python.  3.11 spells
+# the direction in the name of every relative jump; 3.12+ have one forward-only
+# POP_JUMP_IF_* each (a backward conditional jump is lowered by the assembler)
+# and list JUMP as a pseudo-instruction.  The 3.11 spellings are accepted on
+# 3.12+ too, so code written against either reads the same.
+if sys.version_info >= (3, 12):
+    GENERIC_JUMPS = {"JUMP": "JUMP_FORWARD", "JUMP_NO_INTERRUPT": "JUMP_FORWARD"}
+    for _cond in ("FALSE", "TRUE", "NONE", "NOT_NONE"):
+        GENERIC_JUMPS[f"POP_JUMP_FORWARD_IF_{_cond}"] = f"POP_JUMP_IF_{_cond}"
+        GENERIC_JUMPS[f"POP_JUMP_BACKWARD_IF_{_cond}"] = f"POP_JUMP_IF_{_cond}"
+else:
+    GENERIC_JUMPS = {
+        "JUMP": "JUMP_FORWARD",
+        "POP_JUMP_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
+        "POP_JUMP_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
+        "POP_JUMP_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
+        "POP_JUMP_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE",
+    }
+
+# Other names create_instruction lowers to what the running Python executes:
+# name -> (real opname, flag bits below the table index).  3.12 folded
+# LOAD_METHOD into LOAD_ATTR's low bit; STORE_FAST_MAYBE_NULL (3.12+) and
+# LOAD_CLOSURE (3.13) are pseudo-instructions the compiler lowers likewise.
+PSEUDO_OPS: dict[str, tuple[str, int]] = {}
+if sys.version_info >= (3, 12):
+    PSEUDO_OPS.update({"LOAD_METHOD": ("LOAD_ATTR", 1), "STORE_FAST_MAYBE_NULL": ("STORE_FAST", 0)})
+if sys.version_info >= (3, 13):
+    PSEUDO_OPS["LOAD_CLOSURE"] = ("LOAD_FAST", 0)
 
 
 def create_instruction(
@@ -346,14 +401,18 @@ def create_instruction(
     backward.  ``positions=None`` means "inherit the previous instruction's
     source location" at assembly.
     """
-    name = opname
-    if name not in _opcode.opmap and name in GENERIC_JUMPS:
-        name = GENERIC_JUMPS[name]
+    name = GENERIC_JUMPS.get(opname, opname)
+    if name in PSEUDO_OPS:
+        name, flags = PSEUDO_OPS[name]
+        if flags:
+            arg = (arg or 0) | flags
     op = _opcode_of(name)
     if argval is _NO_ARGVAL:
         argval = None
         if arg is not None and not (op in HAS_CONST or op in HAS_NAME or op in HAS_LOCAL or op in HAS_FREE):
             argval = arg
+            if op in HAS_COMPARE:
+                argval = _opcode.cmp_op[arg >> COMPARE_SHIFT]
     if (op in HAS_JREL or op in HAS_JABS) and target is None:
         raise ValueError(f"{opname} needs a target instruction")
     if op in HAS_CONST or op in HAS_NAME or op in HAS_LOCAL or op in HAS_FREE:

@@ -22,6 +22,7 @@ varints here are little-endian 6-bit chunks with 0x40 as continuation.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable, Optional, Sequence
 
 __all__ = ["encode_exception_table", "encode_location_table", "Location"]
@@ -122,20 +123,41 @@ class _LocationWriter:
         self.lineno = lineno
 
     def instruction(self, loc: Optional[Location], size: int) -> None:
-        # One entry per instruction (CPython 3.11 does not merge equal
-        # neighbours), split into chunks of at most 8 code units.
+        # One entry per instruction (3.11) or run of equal locations (3.12+),
+        # split into chunks of at most 8 code units.
         while size > 8:
             self.entry(loc, 8)
             size -= 8
         self.entry(loc, size)
 
 
-def encode_location_table(firstlineno: int, items: Sequence[tuple[Optional[Location], int]]) -> bytes:
+# 3.12+ (assemble.c) merges consecutive instructions with the same location
+# into one run before splitting it into entries of at most 8 code units; 3.11
+# writes each instruction on its own.  The entry forms are the same.
+MERGE_EQUAL_LOCATIONS = sys.version_info >= (3, 12)
+
+
+def encode_location_table(firstlineno: int, items: Sequence[tuple[Optional[Location], int]],
+                          merge: Optional[bool] = None) -> bytes:
     """Encode ``(location, size_in_code_units)`` per instruction into co_linetable.
 
     ``size`` includes the instruction's EXTENDED_ARG prefixes and CACHE entries.
+    ``merge`` (default: as the running Python's compiler does) joins neighbours
+    with equal locations.
     """
     writer = _LocationWriter(firstlineno)
+    if merge is None:
+        merge = MERGE_EQUAL_LOCATIONS
+    if merge:
+        runs: list[list] = []
+        for loc, size in items:
+            if size <= 0:
+                continue
+            if runs and runs[-1][0] == loc:
+                runs[-1][1] += size
+            else:
+                runs.append([loc, size])
+        items = runs
     for loc, size in items:
         if size > 0:
             writer.instruction(loc, size)

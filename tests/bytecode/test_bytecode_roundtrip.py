@@ -98,7 +98,7 @@ def test_torch_nn_modules_roundtrip():
     codes = []
     for name in names:
         codes += module_code_objects(name)
-    assert len(codes) > 1000
+    assert len(codes) > 900  # (3.12+ inline comprehensions: fewer code objects than 3.11's ~1200)
     _check_exact(codes)
 
 
