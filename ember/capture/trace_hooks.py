@@ -211,22 +211,24 @@ def entry_made(entry, label: str) -> None:
 
 
 def _guard_record(g) -> dict:
-    """One guard as tlparse's dynamo_guards table wants it: its code and the user stack that
-    made the trace depend on it (``provenance``, when the guard records one)."""
-    record = {"code": str(g.text), "stack": None, "user_stack": None}
+    """One guard as tlparse's dynamo_guards table wants it: its code, and as ``user_stack`` the
+    user stack that made the trace depend on it (its provenance: capture/provenance.py). tlparse
+    shows only ``code``, so the provenance follows it as a comment (``# file:line in fn (operation):
+    source line``, as torch's guard dumps comment theirs); beyond torch's fields (tlparse ignores
+    them): ``guard`` (the guard alone, with its ``kind``) and ``provenance`` (as plain data)."""
+    record = {"code": str(g.text), "stack": None, "user_stack": None, "guard": str(g.text), "kind": g.kind.name}
     prov = getattr(g, "provenance", None)
-    if prov is not None:
-        frames = []
-        for item in (prov if isinstance(prov, (list, tuple)) else [prov]):
-            if isinstance(item, str):
-                frames.append(trace_log.parse_location(item))
-            elif isinstance(item, tuple) and len(item) >= 2:
-                frames.append(tuple(item) + (None,) * (4 - len(item)))
-            elif hasattr(item, "filename") and hasattr(item, "lineno"):
-                frames.append((item.filename, item.lineno, getattr(item, "name", "?"),
-                               getattr(item, "line", None) or getattr(item, "code", None)))
-        record["user_stack"] = trace_log.stack_summary(frames) or None
-        record["provenance"] = str(prov) if not frames else None
+    if prov is None:
+        return record
+    record["code"] = f"{g.text}  # {prov}"
+    frames = [trace_log.parse_location(s) for s in getattr(prov, "stack", ()) or ()]
+    innermost = (prov.filename, prov.lineno, prov.function.rpartition(".")[2], prov.source_line or None)
+    if frames and (frames[-1][0], frames[-1][1]) == innermost[:2]:
+        frames[-1] = innermost
+    else:
+        frames.append(innermost)
+    record["user_stack"] = trace_log.stack_summary(frames)
+    record["provenance"] = prov.as_dict() if hasattr(prov, "as_dict") else str(prov)
     return record
 
 

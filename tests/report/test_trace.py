@@ -163,7 +163,13 @@ def test_inference_graph_and_guard_records(tracing):
     guards = next(r for r in trace.records() if r.name == "dynamo_guards")
     import json
     rows = json.loads(guards.payload)
-    assert rows and all(set(row) >= {"code", "stack", "user_stack"} for row in rows)
+    assert rows and all(set(row) >= {"code", "stack", "user_stack", "guard", "kind"} for row in rows)
+    # each guard's provenance (the line that made the trace depend on it) rides along: in the code
+    # as a comment (what tlparse shows), as a user stack, and as plain data
+    tensor = next(row for row in rows if row["kind"] == "TENSOR_MATCH")
+    assert tensor["provenance"]["file"] == __file__ and tensor["provenance"]["function"].endswith("<lambda>")
+    assert tensor["code"].startswith(tensor["guard"] + "  # " + __file__)
+    assert tensor["user_stack"][-1]["line"] == tensor["provenance"]["line"]
 
 
 PROGRAM = textwrap.dedent('''
