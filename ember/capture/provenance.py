@@ -66,11 +66,19 @@ class Locator:
     ``AFTER_TRACE``). It holds the root translator weakly (guard sets outlive the trace, in the
     cache); once that is gone it answers None."""
 
-    __slots__ = ("_root", "_entry")
+    __slots__ = ("_root", "_entry", "_lines")
 
     def __init__(self, root) -> None:
         self._root = weakref.ref(root)
         self._entry: dict = {}
+        self._lines: dict = {}  # (file, line) -> its text (linecache stats a file it has not read)
+
+    def _line(self, filename: str, lineno: int) -> str:
+        key = (filename, lineno)
+        text = self._lines.get(key)
+        if text is None:
+            text = self._lines[key] = linecache.getline(filename, lineno).strip()
+        return text
 
     def __call__(self) -> Provenance | None:
         root = self._root()
@@ -83,7 +91,7 @@ class Locator:
             hit = self._entry.get(operation)
             if hit is None:
                 code = root.code
-                line = linecache.getline(code.co_filename, code.co_firstlineno).strip()
+                line = self._line(code.co_filename, code.co_firstlineno)
                 where = f"{code.co_filename}:{code.co_firstlineno} in {code.co_name}"
                 hit = self._entry[operation] = Provenance(code.co_filename, code.co_firstlineno,
                                                           code.co_qualname, operation, line, (where,))
@@ -94,4 +102,4 @@ class Locator:
         lineno = tx.lineno or code.co_firstlineno
         return Provenance(code.co_filename, lineno, code.co_qualname,
                           _operation(inst) if inst is not None else ENTRY,
-                          linecache.getline(code.co_filename, lineno).strip(), tuple(tx.user_stack()))
+                          self._line(code.co_filename, lineno), tuple(tx.user_stack()))
