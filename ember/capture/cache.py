@@ -60,10 +60,10 @@ class FrameCache:
         self.fullgraph = fullgraph
         self.label = label or fn.__qualname__
         self.binder = codegen.make_binder(fn)
-        # Resume functions share the root function's ResumeCache (offsets mapped to the root's).
-        self.root_resumes = resumes
         self._code = fn.__code__  # what the entries were traced from
         self._defaults = (fn.__defaults__, fn.__kwdefaults__)  # what the binder and entries bind
+        # Resume functions share the root function's ResumeCache (offsets mapped to the root's).
+        self.root_resumes = resumes
         self.offset_map = offset_map
         self.is_resume = is_resume
         self.resumes = resumes or ResumeCache(fn, self._compile_nested)
@@ -96,13 +96,13 @@ class FrameCache:
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
     def __call__(self, /, *args, **kwargs):
-        try:
-            for entry in self.entries:
         fn = self.fn
         if fn.__code__ is not self._code:
             self._code_replaced()
         elif fn.__defaults__ is not self._defaults[0] or fn.__kwdefaults__ is not self._defaults[1]:
             self._sync_defaults()
+        try:
+            for entry in self.entries:
                 result = entry.run(*args, **kwargs)
                 if result is not codegen.MISS:
                     return result
@@ -114,8 +114,6 @@ class FrameCache:
         self._give_up(failure.where, failure.cause)
         return self.fn(*args, **kwargs)
 
-    def _miss(self, args, kwargs):
-        if self.run_eagerly_reason is not None or config.disable:
     def _code_replaced(self) -> None:
         """The program assigned the function's ``__code__``: every entry was traced from the old
         code, so they all go, and the new code is compiled like a new function's."""
@@ -139,6 +137,8 @@ class FrameCache:
             if isinstance(gen, types.FunctionType):
                 gen.__defaults__, gen.__kwdefaults__ = self._defaults
 
+    def _miss(self, args, kwargs):
+        if self.run_eagerly_reason is not None or config.disable:
             return self.fn(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
         with compile_lock:  # one compilation at a time (ember/locking.py)
