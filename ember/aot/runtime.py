@@ -481,16 +481,21 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     # What compiled autograd (ember.autograd) needs to inline this backward into its own graph.
     CompiledFunction._ember_backward = AotBackwardInfo(
         bw=bw, tangent_positions=tuple(tangent_positions), num_saved_tensors=num_saved_tensors,
-        prunable=prunable, none_aware=none_aware, checks_final_versions=bool(final_checks))
+        prunable=prunable, none_aware=none_aware, checks_final_versions=bool(final_checks),
+        plan=plan, kept=kept, deferred=tuple(deferred), backward_for=backward_for)
     return CompiledFunction
 
 
 class AotBackwardInfo:
     """The backward of one compiled graph as compiled autograd sees it: ``bw.gm`` takes
     ``[*saved_tensors, *symints, *unversioned, *tangents]`` (tangents = the incoming gradients at
-    ``tangent_positions``, made contiguous) and returns one gradient per forward input."""
+    ``tangent_positions``, made contiguous) and returns one gradient per forward input. In
+    ``ctx.deferred_mode`` the saved tensors at ``deferred`` are in ``ctx.deferred`` (version-checked
+    against ``ctx.deferred_versions`` where ``plan.needed_deferred`` says), those at ``kept`` in
+    ``ctx.saved_tensors``. ``backward_for(present)``: the pruned backward for the tangents that
+    arrived (a bit mask), as ``(LazyBackward, arg positions)``, or None for the full one."""
     __slots__ = ("bw", "tangent_positions", "num_saved_tensors", "prunable", "none_aware",
-                 "checks_final_versions")
+                 "checks_final_versions", "plan", "kept", "deferred", "backward_for")
 
     def __init__(self, **kw):
         for k, v in kw.items():

@@ -18,7 +18,7 @@ import torch
 from ember.autograd import ops
 from ember.autograd.hooks import install as install_hook_tracking
 from ember.autograd.tracer import Traced, Tracer
-from ember.autograd.walk import ACC, RELEASED, SECOND_BACKWARD, SecondBackward, Unsupported, walk
+from ember.autograd.walk import ACC, AOT, RELEASED, SECOND_BACKWARD, SecondBackward, Unsupported, walk
 
 _orig_backward = torch.autograd.backward
 _orig_grad = torch.autograd.grad
@@ -227,6 +227,8 @@ def _run(roots, grads, retain_graph, targets, accumulate) -> list | bool | None:
         for node, runs, kind in zip(w.order, w.runs, w.kinds):
             if runs and kind != ACC:
                 node.metadata[RELEASED] = True
+                if kind == AOT and getattr(node, "deferred_mode", False):
+                    node.deferred = None  # (as its own backward does: frees what it kept)
     if targets is not None:
         return [result.get(j) for j in range(len(targets))]
     return True

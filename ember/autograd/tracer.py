@@ -47,11 +47,12 @@ class Traced:
 
 
 def can_inline(node, info, present: list) -> bool:
-    if getattr(node, "deferred_mode", False) or hasattr(node, "final_checks"):
+    if hasattr(node, "final_checks"):
         return False
     if getattr(node, "symints", ()) or info.bw is None or getattr(info.bw, "gm", None) is None:
         return False
-    return all(present[j] for j in info.tangent_positions)
+    arrived = [present[j] for j in info.tangent_positions]
+    return all(arrived) or any(arrived) and not info.none_aware or any(arrived) and info.prunable
 
 
 class Tracer:
@@ -229,13 +230,36 @@ class Tracer:
         for k, t in enumerate(getattr(node, "unversioned", ())):
             args_f.append(self._input(("unversioned", pos, k), t))
             args_v.append(t)
-        for j in info.tangent_positions:
-            f, v = slots[j]
-            args_f.append(self.graph.call_method("contiguous", (f,)))
-            args_v.append(v.contiguous())
+        present = 0
+        for jj, j in enumerate(info.tangent_positions):
+            if slots[j] is not None:
+                present |= 1 << jj
+        runner = None
+        if info.prunable and present != info.plan.all_tangents:
+            runner = info.backward_for(present)
+        for jj, j in enumerate(info.tangent_positions):
+            if slots[j] is not None:
+                f, v = slots[j]
+                args_f.append(self.graph.call_method("contiguous", (f,)))
+                args_v.append(v.contiguous())
+                continue
+            # absent: zeros, as the AOT backward (or the engine, materializing) makes them
+            if info.prunable:
+                shape, dtype, device = info.plan.tangent_meta[jj] or node.tangent_meta[jj]
+            else:
+                m = node._input_metadata[j]
+                shape, dtype, device = tuple(m.shape), m.dtype, m.device
+            args_f.append(self.graph.call_function(torch.zeros, (tuple(shape),),
+                                                   {"dtype": dtype, "device": device}))
+            args_v.append(torch.zeros(tuple(shape), dtype=dtype, device=device))
+        bw = info.bw
+        if runner is not None:
+            bw, positions = runner
+            args_f = [args_f[i] for i in positions]
+            args_v = [args_v[i] for i in positions]
         with torch.no_grad():
-            real = list(info.bw(list(args_v)))
-        gm = info.bw.gm
+            real = list(bw(list(args_v)))
+        gm = bw.gm
         val_map = {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(args_f):
@@ -255,6 +279,11 @@ class Tracer:
                 val_map[n] = self.graph.get_attr(name)
         out = self.graph.graph_copy(gm.graph, val_map)
         out = list(out) if isinstance(out, (tuple, list)) else [out]
+        if runner is not None:  # (inputs that get zeros rather than None, see ember.aot.runtime)
+            for i, shape, dtype, device in getattr(node, "zero_if_absent", ()):
+                if out[i] is None:
+                    out[i] = self.graph.call_function(torch.zeros, (tuple(shape),), {"dtype": dtype, "device": device})
+                    real[i] = torch.zeros(tuple(shape), dtype=dtype, device=device)
         self.inlined += 1
         result = []
         for o_f, o_v in zip(out, real):

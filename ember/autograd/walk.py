@@ -143,7 +143,7 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
             raise SecondBackward()
         key.append(_node_key(n, k, runs, es, tensors))
         if runs and k == AOT:
-            saved[i] = list(n.saved_tensors)  # (eager's error if one was changed in place)
+            saved[i] = aot_saved(n)  # (eager's error if one was changed in place)
             key.append(tuple(_meta(t) for t in saved[i]))
     captures = {}
     if targets is not None:
@@ -158,6 +158,27 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
     key.append(tuple(sorted(captures.items())))
     return Walk(order=order, hooked=hooked, edges=edges, accumulate=acc_flags, kinds=kind_list, runs=runs_list,
                 captures=captures, roots=roots, key=tuple(key), saved=saved)
+
+
+def aot_saved(node) -> list:
+    """The saved tensors of an ember AOT backward Node, in its backward graph's order, checked
+    as its own backward checks them (a RuntimeError: the engine then raises eager's error)."""
+    info = node._forward_cls._ember_backward
+    if not getattr(node, "deferred_mode", False):
+        return list(node.saved_tensors)
+    values = node.deferred
+    if values is None:
+        raise RuntimeError(SECOND_BACKWARD)
+    for k in info.plan.needed_deferred(info.plan.all_tangents):
+        t = values[k]
+        if t is not None and t._version != node.deferred_versions[k]:
+            raise RuntimeError("a saved tensor was modified in place")
+    saved = [None] * info.num_saved_tensors
+    for k, t in zip(info.kept, node.saved_tensors):
+        saved[k] = t
+    for k, t in zip(info.deferred, values):
+        saved[k] = t
+    return saved
 
 
 def _check_function_node(n) -> None:
