@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import keyword
+import sys
 import types
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -53,6 +54,9 @@ from .versions import jump
 
 __all__ = ["ResumeCode", "make_resume_code", "make_resume_function", "find_offset", "leading_argument",
            "mangle_local", "unmangle_local"]
+
+_LOAD_FAST_TRUSTS_COMPILER = sys.version_info >= (3, 12)
+_LOAD_FAST_CHECK = create_instruction("LOAD_FAST_CHECK", argval="x").opcode if _LOAD_FAST_TRUSTS_COMPILER else None
 
 _UNSUPPORTED_FLAGS = (
     inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
@@ -195,6 +199,14 @@ def make_resume_code(
     for instr in body:
         if instr.opcode in HAS_LOCAL and isinstance(instr.argval, str):
             instr.argval = mangle_local(instr.argval)
+    if _LOAD_FAST_TRUSTS_COMPILER:
+        # 3.12+ LOAD_FAST does not check for an unbound local: the compiler proved it bound on
+        # every path from the function's start. A resume function starts elsewhere, and a local
+        # it was not given (unbound when the frame broke) must raise UnboundLocalError, not crash.
+        passed = {mangle_local(p) for p in params}
+        for instr in body:
+            if instr.opname == "LOAD_FAST" and instr.argval not in passed:
+                instr.opname, instr.opcode = "LOAD_FAST_CHECK", _LOAD_FAST_CHECK
 
     # The prologue takes the target's source position, so a traceback through
     # it (there should be none) points at the resumed line.

@@ -50,8 +50,8 @@ from ember.capture.variables.base import NullVariable, unsupported
 log_code = logging.getLogger("ember.bytecode")
 
 _CALLS = ("CALL", "CALL_FUNCTION_EX")
-_BRANCHES = ("POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_FALSE",
-             "POP_JUMP_BACKWARD_IF_TRUE")
+# (every direction and version arrives under these names: ember.bytecode.normalize)
+_BRANCHES = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE")
 
 
 _READS_ALL_LOCALS = frozenset({"locals", "vars", "dir"})
@@ -70,12 +70,12 @@ class BreakPoint:
 # Instructions that pop some values and push one result (like a call) and where a break can
 # happen without a call: a boolean-mask index (data-dependent shape), f"{tensor}", ...
 _VALUE_OPS = ("BINARY_SUBSCR", "FORMAT_VALUE", "BINARY_OP", "COMPARE_OP", "CONTAINS_OP",
-              "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE", "LOAD_ATTR")
+              "UNARY_NEGATIVE", "UNARY_INVERT", "UNARY_NOT", "UNARY_POSITIVE", "LOAD_ATTR", "BINARY_SLICE")
 
 
 # Statements that only consume stack items (``obj.attr = v``, ``obj[k] = v``, ``del ...``): the
 # residual runs them eagerly and the frame goes on at the next instruction, pushing nothing.
-_STORE_OPS = {"STORE_ATTR": 2, "STORE_SUBSCR": 3, "DELETE_ATTR": 1, "DELETE_SUBSCR": 2}
+_STORE_OPS = {"STORE_ATTR": 2, "STORE_SUBSCR": 3, "DELETE_ATTR": 1, "DELETE_SUBSCR": 2, "STORE_SLICE": 4}
 
 
 # Any other instruction that cannot be traced (``with lock:``, ``for x in opaque:``, ...): the graph
@@ -84,7 +84,8 @@ _STORE_OPS = {"STORE_ATTR": 2, "STORE_SUBSCR": 3, "DELETE_ATTR": 1, "DELETE_SUBS
 _NOT_RESUMABLE = frozenset({"RESUME", "PRECALL", "KW_NAMES", "PUSH_NULL", "EXTENDED_ARG", "CACHE", "NOP",
                             "MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "SEND", "YIELD_VALUE",
                             "POP_EXCEPT", "RERAISE", "PUSH_EXC_INFO", "CHECK_EXC_MATCH", "WITH_EXCEPT_START",
-                            "PREP_RERAISE_STAR", "CHECK_EG_MATCH", "CLEANUP_THROW", "END_SEND"})
+                            "PREP_RERAISE_STAR", "CHECK_EG_MATCH", "CLEANUP_THROW", "END_SEND", "END_FOR",
+                            "LOAD_FAST_AND_CLEAR"})
 
 
 def eager_here(opname: str) -> bool:
@@ -101,6 +102,8 @@ def value_op_consumed(inst) -> int:
         return 2 if inst.arg & 0x04 else 1
     if inst.opname.startswith("UNARY_") or inst.opname == "LOAD_ATTR":
         return 1
+    if inst.opname == "BINARY_SLICE":
+        return 3
     return 2
 
 
@@ -111,8 +114,6 @@ def breakable(code: types.CodeType, offset: int, opname: str) -> str | None:
         return "graph break inside a generator"
     if opname in _NOT_RESUMABLE:
         return f"graph break at {opname} is not supported"
-    if opname == "LOAD_ATTR" and sys.version_info >= (3, 12):
-        return "graph break at LOAD_ATTR is not supported"  # (it may also push a method there)
     return None
 
 
@@ -371,8 +372,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             breaking = [create_instruction(bp.opname, argval=bp.inst.argval)]
         elif bp.opname in _STORE_OPS:
             breaking = [create_instruction(bp.opname)]
-        elif bp.opname in _VALUE_OPS:
-            breaking = [create_instruction(bp.opname, arg=bp.inst.arg)]
+        elif bp.opname in _VALUE_OPS:  # as this Python spells it (3.12: UNARY_POSITIVE is an intrinsic)
+            breaking = [create_instruction(getattr(bp.inst, "real_opname", bp.opname), arg=bp.inst.arg)]
         else:
             breaking = [create_instruction("CALL_FUNCTION_EX", arg=1 if n_consumed == 4 else 0)]
         ins += breaking

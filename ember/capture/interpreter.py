@@ -1,4 +1,4 @@
-"""The symbolic bytecode interpreter (Python 3.11), one small method per opcode.
+"""The symbolic bytecode interpreter (Python 3.11 and 3.12), one small method per opcode.
 
 `Translator` runs a code object over VariableTrackers instead of values: the
 stack and locals hold trackers; tensor operations append nodes to the shared
@@ -8,7 +8,10 @@ by a child Translator sharing the graph and guards. Anything the interpreter
 cannot model raises `Unsupported`, located at the innermost instruction.
 
 Opcode families live in mixins: load/store and calls here; stack, build,
-operators and jumps in `ember.capture.opcodes`.
+operators and jumps in `ember.capture.opcodes`; opcodes added by 3.12 in
+`ember.capture.opcodes_py312`. Instructions come from
+`ember.bytecode.normalize.interpreter_instructions`, which folds the spellings that differ
+between versions, so handlers test no version.
 """
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ import types
 
 
 from ember.capture.builder import wrap
+from ember.bytecode.normalize import interpreter_instructions
 from ember.capture.opcodes import OpcodeMixin
+from ember.capture.opcodes_py312 import Py312OpcodeMixin
 from ember.capture.sources import AttrSource, ConstSource, GlobalSource
 from ember.capture.variables.base import NULL, ConstantVariable, NullVariable, VariableTracker, unsupported
 from ember.capture.variables.builtins import BuiltinVariable
@@ -37,7 +42,7 @@ MAX_INLINE_DEPTH = 64
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
 
 
-class Translator(OpcodeMixin):
+class Translator(OpcodeMixin, Py312OpcodeMixin):
     def __init__(self, code: types.CodeType, globals_dict: dict, local_vts: dict, cells: dict,
                  output, guards, parent: "Translator | None" = None, top_globals: dict | None = None,
                  side_effects=None):
@@ -307,7 +312,11 @@ class Translator(OpcodeMixin):
 
     def STORE_FAST(self, inst):
         old = self.locals.get(inst.argval)
-        self.locals[inst.argval] = self.pop()
+        value = self.pop()
+        if isinstance(value, NullVariable):  # 3.12+: restoring a name an inlined comprehension saved unbound
+            self.locals.pop(inst.argval, None)
+        else:
+            self.locals[inst.argval] = value
         if old is not None:
             self.release_references(old)
 
@@ -697,21 +706,13 @@ def _exception_table(code):
     return hit
 
 
-class _Inst:
-    __slots__ = ("opname", "opcode", "arg", "argval", "offset", "starts_line")
-
-    def __init__(self, i: dis.Instruction):
-        self.opname, self.opcode, self.arg, self.argval = i.opname, i.opcode, i.arg, i.argval
-        self.offset, self.starts_line = i.offset, i.starts_line
-
-
 _DECODED: dict = {}
 
 
 def _decode(code):
     hit = _DECODED.get(code)
     if hit is None:
-        hit = [_Inst(i) for i in dis.get_instructions(code)]
+        hit = interpreter_instructions(code)
         if len(_DECODED) > 4096:
             _DECODED.clear()
         _DECODED[code] = hit

@@ -508,14 +508,12 @@ class OpcodeMixin:
         if self.pop().truth(self) == when:
             self.jump_to(inst.argval)
 
-    def POP_JUMP_FORWARD_IF_TRUE(self, inst):
+    # (conditional jumps of every direction and version arrive as POP_JUMP_IF_*: bytecode.normalize)
+    def POP_JUMP_IF_TRUE(self, inst):
         self._pop_jump(inst, True)
 
-    def POP_JUMP_FORWARD_IF_FALSE(self, inst):
+    def POP_JUMP_IF_FALSE(self, inst):
         self._pop_jump(inst, False)
-
-    POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_FORWARD_IF_TRUE
-    POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_FORWARD_IF_FALSE
 
     def _pop_jump_none(self, inst, when_none: bool):
         v = self.pop()
@@ -523,14 +521,11 @@ class OpcodeMixin:
         if is_none == when_none:
             self.jump_to(inst.argval)
 
-    def POP_JUMP_FORWARD_IF_NONE(self, inst):
+    def POP_JUMP_IF_NONE(self, inst):
         self._pop_jump_none(inst, True)
 
-    def POP_JUMP_FORWARD_IF_NOT_NONE(self, inst):
+    def POP_JUMP_IF_NOT_NONE(self, inst):
         self._pop_jump_none(inst, False)
-
-    POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_FORWARD_IF_NONE
-    POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_FORWARD_IF_NOT_NONE
 
     def JUMP_IF_FALSE_OR_POP(self, inst):
         if not self.stack[-1].truth(self):
@@ -553,7 +548,7 @@ class OpcodeMixin:
         if not isinstance(it, IteratorBase):
             raise unsupported("EB0034", f"iterating {it.describe()}")
         item = it.next(self)
-        if item is None:
+        if item is None:  # (argval: where the loop goes on, past 3.12's END_FOR: bytecode.normalize)
             self.pop()
             self.jump_to(inst.argval)
         else:
