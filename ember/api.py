@@ -324,6 +324,8 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
     symbol when the frame recompiles), True (every dimension a symbol from the start) or
     False (all static). See ember/capture/dynamic_dims.py.
     """
+    from ember.support import check_supported
+    check_supported()  # an unsupported Python raises here, naming the supported versions
     settings = _Settings(backend, fullgraph, dynamic, mode, options, disable)
     settings.resolve_backend()  # an unknown backend name fails here, not at the first call
     if model is None:
