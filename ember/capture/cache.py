@@ -246,7 +246,7 @@ class FrameCache:
             if self.fullgraph:
                 raise
             without_tracebacks(e)
-            self.run_eagerly_reason = f"unsupported: {e.reason}"
+            self.run_eagerly_reason = f"unsupported: {e.id}: {e.reason}"
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None
         except Exception as e:
