@@ -50,6 +50,16 @@ class Provenance:
         return dataclasses.replace(self, operation=operation)
 
 
+def _library_dirs() -> tuple:
+    import os
+    import torch
+    import ember
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (torch, ember))
+
+
+_LIBRARY_DIRS = _library_dirs()
+
+
 def _operation(inst) -> str:
     """``COMPARE_OP >``, ``LOAD_ATTR shape``, ``CALL``: the instruction, with its name/operator argument."""
     arg = inst.argval
@@ -96,10 +106,16 @@ class Locator:
                 hit = self._entry[operation] = Provenance(code.co_filename, code.co_firstlineno,
                                                           code.co_qualname, operation, line, (where,))
             return hit
-        tx = frames[-1]
+        inner = frames[-1]
+        # the innermost frame of the user's own code: torch's Python (nn.Module internals) and
+        # ember's polyfills are named in the operation, the user's line is the one shown
+        tx = next((f for f in reversed(frames) if not f.code.co_filename.startswith(_LIBRARY_DIRS)), inner)
         code = tx.code
         inst = tx.instructions[tx.ip - 1] if tx.ip > 0 else None
+        operation = _operation(inst) if inst is not None else ENTRY
+        if tx is not inner:
+            inner_inst = inner.instructions[inner.ip - 1] if inner.ip > 0 else None
+            operation += f" → {inner.code.co_qualname}" + (f" ({_operation(inner_inst)})" if inner_inst else "")
         lineno = tx.lineno or code.co_firstlineno
-        return Provenance(code.co_filename, lineno, code.co_qualname,
-                          _operation(inst) if inst is not None else ENTRY,
-                          self._line(code.co_filename, lineno), tuple(tx.user_stack()))
+        return Provenance(code.co_filename, lineno, code.co_qualname, operation,
+                          self._line(code.co_filename, lineno), tuple(inner.user_stack()))

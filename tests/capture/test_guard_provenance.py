@@ -186,3 +186,27 @@ def test_provenance_is_compile_time_only():
     compiled(torch.ones(2), 3)
     entry = compiled._cache.entries[-1]
     assert "THRESHOLD" in entry.source and "provenance" not in entry.source and "___prov" not in entry.source
+
+
+class WithDropout(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = torch.nn.Dropout(0.0)
+
+    def forward(self, x):
+        return self.drop(x) + 1
+
+
+def test_guard_made_inside_torch_module_code_names_the_users_line():
+    """``Dropout.forward`` reads ``self.training`` (torch's code): the guard names the user's call."""
+    m = WithDropout().eval()
+    compiled = ember.compile(m, backend="eager")
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), m(x))
+    guards = [g for g in guards_of(compiled) if "training" in g.text and "drop" in g.text]
+    assert guards, [g.with_provenance() for g in guards_of(compiled)]
+    for g in guards:
+        p = g.provenance
+        assert p.filename == __file__ and p.lineno == line_of(WithDropout.forward, "return self.drop(x) + 1")
+        assert "→ Dropout.forward" in p.operation
+        assert "torch" in p.stack[-1] and "dropout" in p.stack[-1]  # the stack keeps torch's frame
