@@ -241,6 +241,13 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
        "A NumPy call or attribute without a torch._numpy equivalent, or whose traced result "
        "would differ from NumPy's (RNG, warnings, dtypes).",
        "Use the torch equivalent, or call NumPy outside the compiled function."),
+    _k("EB0054", "TorchScript object",
+       "A method call on, or a torch op given, a TorchScript (torchbind) object ember cannot trace: "
+       "its class has no registered fake class and does not declare itself safe to trace with the "
+       "real object, the fake class lacks that method, or the use needs what a graph cannot give "
+       "(autograd, a rollback, an unguarded non-tensor answer, a backend that traces the graph again).",
+       "Register a fake class with torch._library.register_fake_class('ns::Cls') implementing the "
+       "methods used (and __obj_unflatten__), or call the object outside the compiled function."),
 )}
 
 

@@ -148,6 +148,10 @@ def _wrap(tx, value, source) -> VariableTracker:
             source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
         return tx.output.add_input(source, value)
 
+    if isinstance(value, torch.ScriptObject):  # torchbind objects: see variables/script_objects.py
+        from ember.capture.variables.script_objects import wrap_script_object
+        return wrap_script_object(tx, value, source)
+
     from ember.capture.variables.numpy_arrays import is_numpy_value
     if is_numpy_value(value):  # arrays as tensors, NumPy scalars and dtypes as constants, np.<fn>
         from ember.capture.variables.numpy_arrays import wrap_numpy

@@ -32,6 +32,7 @@ from ember.capture.side_effects import SideEffects
 from ember.capture.skipfiles import compile_disabled
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
+from ember.capture.variables.script_objects import hidden_script_objects
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
 from ember.capture.variables.functions import RealCellVariable
@@ -173,6 +174,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     fake = FakeContext(static_shapes=(sizes is None or not sizes.symbolic) and not data_dependent_capture())
     guards = GuardSet()
     output = OutputGraph(fake, guards)
+    output.backend = backend  # (TorchScript objects: whether the backend runs the graph as it is)
     output.frame_sizes = sizes
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
@@ -244,7 +246,8 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             autocast_before = _autocast_states(("cpu", "cuda"))
             try:
                 maybe_inject("backend")
-                compiled = backend(gm, list(example_inputs))
+                with hidden_script_objects(example_inputs):
+                    compiled = backend(gm, list(example_inputs))
             except Exception as e:
                 if isinstance(e, (BackendCompilerFailed, SpecializeFloats)):
                     raise

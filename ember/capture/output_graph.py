@@ -327,7 +327,8 @@ class OutputGraph:
             return self._wrap_symbolic(node, result)
         if not _contains_tensor(result):
             result = plain(result)  # (a SymInt that is a constant: 0 * s0, a specialised size)
-        if not _contains_tensor(result) and not _may_mutate(kind, target, result):
+        scripted = self.__dict__.get("script_objects") and _script_objects_in(args, kwargs)
+        if not _contains_tensor(result) and not _may_mutate(kind, target, result) and not scripted:
             # Metadata-only answer (sizes, flags): a constant under the guards.
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
@@ -336,6 +337,9 @@ class OutputGraph:
             node.meta["unbacked_bindings"] = bindings
         if self.current_location:
             node.meta["stack_trace"] = self.current_location
+        if scripted:  # an op on TorchScript objects: its non-tensor answer only under their state guards
+            from ember.capture.variables.script_objects import wrap_script_result
+            return wrap_script_result(self, node, result, scripted, _describe(kind, target))
         if not _contains_tensor(result):
             # A mutating op whose result is not a tensor (setitem returns None): keep the node.
             from ember.capture.variables.builtins import wrap_constant
@@ -599,6 +603,11 @@ def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
     return any(isinstance(v, TensorVariable) and v.fake.requires_grad for v in values)
 
 
+def _script_objects_in(args, kwargs) -> list:
+    from ember.capture.variables.script_objects import script_objects_in
+    return script_objects_in([args, kwargs])
+
+
 def _may_mutate(kind, target, result) -> bool:
     """Ops that must stay in the graph even when they return no tensor."""
     if result is None:
@@ -672,6 +681,9 @@ def _lower(value):
         pairs = {k: _lower(v) for k, v in value.items.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
     if isinstance(value, VariableTracker):
+        graph_value = getattr(value, "graph_value", None)  # a TorchScript object (script_objects.py)
+        if graph_value is not None:
+            return graph_value()
         if value.is_constant():
             c = value.as_constant()
             if has_symbols(c):  # a size some other path kept as a constant: its value, guarded
