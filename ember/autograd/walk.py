@@ -243,7 +243,7 @@ def _node_key(n, k: str, runs: bool, es: list, tensors: list) -> tuple:
     if k == AOT:
         extra = (getattr(n, "deferred_mode", None), hasattr(n, "final_checks"), len(getattr(n, "symints", ())),
                  len(getattr(n, "unversioned", ())))
-    return (k, fwd, tuple(es), ins, hk, tuple(n.needs_input_grad), extra)
+    return (k, fwd, tuple(es), ins, hk, tuple(n.needs_input_grad), getattr(n, "_ember_no_materialize", False), extra)
 
 
 def _im(m):

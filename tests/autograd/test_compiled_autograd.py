@@ -375,3 +375,19 @@ def test_global_switch_and_disable():
     assert ca.counters.backwards == 1
     torch.testing.assert_close(w.grad, torch.full((3,), 4.0))
     assert torch.autograd.backward.__module__.startswith("torch")
+
+
+@pytest.mark.slow
+def test_inductor_backend_with_compiled_forward():
+    ref = mlp()
+    model = copy.deepcopy(ref)
+    fwd = ember.compile(model, backend="inductor")
+    x = torch.randn(5, 8)
+    for step in range(3):
+        ref.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+        ref(x).pow(2).mean().backward()
+        with ca.enable("inductor"):
+            fwd(x).pow(2).mean().backward()
+        assert_grads(model, ref, atol=1e-5, rtol=1e-4)
+    assert ca.counters.traced == 1 and ca.counters.cache_hits == 2 and ca.counters.inlined_aot == 1
