@@ -3,7 +3,7 @@
 Per backward: walk the autograd graph (``walk``: the engine's schedule and the key), look the key
 up in the cache; on a miss trace the graph while running this backward (``tracer``), compile it
 with the backend and keep it; on a hit gather the inputs, call the compiled graph, and assign its
-outputs to ``.grad`` (then the post-accumulate-grad hooks, in the engine's order). What it cannot
+outputs to ``.grad``. What it cannot
 handle runs through the autograd engine with one warning (``Unsupported``).
 """
 from __future__ import annotations
@@ -286,13 +286,14 @@ def _run_compiled(entry: _Entry, w, grads) -> dict:
             targets.append(w.order[plan[1]].variable)
         elif plan[0] == "retain":
             targets.append(w.hooked[plan[1]][plan[2]])
+        elif plan[0] == "done":
+            targets.append(None)
         else:
             targets.append(plan[1])
     hooks = []
     for pos, t_idx, h_idx in traced.hooks:
         t = w.order[pos].variable if t_idx is None else w.hooked[pos][t_idx]
         hooks.append(list(t._backward_hooks.values())[h_idx])
-    post = [w.order[pos].variable for pos in traced.post_hooks]
     with ops.running(ops.RunContext(w.order, hooks)), torch.no_grad():
         outs = entry.compiled(args) if entry.boxed else entry.compiled(*args)
         del args
@@ -305,11 +306,8 @@ def _run_compiled(entry: _Entry, w, grads) -> dict:
                     g = g.clone(memory_format=torch.contiguous_format)
                 target.grad = g
                 taken.append(g)
-            else:
+            elif plan[0] == "capture":
                 captured[target] = g
-    for var in post:
-        for hook in list(var._post_accumulate_grad_hooks.values()):
-            hook(var)
     return captured
 
 
@@ -336,11 +334,7 @@ def assign_new_grad(var: torch.Tensor, g, taken: list) -> None:
     if g is None:
         return
     if g.shape != var.shape or _shares(g, taken) or not _obeys_layout_contract(var, g):
-        from torch._prims_common import is_non_overlapping_and_dense_or_false as is_non_overlapping_and_dense
-        if is_non_overlapping_and_dense(var):
-            new = torch.empty_strided(var.shape, var.stride(), dtype=g.dtype, device=g.device)
-        else:
-            new = torch.empty(var.shape, dtype=g.dtype, device=g.device)
+        new = ops.empty_like_leaf(var, g)
         new.copy_(g)
         g = new
     with torch.no_grad():

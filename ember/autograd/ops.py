@@ -148,6 +148,52 @@ def call_hook(spec_id: int, grad: torch.Tensor) -> torch.Tensor:
     return _fresh(out, spec.out, [grad])
 
 
+@dataclass
+class AccumulateSpec:
+    """An ``AccumulateGrad`` of a leaf with post-accumulate-grad hooks: ``RunContext.nodes[position]``."""
+    position: int
+
+
+_lib.define("accumulate_grad(int spec_id, Tensor grad) -> Tensor")
+
+
+def empty_like_leaf(var: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """An uninitialised gradient for leaf ``var`` with eager's layout (the leaf's strides when it is
+    dense, else contiguous)."""
+    if _dense(var):
+        return torch.empty_strided(var.shape, var.stride(), dtype=g.dtype, device=g.device)
+    return torch.empty(var.shape, dtype=g.dtype, device=g.device)
+
+
+def accumulate_into(var: torch.Tensor, grad: torch.Tensor) -> None:
+    """AccumulateGrad inside the graph, for a leaf whose post-accumulate hooks must run right
+    after its accumulation (eager's order): a copy (the graph may reuse ``grad``'s memory) or an
+    in-place add, then the hooks."""
+    with torch.no_grad():
+        if var.grad is None:
+            new = empty_like_leaf(var, grad)
+            new.copy_(grad)
+            var.grad = new
+        else:
+            var.grad.add_(grad)
+    for hook in list(var._post_accumulate_grad_hooks.values()):
+        hook(var)
+
+
+def accumulate_grad(spec_id: int, grad: torch.Tensor) -> torch.Tensor:
+    spec: AccumulateSpec = _SPECS[spec_id]
+    accumulate_into(_current().nodes[spec.position].variable, grad)
+    return grad.new_empty(0)  # (an output keeps the call in the graph)
+
+
+_lib.impl("accumulate_grad", accumulate_grad, "CompositeExplicitAutograd")
+
+
+@torch.library.register_fake("ember_autograd::accumulate_grad")
+def _accumulate_grad_fake(spec_id, grad):
+    return grad.new_empty(0)
+
+
 _lib.impl("call_node", call_node, "CompositeExplicitAutograd")
 _lib.impl("call_hook", call_hook, "CompositeExplicitAutograd")
 

@@ -9,7 +9,8 @@ this first backward's side effects happen exactly once, in the engine's order. T
              ``.grad`` of leaves (accumulated in place, as eager) and of retaining tensors
     body:    ``call_node`` for C++ Nodes and ``autograd.Function`` Nodes (opaque: the real Node
              runs), the AOT backward graphs copied in, ``call_hook`` for tensor hooks, ``add``
-             where gradients meet, ``add_`` into an existing ``.grad``
+             where gradients meet, ``add_`` into an existing ``.grad`` (``accumulate_grad`` for a leaf with post-accumulate hooks:
+             accumulation and hooks at the engine's place)
     outputs: new ``.grad`` values (leaves whose ``.grad`` was None, retained gradients), the
              gradients ``torch.autograd.grad`` returns
 
@@ -30,6 +31,7 @@ from ember.autograd.walk import ACC, AOT, CPP, Walk
 
 _call_node = torch.ops.ember_autograd.call_node.default
 _call_hook = torch.ops.ember_autograd.call_hook.default
+_accumulate_grad = torch.ops.ember_autograd.accumulate_grad.default
 
 
 @dataclass
@@ -38,9 +40,9 @@ class Traced:
     example_inputs: list
     inputs: list            # how the runtime gathers each input: ("root", j) | ("saved", pos, k) |
                             # ("unversioned", pos, k) | ("grad", pos) | ("retained", pos, t)
-    outputs: list           # what each output is: ("grad", pos) | ("retain", pos, t) | ("capture", j)
+    outputs: list           # what each output is: ("grad", pos) | ("retain", pos, t) | ("capture", j) |
+                            # ("done",) (an accumulate_grad call's token)
     hooks: list             # (pos, t or None, hook index) per call_hook, in RunContext.hooks order
-    post_hooks: list        # positions of the AccumulateGrads whose post-accumulate hooks run, in order
     inlined: int = 0        # AOT backwards copied in
     opaque: int = 0         # Nodes called as they are
     captured: dict = field(default_factory=dict)  # j -> real gradient (this run's torch.autograd.grad result)
@@ -64,7 +66,6 @@ class Tracer:
         self.inputs: list = []
         self.outputs: list = []  # (fx node, plan)
         self.hooks: list = []
-        self.post_hooks: list = []
         self.captured: dict = {}
         self.inlined = self.opaque = 0
         n = len(w.order)
@@ -133,7 +134,7 @@ class Tracer:
         self.graph.output(tuple(outs))
         gm = fx.GraphModule(self.root, self.graph, class_name="CompiledAutogradGraph")
         return Traced(gm=gm, example_inputs=self.examples, inputs=self.inputs,
-                      outputs=[p for _, p in self.outputs], hooks=self.hooks, post_hooks=self.post_hooks,
+                      outputs=[p for _, p in self.outputs], hooks=self.hooks,
                       inlined=self.inlined, opaque=self.opaque, captured=self.captured)
 
     def _tensor_hooks(self, pos: int, t_idx, t: torch.Tensor, slots: list, nr: int) -> None:
@@ -168,6 +169,12 @@ class Tracer:
             return
         f, v = pair
         var = node.variable
+        if var._post_accumulate_grad_hooks:  # accumulated and hooks called in the graph, in order
+            spec = ops.add_spec(ops.AccumulateSpec(pos))
+            done = self.graph.call_function(_accumulate_grad, (spec, f))
+            self.outputs.append((done, ("done",)))
+            ops.accumulate_into(var, v)
+            return
         if var.grad is None:
             from ember.autograd.engine import assign_new_grad
             assign_new_grad(var, v, [i for i in self.examples])
@@ -177,10 +184,6 @@ class Tracer:
             self.graph.call_function(torch.ops.aten.add_.Tensor, (old, f))
             with torch.no_grad():
                 var.grad.add_(v)
-        if var._post_accumulate_grad_hooks:
-            for hook in list(var._post_accumulate_grad_hooks.values()):
-                hook(var)
-            self.post_hooks.append(pos)
 
     def _opaque(self, pos: int, node, kind: str, slots: list) -> list:
         values = [s[1] if s is not None else None for s in slots]
