@@ -22,6 +22,7 @@ Why the capture layer needs these:
 from __future__ import annotations
 
 import dis
+import sys
 from typing import Iterable, Optional, Sequence
 
 from .instructions import (
@@ -148,6 +149,11 @@ def stack_depths(
     return depths
 
 
+# 3.13's compiler sizes the stack before it folds LOAD_CONST + RETURN_VALUE into
+# RETURN_CONST, so the constant counts as pushed (3.12 folds first).
+_RETURN_CONST_PUSHES = sys.version_info >= (3, 13)
+
+
 def max_stack_depth(instructions: Sequence[Instruction]) -> int:
     """What ``co_stacksize`` must be: the deepest stack on any path, including
     the transient depth after an instruction that ends its path (a return)."""
@@ -157,6 +163,8 @@ def max_stack_depth(instructions: Sequence[Instruction]) -> int:
         if depth is None:
             continue
         best = max(best, depth)
+        if _RETURN_CONST_PUSHES and instr.opname == "RETURN_CONST":
+            best = max(best, depth + 1)
         if is_jump(instr):
             best = max(best, depth + stack_effect(instr, jump=True), depth + stack_effect(instr, jump=False))
         else:

@@ -41,6 +41,8 @@ from .instructions import (
     HAS_JREL,
     HAS_LOCAL,
     HAS_NAME,
+    FAST_PAIRS,
+    FAST_READS_CELLS,
     NAME_FLAG_SHIFT,
     Instruction,
     compare_arg,
@@ -197,11 +199,16 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
     # the localsplus layout is only known once all locals are in the table.
     for instr in instructions:
         if instr.opcode in HAS_LOCAL:
-            if instr.argval in cellvars and instr.argval not in varnames.values:
-                raise ValueError(f"{instr.opname} of cell variable {instr.argval!r}")
-            if instr.argval in freevars:
-                raise ValueError(f"{instr.opname} of free variable {instr.argval!r}")
-            varnames.index(instr.argval)
+            for name in (instr.argval if instr.opname in FAST_PAIRS else (instr.argval,)):
+                if name in cellvars and name not in varnames.values:
+                    if FAST_READS_CELLS:
+                        continue
+                    raise ValueError(f"{instr.opname} of cell variable {name!r}")
+                if name in freevars:
+                    if FAST_READS_CELLS:
+                        continue
+                    raise ValueError(f"{instr.opname} of free variable {name!r}")
+                varnames.index(name)
     localsplus = list(varnames.values)
     localsplus += [c for c in cellvars if c not in varnames.values]
     localsplus += list(freevars)
@@ -224,11 +231,19 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
         elif op in HAS_LOCAL or op in HAS_FREE:
             if instr.opname == "COPY_FREE_VARS":  # pragma: no cover - not in hasfree on 3.11
                 continue
-            if instr.argval not in slot:
-                raise ValueError(
-                    f"{instr.opname} {instr.argval!r}: not a cell or free variable of the code object"
-                )
-            instr.arg = slot[instr.argval]
+            pair = instr.opname in FAST_PAIRS
+            for name in (instr.argval if pair else (instr.argval,)):
+                if name not in slot:
+                    raise ValueError(
+                        f"{instr.opname} {name!r}: not a cell or free variable of the code object"
+                    )
+            if pair:
+                first, second = (slot[n] for n in instr.argval)
+                if first > 15 or second > 15:
+                    raise ValueError(f"{instr.opname} {instr.argval!r}: a slot above 15 cannot be paired")
+                instr.arg = first << 4 | second
+            else:
+                instr.arg = slot[instr.argval]
         elif op in HAS_JREL or op in HAS_JABS:
             pass  # filled in by the layout loop
         elif has_arg(op) and instr.arg is None:

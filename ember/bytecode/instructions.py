@@ -59,6 +59,8 @@ __all__ = [
     "NAME_FLAG_SHIFT",
     "GENERIC_JUMPS",
     "has_arg",
+    "FAST_PAIRS",
+    "FAST_READS_CELLS",
     "compare_arg",
     "COMPARE_SHIFT",
 ]
@@ -110,6 +112,12 @@ UNCONDITIONAL_EXITS = frozenset(
 NAME_FLAG_SHIFT = {"LOAD_GLOBAL": 1}
 if sys.version_info >= (3, 12):
     NAME_FLAG_SHIFT.update({"LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2})
+
+# 3.13 superinstructions on two locals: oparg = first << 4 | second, ``argval``
+# the pair of names (as dis shows it).
+FAST_PAIRS = frozenset({"LOAD_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"})
+# 3.13 lowers LOAD_CLOSURE to LOAD_FAST: a "fast" opcode may name a cell or free variable.
+FAST_READS_CELLS = sys.version_info >= (3, 13)
 
 # COMPARE_OP's oparg: 3.11 is the index into ``cmp_op``; 3.12 shifts it left
 # by 4 over a mask of the outcomes that mean True (read by the specialised
@@ -245,6 +253,9 @@ def _describe(op: int, arg: Optional[int], code, localsplus, target_offset):
     if op in HAS_JREL or op in HAS_JABS:
         return target_offset, f"to {target_offset}"
     if op in HAS_LOCAL or op in HAS_FREE:
+        if _opcode.opname[op] in FAST_PAIRS:
+            pair = (localsplus[arg >> 4], localsplus[arg & 15])
+            return pair, f"{pair[0]}, {pair[1]}"
         name = localsplus[arg]
         return name, name
     if op in HAS_COMPARE:

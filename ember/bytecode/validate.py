@@ -168,9 +168,13 @@ def _frame_problems(code, dis_insts) -> list[str]:
         problems.append("COPY_FREE_VARS without free variables")
     n_plus = len(code.co_varnames) + len([c for c in code.co_cellvars if c not in code.co_varnames])
     n_plus += len(code.co_freevars)
+    from .instructions import FAST_PAIRS
     for i in dis_insts:
-        if (i.opcode in dis.haslocal or i.opcode in dis.hasfree) and i.arg is not None and i.arg >= n_plus:
-            problems.append(f"{i.opname} at {i.offset}: slot {i.arg} outside the frame ({n_plus} slots)")
+        if (i.opcode in dis.haslocal or i.opcode in dis.hasfree) and i.arg is not None:
+            slots = (i.arg >> 4, i.arg & 15) if i.opname in FAST_PAIRS else (i.arg,)
+            for slot in slots:
+                if slot >= n_plus:
+                    problems.append(f"{i.opname} at {i.offset}: slot {slot} outside the frame ({n_plus} slots)")
     return problems
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dis
 import importlib
+import sys
 import types
 
 from _ember_import import import_bytecode_package
@@ -25,6 +26,19 @@ EXACT_FIELDS = (
     "co_flags",
     "co_argcount",
 )
+
+
+def is_op(instr, opname: str, argval=None) -> bool:
+    """``instr`` is ``opname`` (with ``argval``), allowing for 3.13's spellings: a
+    ``LOAD_FAST_LOAD_FAST`` pair starts with a load of its first name, and
+    ``LOAD_CLOSURE`` became ``LOAD_FAST``."""
+    if instr.opname == opname and (argval is None or instr.argval == argval):
+        return True
+    if opname == "LOAD_FAST" and instr.opname == "LOAD_FAST_LOAD_FAST":
+        return argval is None or instr.argval[0] == argval
+    if opname == "LOAD_CLOSURE" and sys.version_info >= (3, 13) and instr.opname == "LOAD_FAST":
+        return argval is None or instr.argval == argval
+    return False
 
 
 def all_code_objects(root: types.CodeType) -> list[types.CodeType]:

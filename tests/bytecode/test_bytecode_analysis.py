@@ -7,13 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bytecode_helpers import eb, module_code_objects
+from bytecode_helpers import eb, is_op, module_code_objects
 
 ci = eb.create_instruction
 
 
 def idx(insts, opname, argval=None, nth=0):
-    return [k for k, i in enumerate(insts) if i.opname == opname and (argval is None or i.argval == argval)][nth]
+    return [k for k, i in enumerate(insts) if is_op(i, opname, argval)][nth]
 
 
 def test_max_stack_depth_equals_compiler_stacksize_on_stdlib():

@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from bytecode_helpers import eb
+from bytecode_helpers import eb, is_op
 
 
 def run_capturing_locals(fn, offset, *args):
@@ -172,7 +172,7 @@ def in_with(cm, v):
 @pytest.mark.parametrize("value, suppress", [(1, False), ("bad", True), ("bad", False)])
 def test_resume_inside_with_block_closes_it(value, suppress):
     insts = eb.decode(in_with.__code__)
-    k = next(k for k, i in enumerate(insts) if i.opname == "LOAD_FAST" and i.argval == "v")
+    k = next(k for k, i in enumerate(insts) if is_op(i, "LOAD_FAST", "v"))
     assert eb.stack_depths(insts)[k] == 1  # the bound __exit__
     (block,) = eb.active_with_blocks(insts, k)
     assert block.depth == 1
@@ -203,10 +203,11 @@ def calls(a, b):
 
 def test_resume_in_middle_of_call_recreates_null():
     insts = eb.decode(calls.__code__)
-    k = next(k for k, i in enumerate(insts) if i.opname == "LOAD_FAST" and i.argval == "b")
-    assert eb.stack_depths(insts)[k] == 3  # NULL, helper, a
-    g, r = resume_fn(calls, k, depth=3, live=["b"], null_positions=[0])
-    assert r.stack_args == ("___stack1", "___stack2") and r.null_positions == (0,)
+    k = next(k for k, i in enumerate(insts) if i.opname == "LOAD_CONST" and i.argval == 1)  # the `1` of b + 1
+    assert eb.stack_depths(insts)[k] == 4  # NULL, helper, a, b (3.13: helper, NULL, a, b)
+    null = 0 if eb.versions.null_before_callable() else 1
+    g, r = resume_fn(calls, k, depth=4, live=[], null_positions=[null])
+    assert r.stack_args == tuple(f"___stack{p}" for p in range(4) if p != null) and r.null_positions == (null,)
     assert g(helper, 5, 7) == calls(5, 7) == ("helper", 5, 8)
 
 
@@ -226,7 +227,7 @@ def test_resume_rejects_bad_requests():
 
 def test_resume_code_preserves_exception_table_entries():
     insts = eb.decode(guarded.__code__)
-    k = next(k for k, i in enumerate(insts) if i.opname == "LOAD_FAST" and i.argval == "y")
+    k = next(k for k, i in enumerate(insts) if is_op(i, "LOAD_FAST", "y"))
     g, r = resume_fn(guarded, k, live=["b", "x", "y"])
     new = eb.decode(r.code)
     handlers = {i.exn_tab_entry.target.opname for i in new if i.exn_tab_entry is not None}

@@ -62,8 +62,9 @@ def test_generated_calls_run_on_this_python():
     ops = [i.opname for i in dis.get_instructions(f)]
     if sys.version_info < (3, 12):
         assert {"PRECALL", "KW_NAMES", "LOAD_METHOD", "PUSH_NULL"} <= set(ops)
-    else:  # 3.12: no PRECALL; a method load is LOAD_ATTR with its low bit set
-        assert {"KW_NAMES", "PUSH_NULL"} <= set(ops) and "PRECALL" not in ops
+    else:  # 3.12: no PRECALL; a method load is LOAD_ATTR with its low bit set; 3.13: CALL_KW
+        kw_call = "KW_NAMES" if sys.version_info < (3, 13) else "CALL_KW"
+        assert {kw_call, "PUSH_NULL"} <= set(ops) and "PRECALL" not in ops
         assert any(i.opname == "LOAD_ATTR" and i.arg & 1 for i in dis.get_instructions(f))
     # The NULL bit rides on LOAD_GLOBAL for globals.
     lg = [i for i in dis.get_instructions(f) if i.opname == "LOAD_GLOBAL"]
