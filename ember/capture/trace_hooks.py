@@ -82,7 +82,7 @@ def _compilation_metrics(ft: FrameTrace, start: float, phases: dict, counters: d
                    if v - phases.get(k, 0.0) > 0}
     m = {"compile_id": str(cid), "frame_key": str(cid.frame_id), "co_name": code.co_name,
          "co_filename": code.co_filename, "co_firstlineno": code.co_firstlineno,
-         "cache_size": cid.frame_compile_id, "accumulated_cache_size": cid.frame_compile_id,
+         "cache_size": len(cache.entries), "accumulated_cache_size": len(cache.entries),
          "start_time": cid.start_time, "entire_frame_compile_time_s": round(elapsed, 6),
          "backend_compile_time_s": phase_times.get("backend"),
          "inductor_compile_time_s": None, "code_gen_time_s": None,
