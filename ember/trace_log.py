@@ -37,7 +37,6 @@ from typing import Any, Callable
 writer: "TraceWriter | None" = None
 
 _EMBER_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_frame_ids = itertools.count()
 _local = threading.local()
 
 
@@ -82,6 +81,11 @@ class TraceWriter:
         self._lock = threading.Lock()
         self._strings: dict[str, int] = {}
         self._pid = os.getpid()
+        self._frame_ids = itertools.count()
+
+    def new_frame_id(self) -> int:
+        """The next function's frame id in this trace (0, 1, ...)."""
+        return next(self._frame_ids)
 
     # -- low level -------------------------------------------------------------------------
     def _open(self):
@@ -187,10 +191,6 @@ def sync(directory: str) -> None:
 
 
 # -- emitting ------------------------------------------------------------------------------
-def new_frame_id() -> int:
-    return next(_frame_ids)
-
-
 def current() -> CompileId | None:
     """The compile in progress on this thread (innermost), if any."""
     stack = getattr(_local, "stack", None)

@@ -188,6 +188,7 @@ class FrameCache:
                               f"({config.recompile_limit}); running it eagerly from now on. Last reason: "
                               f"{self.recompile_reasons[-1] if self.recompile_reasons else '?'}",
                               stacklevel=4)
+                trace_hooks.recompile_limit_hit(self, bound)
                 return None
             reason = self._recompile_reason(bound)
             self.recompile_reasons.append(reason)

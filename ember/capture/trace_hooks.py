@@ -44,11 +44,13 @@ def compile_frame(cache, recompile_reason: str | None = None):
     if trace_log.writer is None:
         yield None
         return
-    fid = getattr(cache, "trace_frame_id", None)
-    if fid is None:
-        fid = cache.trace_frame_id = trace_log.new_frame_id()
-    cid = trace_log.CompileId(fid, getattr(cache, "trace_compiles", 0))
-    cache.trace_compiles = cid.frame_compile_id + 1
+    w = trace_log.writer
+    mine = getattr(cache, "trace_frame", None)  # (writer, frame id, compiles so far): ids per trace file
+    if mine is None or mine[0] is not w:
+        mine = (w, w.new_frame_id(), 0)
+    cid = trace_log.CompileId(mine[1], mine[2])
+    cache.trace_frame = (w, mine[1], mine[2] + 1)
+    fid = cid.frame_id
     ft = FrameTrace(cache, cid)
     phases = dict(metrics.phase_seconds)
     counters = dict(metrics.counters)
@@ -105,7 +107,8 @@ def _compilation_metrics(ft: FrameTrace, start: float, phases: dict, counters: d
             and cache.internal_error[1] == reason:
         m["fail_type"], m["fail_reason"] = cache.internal_error  # (the frame runs eagerly from now on)
     elif reason is not None:
-        m["fail_type"] = type(reason).__name__ if isinstance(reason, BaseException) else "RunEagerly"
+        m["fail_type"] = type(reason).__name__ if isinstance(reason, BaseException) else \
+            "RecompileLimitExceeded" if str(reason).startswith("recompile limit") else "RunEagerly"
         m["fail_reason"] = str(reason)
     if reason is not None:
         where = getattr(reason, "where", None)
@@ -119,6 +122,15 @@ def _compilation_metrics(ft: FrameTrace, start: float, phases: dict, counters: d
     m["graph_break_count"] = metrics.counters.get("graph_breaks", 0) - counters.get("graph_breaks", 0)
     m["is_resume_function"] = bool(cache.is_resume)
     trace_log.emit("compilation_metrics", m, compile_id=cid)
+
+
+def recompile_limit_hit(cache, bound) -> None:
+    """The function hit ``config.recompile_limit``: a compile that fails at once (the guard that
+    failed, then metrics with ``fail_type`` RecompileLimitExceeded); it runs eagerly from now on."""
+    if trace_log.writer is None:
+        return
+    with compile_frame(cache, cache._recompile_reason(bound)):
+        pass
 
 
 def graph_break(e) -> None:

@@ -226,3 +226,19 @@ def test_stock_tlparse_renders_the_trace_with_recompile_and_break(tmp_path):
     assert "sin" in graph and "f32[4]" in graph
     metrics = next(out.glob("-_0_0_1/compilation_metrics_*.html")).read_text()
     assert "Restart Reasons" in metrics and "print" in metrics
+
+
+def test_recompile_limit_is_a_failed_compile(tracing):
+    def f(x, n):
+        return x * n
+
+    compiled = ember.compile(f, dynamic=False)
+    with ember.config.patch(recompile_limit=2), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for n in (2, 3, 4):
+            torch.testing.assert_close(compiled(torch.ones(2), n), torch.ones(2) * n)
+    m = [r.metadata for r in trace.records() if r.name == "compilation_metrics"]
+    assert [x["compile_id"] for x in m] == ["0/0", "0/1", "0/2"]
+    assert m[1]["fail_type"] is None and m[2]["fail_type"] == "RecompileLimitExceeded"
+    reasons = [r.payload for r in trace.records() if r.name == "artifact" and r.metadata["name"] == "recompile_reasons"]
+    assert len(reasons) == 2 and "L['n'] == 3" in reasons[1] and "(now: 4)" in reasons[1]
