@@ -101,6 +101,8 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
     # the engine's schedule
     pos: dict = {}
     order, hooked, edges, acc_flags, kind_list, runs_list = [], [], [], [], [], []
+    if any(g is not None and g.layout != torch.strided for g in root_grads):
+        raise Unsupported("a sparse root gradient")
     key: list = [tuple(_meta(g) for g in root_grads)]
     ready: list = []
     for n, _ in root_edges:
@@ -134,6 +136,10 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
         runs_list.append(runs)
         if runs and k in (PY, AOT):
             _check_function_node(n)
+        elif runs and k == CPP and getattr(n, "_saved_sparse", False):
+            raise Unsupported(f"{n.name()} makes a sparse gradient")
+        elif runs and k == ACC and n.variable.grad is not None and n.variable.grad.layout != torch.strided:
+            raise Unsupported("a leaf with a sparse .grad")
         es = [(pos.get(id(m), -1) if m is not None and id(m) in pos else -1, nr) for m, nr in n.next_functions] \
             if runs else []
         edges.append(es)
