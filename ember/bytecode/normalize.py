@@ -17,6 +17,7 @@ what the running Python has                 what the interpreter sees (``opname`
 ``FOR_ITER`` (jumps to ``END_FOR``, which   ``FOR_ITER`` whose ``argval`` is where an
 the interpreter skips: 3.12 one, 3.13 two   exhausted loop goes on, the iterator popped
 instructions)
+``SEND`` (3.12+: to an ``END_SEND``)        ``SEND`` whose ``argval`` is past the ``END_SEND``
 ``CALL_INTRINSIC_1 n`` (3.12+)              ``UNARY_POSITIVE``, ``LIST_TO_TUPLE`` (the 3.11
                                             opcodes), else ``INTRINSIC_<NAME>``
 ``CALL_INTRINSIC_2 n``                      ``PREP_RERAISE_STAR`` or ``INTRINSIC_<NAME>``
@@ -92,12 +93,23 @@ def interpreter_instructions(code: types.CodeType) -> list[InterpInst]:
             name = "LOAD_METHOD"
         elif name == "FOR_ITER" and _END_FOR is not None:
             argval = _for_iter_exit(raw, argval)
+        elif name == "SEND":
+            argval = _send_exit(raw, argval)
         elif name in INTRINSIC_NAMES:
             descs = INTRINSIC_NAMES[name]
             intrinsic = descs[i.arg] if i.arg < len(descs) else f"INTRINSIC_{i.arg}"
             name = _INTRINSIC_AS_OPCODE.get(intrinsic, intrinsic)
         out.append(InterpInst(name, i.opcode, i.arg, argval, i.offset, _line_start(i), i.opname))
     return out
+
+
+def _send_exit(raw: list, target: int) -> int:
+    """Where ``SEND`` goes when the sub-iterator returns, its value replacing the sub-iterator:
+    3.11's target; 3.12+ jump to an ``END_SEND`` that does that replacing, so past it."""
+    at = next(k for k, i in enumerate(raw) if i.offset == target)
+    if raw[at].opname == "END_SEND" and at + 1 < len(raw):
+        return raw[at + 1].offset
+    return target
 
 
 def _for_iter_exit(raw: list, target: int) -> int:

@@ -41,6 +41,12 @@ class Py312OpcodeMixin:
         for _ in range(_END_FOR_POPS):
             self.release_references(self.pop())
 
+    def END_SEND(self, inst):
+        # [sub-iterator, value] -> value (SEND's return path already skips it: see normalize)
+        value = self.pop()
+        self.release_references(self.pop())
+        self.push(value)
+
     # -- inlined comprehensions (PEP 709) ---------------------------------------------------------
     def LOAD_FAST_AND_CLEAR(self, inst):
         # Saves the outer binding of a comprehension variable (NULL when unbound) and unbinds it;
@@ -50,9 +56,9 @@ class Py312OpcodeMixin:
     # -- zero- and two-argument super() ---------------------------------------------------------------
     def LOAD_SUPER_ATTR(self, inst):
         # [global super, class, self] -> attribute (with the method bit: NULL, attribute)
-        from ember.capture.variables.builtins import BuiltinVariable
         obj, cls, sup = self.pop(), self.pop(), self.pop()
-        if not inst.arg & 2 and not (isinstance(sup, BuiltinVariable) and sup.fn is super):
+        builtin = getattr(sup, "fn", None) is super or getattr(sup, "value", None) is super
+        if not inst.arg & 2 and not builtin:
             raise unsupported("EB0001", "zero-argument super() through a global `super` that is not the builtin")
         # CPython passes the class and the first argument explicitly for super() too.
         bound = sup.call(self, [cls, obj], {})

@@ -41,7 +41,7 @@ def plain_exception_class(cls: type) -> bool:
     """A user exception class whose ``__new__``/``__init__`` are BaseException's or small Python
     ``__init__``s that read no global state and call nothing but their base's ``__init__`` and
     pure builtins: building one at trace time is what building it at run time would do."""
-    import dis
+    from ember.bytecode.normalize import interpreter_instructions
     if type(cls).__call__ is not type.__call__:
         return False
     for klass in cls.__mro__:
@@ -55,14 +55,15 @@ def plain_exception_class(cls: type) -> bool:
             continue
         if not isinstance(init, types.FunctionType):
             return False
-        for inst in dis.get_instructions(init):
+        for inst in interpreter_instructions(init.__code__):  # (3.12's method loads read as LOAD_METHOD)
             if inst.opname in ("STORE_GLOBAL", "DELETE_GLOBAL", "IMPORT_NAME", "YIELD_VALUE"):
                 return False
             if inst.opname == "LOAD_GLOBAL" and inst.argval not in _PLAIN_INIT_GLOBALS:
                 return False
             if inst.opname in ("LOAD_DEREF", "LOAD_CLOSURE") and inst.argval != "__class__":
                 return False
-            if inst.opname == "LOAD_METHOD" and inst.argval not in ("__init__", "format", "join"):
+            method = inst.opname == "LOAD_METHOD" or inst.opname == "LOAD_SUPER_ATTR" and inst.arg & 1
+            if method and inst.argval not in ("__init__", "format", "join"):
                 return False  # self.helper() could do anything
     return True
 
