@@ -54,13 +54,10 @@ def validate(node, out: list) -> list:
         shape = tuple(meta.shape)
         if tuple(g.shape) != shape:
             try:
-                expandable = torch.broadcast_shapes(shape, g.shape) == g.shape
+                g = g.sum_to_size(shape)  # (raises unless ``shape`` expands to the gradient's)
             except RuntimeError:
-                expandable = False
-            if not expandable:
                 raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - got "
-                                   f"{list(g.shape)} but expected shape compatible with {list(shape)}")
-            g = g.sum_to_size(shape)
+                                   f"{list(g.shape)} but expected shape compatible with {list(shape)}") from None
         if g.dtype != meta.dtype:
             g = g.to(meta.dtype)
         result.append(g)

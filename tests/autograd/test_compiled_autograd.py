@@ -413,3 +413,57 @@ def test_optimizer_in_backward(backend):
             torch.testing.assert_close(p, q)
             assert p.grad is None and q.grad is None
     assert ca.counters.traced == 1 and ca.counters.cache_hits == 3
+
+
+class Broadcasting(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.expand(3, *g.shape) * (2 / 3) if ctx.expand else g.new_ones(7)
+
+
+@pytest.mark.parametrize("expand", [True, False])
+def test_function_gradient_checked_like_the_engine(expand):
+    def run():
+        x = torch.randn(4, requires_grad=True)
+        y = Broadcasting.apply(x)
+        y.grad_fn.expand = expand
+        y.sum().backward()
+        return x.grad
+
+    if expand:  # a gradient the input's shape expands to: summed back
+        for _ in range(2):
+            with ca.enable("aot_eager"):
+                torch.testing.assert_close(run(), torch.full((4,), 2.0))
+        torch.testing.assert_close(run(), torch.full((4,), 2.0))
+    else:
+        with pytest.raises(RuntimeError, match="invalid gradient at index 0"):
+            run()
+        with ca.enable("aot_eager"):
+            with pytest.raises(RuntimeError, match="invalid gradient at index 0"):
+                run()
+
+
+def test_user_exception_in_a_hook_propagates():
+    w = torch.randn(3, requires_grad=True)
+    calls = []
+
+    def bad(g):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ValueError("from the hook")
+
+    for step in range(3):  # traced (no error), then the compiled graph raises
+        w.grad = None
+        with ca.enable("aot_eager"):
+            h = w * 2
+            h.register_hook(bad)
+            if step == 0:
+                h.sum().backward()
+            else:
+                with pytest.raises(ValueError, match="from the hook"):
+                    h.sum().backward()
+    assert ca.counters.traced == 1 and ca.counters.cache_hits == 2
