@@ -334,9 +334,11 @@ def compile(model: Callable | None = None, *, backend: str | Callable = "eager",
 
 
 def reset() -> None:
-    """Forget every compiled entry and zero the counters."""
+    """Forget every compiled entry and zero the counters (compiled autograd's graphs too)."""
     reset_all()
     metrics.clear()
+    from ember.autograd import reset as reset_compiled_autograd
+    reset_compiled_autograd()
 
 
 def explain(fn: Callable, *explain_args, **explain_kwargs):
