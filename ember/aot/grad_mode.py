@@ -7,6 +7,8 @@ AOT layer must take the training path, not the inference one.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -31,3 +33,15 @@ def _graph_modules(fn) -> list:
     if isinstance(owner, torch.fx.GraphModule):
         found.append(owner)
     return found
+
+
+@contextlib.contextmanager
+def program_grad_mode():
+    """Run a program (to collect metadata, or to trace it) and then put grad mode back: a graph may
+    set it and leave it set (torch.compile's graphs do: Dynamo restores the mode after the graph),
+    and the compiler's next step must start in the mode the graph is compiled for."""
+    entry = torch.is_grad_enabled()
+    try:
+        yield entry
+    finally:
+        torch._C._set_grad_enabled(entry)

@@ -18,6 +18,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ember.aot.errors import AOTCompileError
+from ember.aot.grad_mode import graph_enables_grad, program_grad_mode
 from ember.aot.schemas import InputInfo, OutputInfo, OutputKind, ViewAndMutationMeta
 
 
@@ -210,12 +211,12 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
     grad_at_entry = torch.is_grad_enabled()
     with fake_mode, functionalization_guard(), FunctionalTensorMode(), quiet:
         f_args = [to_functional(a) for a in fake_args]
-        f_outs = fn(*f_args)
+        with program_grad_mode():
+            f_outs = fn(*f_args)
         input_info = [_input_info(a, fa, i) for i, (a, fa) in enumerate(zip(fake_args, f_args))]
         output_info, bases = _classify_outputs(f_args, f_outs, input_info)
         # Training if gradients can flow: grad mode on at entry, or the graph itself turns it on
         # (a `with torch.enable_grad()` region, or a resume function leaving a no_grad block).
-        from ember.aot.grad_mode import graph_enables_grad
         is_train = (grad_at_entry or graph_enables_grad(fn)) and any(
             isinstance(a, torch.Tensor) and a.requires_grad for a in fake_args)
         if keep_input_mutations:

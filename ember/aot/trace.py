@@ -30,6 +30,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from ember.aot.autocast import backward_autocast
 from ember.aot.errors import AOTCompileError
+from ember.aot.grad_mode import program_grad_mode
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
 
@@ -66,7 +67,8 @@ def trace_inference(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fa
         with functionalization_guard():
             with FunctionalTensorMode():
                 f_args = [to_functional(a) for a in args]
-                outs = fn(*f_args)
+                with program_grad_mode():
+                    outs = fn(*f_args)
                 returns = ([f_args[i] for i in meta.mutated_input_indices] + list(outs)
                            + _intermediate_bases(outs, meta))
                 _sync_all(f_args)
@@ -178,6 +180,10 @@ def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_m
     mask = meta.tangent_mask
     in_graph = [i for i, info in enumerate(meta.input_info) if info.mutated_in_graph]
     emitted: list[tuple[str, int]] = []
+    # The program starts in the grad mode it is compiled (and guarded) for. Training with grad mode
+    # off at entry happens when the graph turns it on inside itself (grad_mode.py): the ops before
+    # that must stay outside autograd, as in eager, so the forward runs in the entry mode.
+    grad_at_entry = torch.is_grad_enabled()
 
     def joint(*args):
         primals, tangents = args[:num_primals], args[num_primals:]
@@ -188,7 +194,11 @@ def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_m
                 f_tangents = [to_functional(t) for t in tangents]
                 with torch.enable_grad():
                     call_args = [_fresh_input(p, info) for p, info in zip(f_primals, meta.input_info)]
-                    outs = fn(*call_args)
+                    torch._C._set_grad_enabled(grad_at_entry)
+                    try:
+                        outs = fn(*call_args)
+                    finally:
+                        torch._C._set_grad_enabled(True)
                     returns = ([call_args[i] for i in meta.mutated_input_indices] + list(outs)
                                + _intermediate_bases(outs, meta))
                     _sync_all(call_args)

@@ -87,21 +87,28 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     try:
         return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     except Unsupported as e:
+        first = e
+    e = _restarted(first) or first
+    for attempt in range(_MAX_RESTARTS + 1):
         offset = getattr(e, "top_offset", None)
         if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable) \
                 or getattr(e, "whole_frame", False):
-            raise
+            raise e
         if resumes.fn is not fn and (offset_map is None or offset not in offset_map):
-            raise
+            raise e
         why_not = breakable(fn.__code__, offset, e.top_opname)
         if why_not is not None:
             e.reason = f"{e.reason} (and no graph break: {why_not})"
             e.args = (e._message(),)
-            raise
+            raise e
         trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
         try:
             entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
         except _NotBreakable as refused:
+            restart = _restarted(refused, e) if attempt < _MAX_RESTARTS else None
+            if restart is not None and restart.top_offset != offset:
+                e = restart
+                continue
             # Report the instruction that could not be traced (with its location), and why the
             # frame could not break there instead.
             e.reason = f"{e.reason} (and no graph break: {refused.reason})"
@@ -110,6 +117,28 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         metrics.bump("graph_breaks")
         entry.break_reason = without_tracebacks(e)
         return entry
+    raise AssertionError("unreachable")
+
+
+#: breaks moved earlier (to where a generator live across the break was made) per capture
+_MAX_RESTARTS = 4
+
+
+def _restarted(failure: BaseException, original: Unsupported | None = None) -> Unsupported | None:
+    """A suspended generator that must outlive the trace (live across a graph break, or returned)
+    cannot be rebuilt: break instead at the frame's instruction that made it, so that instruction
+    runs eagerly and the generator is a real one from then on (as torch.compile restarts). None if
+    ``failure`` is not that."""
+    cause, seen = failure, 0
+    while cause is not None and seen < 8 and getattr(cause, "restart_at", None) is None:
+        cause, seen = cause.__cause__ or cause.__context__, seen + 1
+    made_at = getattr(cause, "restart_at", None) if cause is not None else None
+    if made_at is None:
+        return None
+    why = original.reason if original is not None else cause.reason
+    e = Unsupported(f"{cause.reason}: the call that makes it runs eagerly ({why})", id=cause.id)
+    e.top_offset, e.top_opname = made_at
+    return e
 
 
 def _describe_value(value) -> str:

@@ -185,8 +185,11 @@ class ResumeCache:
 
     def compiled_function(self, fn):
         """An ember-compiled wrapper of a callee at a breaking call (one per function); a
-        ``torch.compiler.disable``d one, or one from the standard library, is called as it is."""
-        if compile_disabled(fn) or skipped_code(fn.__code__):
+        ``torch.compiler.disable``d one, or one from the standard library, is called as it is, and
+        so is a generator function (a call only makes the generator: the body runs as it is iterated)."""
+        import inspect
+        if compile_disabled(fn) or skipped_code(fn.__code__) or fn.__code__.co_flags & (
+                inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             return fn
         hit = self._callees.get(fn)
         if hit is None:

@@ -260,7 +260,14 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         if code.co_flags & inspect.CO_GENERATOR:
             # Calling a generator function runs nothing: the body runs as the generator is consumed.
             from ember.capture.variables.generators import GeneratorVariable
-            return GeneratorVariable(child, fn_vt, args, kwargs)
+            gen = GeneratorVariable(child, fn_vt, args, kwargs)
+            root = self
+            while root.parent is not None:
+                root = root.parent
+            if root.ip > 0:  # the frame's instruction that made it (a break there makes it eagerly)
+                made_at = root.instructions[root.ip - 1]
+                gen.made_at = (made_at.offset, made_at.opname)
+            return gen
         result = child.run()
         if self.trace.generators:  # its locals died: checked at the next release point
             self.trace.dead_values.extend([*child.locals.values(), *child.cells.values(), *child.stack])

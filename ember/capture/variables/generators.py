@@ -125,6 +125,7 @@ class GeneratorVariable(IteratorBase):
         self.kwargs = dict(kwargs or {})
         self.yield_inst = None          # the YIELD_VALUE it is suspended at
         self.return_value = None        # what its `return` gave (the StopIteration value)
+        self.made_at = None             # (offset, opname) of the frame's instruction that made it
         child.trace.generators.append(self)
 
     def python_type(self):
@@ -281,11 +282,25 @@ class GeneratorVariable(IteratorBase):
         offset = self.yield_inst.offset
         return any(e.start <= offset < e.end for e in _exception_table(self.child.code))
 
+    def _closes_silently(self) -> bool:
+        """Closing it (when its last reference dies) runs no code: no handler anywhere in its body
+        and no delegation. Only such a generator may become a real one made at a graph break: the
+        compiled code holds references a little longer than eager's frame, so a ``finally`` / ``with``
+        exit would run later than in eager."""
+        import dis
+        from ember.capture.interpreter import _exception_table
+        code = self.child.code
+        return not _exception_table(code) and not any(
+            i.opname in ("SEND", "YIELD_FROM", "GET_YIELD_FROM_ITER") for i in dis.get_instructions(code))
+
     def reconstruct(self, plan) -> str:
         if self.state == "done":  # a finished generator only ever raises StopIteration
             return f"{_bind(plan, iter, 'iter')}(())"
         if self.state != "created" or self.fn_vt is None:
-            raise unsupported("EB0006", f"a {self.describe()} escapes the frame (or is live across a graph break)")
+            e = unsupported("EB0006", f"a {self.describe()} escapes the frame (or is live across a graph break)")
+            if self._closes_silently():
+                e.restart_at = self.made_at  # capture breaks there instead: the generator is then a real one
+            raise e
         parts = [plan.expr(a) for a in self.args] + [f"{k}={plan.expr(v)}" for k, v in self.kwargs.items()]
         return f"{plan.expr(self.fn_vt)}({', '.join(parts)})"
 

@@ -1,0 +1,90 @@
+"""A graph compiled for grad mode off at entry that turns it on inside itself (an ``enable_grad``
+region, or a resume function leaving a ``no_grad`` block) is traced for training: the ops before
+grad mode turns on must stay outside autograd, as in eager (the joint trace used to run the whole
+program with grad mode on, so their inputs got gradients eager does not give)."""
+import pytest
+import torch
+import torch._dynamo
+
+import ember
+
+
+@torch.compiler.disable
+def _opaque():
+    pass
+
+
+def callee_break_in_no_grad(x):
+    with torch.no_grad():
+        _opaque()          # a graph break: the resume function starts with grad mode off
+        y = x * 2
+    return y + x
+
+
+def calls_callee(x):
+    return callee_break_in_no_grad(x) * 3
+
+
+def no_grad_then_enable(x):
+    with torch.no_grad():
+        y = x * 2
+        with torch.enable_grad():
+            z = y * x + x * 7
+    return z, y
+
+
+def set_grad_enabled_calls(x):
+    torch.set_grad_enabled(False)
+    y = x * 2
+    torch.set_grad_enabled(True)
+    return y * x
+
+
+def break_in_enable_grad(x):
+    with torch.no_grad():
+        y = x * 2
+        with torch.enable_grad():
+            z = x * 7
+            _opaque()
+            q = y * x
+        w = x * 5
+    return z + y + w + q
+
+
+PROGRAMS = [callee_break_in_no_grad, calls_callee, no_grad_then_enable, set_grad_enabled_calls,
+            break_in_enable_grad]
+
+
+def _run(fn, outer_grad):
+    x = torch.tensor([1.5, -2.0], requires_grad=True)
+    with torch.set_grad_enabled(outer_grad):
+        out = fn(x)
+    outs = out if isinstance(out, tuple) else (out,)
+    diff = [o for o in outs if o.requires_grad]
+    if diff:
+        sum(o.sum() for o in diff).backward()
+    return [(o.detach(), o.requires_grad) for o in outs], x.grad
+
+
+@pytest.mark.parametrize("outer_grad", [True, False])
+@pytest.mark.parametrize("via", ["ember", "torch.compile"])
+@pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
+def test_entry_grad_mode_matches_eager(fn, via, outer_grad):
+    ember.reset()
+    if via == "ember":
+        compiled = ember.compile(fn, backend="aot_eager")
+    else:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend=ember.lookup_backend("aot_eager"))
+    expected, expected_grad = _run(fn, outer_grad)
+    for _ in range(2):
+        got, got_grad = _run(compiled, outer_grad)
+        assert torch.is_grad_enabled()
+        assert len(got) == len(expected)
+        for (g, g_rg), (e, e_rg) in zip(got, expected):
+            torch.testing.assert_close(g, e)
+            assert g_rg == e_rg
+        if expected_grad is None:
+            assert got_grad is None
+        else:
+            torch.testing.assert_close(got_grad, expected_grad)
