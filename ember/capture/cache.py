@@ -219,7 +219,9 @@ class FrameCache:
             self.break_reasons.append(entry.break_reason)
             log_breaks.info("graph break in %s: %s", self.label, entry.break_reason)
         if log_guards.isEnabledFor(logging.DEBUG):
-            log_guards.debug("guards for %s:\n  %s", self.label, "\n  ".join(entry.guards.readable()))
+            # each with the line that made the trace depend on it (capture/provenance.py)
+            log_guards.debug("guards for %s:\n  %s", self.label,
+                             "\n  ".join(g.with_provenance() for g in entry.guards.ordered()))
         return entry
 
     def _compile(self, bound) -> CacheEntry | None:

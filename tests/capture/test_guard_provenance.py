@@ -210,3 +210,23 @@ def test_guard_made_inside_torch_module_code_names_the_users_line():
         assert p.filename == __file__ and p.lineno == line_of(WithDropout.forward, "return self.drop(x) + 1")
         assert "→ Dropout.forward" in p.operation
         assert "torch" in p.stack[-1] and "dropout" in p.stack[-1]  # the stack keeps torch's frame
+
+
+def test_guards_log_shows_provenance():
+    records = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.guards")
+    old_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    try:
+        compiled = ember.compile(_global_flag, backend="eager")
+        x = torch.randn(3)
+        assert torch.equal(compiled(x), _global_flag(x))
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+    text = "\n".join(r.getMessage() for r in records)
+    line = line_of(_global_flag, "if USE_BIAS:")
+    assert f"EQUALS_MATCH: G['USE_BIAS'] is True  ← {__file__}:{line} in _global_flag (LOAD_GLOBAL USE_BIAS): if USE_BIAS:" in text
