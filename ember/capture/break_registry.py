@@ -31,8 +31,9 @@ def _k(id: str, title: str, explanation: str, hint: str) -> BreakKind:
 #: The table. One entry per class of reason (several call sites share one).
 BREAKS: dict[str, BreakKind] = {k.id: k for k in (
     _k("EB0000", "unclassified",
-       "A reason raised without an id (an ember bug: every reason should name its class).",
-       "Please report it, with the message."),
+       "A reason raised without a registry id (outside the capture layer's call sites, e.g. compiled "
+       "autograd, or an `Unsupported` made directly): the message says what happened.",
+       "See the message; if it is a graph break in ember's capture, please report it (it should name an id)."),
     _k("EB0001", "unsupported bytecode",
        "The frame uses a bytecode instruction ember's interpreter does not model.",
        "Move that code into a function decorated with torch.compiler.disable, or report the opcode."),
