@@ -11,6 +11,7 @@ from __future__ import annotations
 import dis
 
 from ember.capture.variables.base import NULL, ConstantVariable, unsupported
+from ember.exc import PythonException
 
 _END_FOR_POPS = -dis.stack_effect(dis.opmap["END_FOR"]) if "END_FOR" in dis.opmap else 2
 
@@ -46,6 +47,19 @@ class Py312OpcodeMixin:
         value = self.pop()
         self.release_references(self.pop())
         self.push(value)
+
+    def CLEANUP_THROW(self, inst):
+        # Handler of a `yield from` whose sub-iterator raised on throw()/close():
+        # [sub-iterator, last sent, exception] -> [None, its value] for a StopIteration (END_SEND
+        # follows), else the exception propagates.
+        from ember.capture.interpreter import _exception_value
+        exc = _exception_value(self.pop())
+        self.pop()
+        self.pop()
+        if not isinstance(exc, StopIteration):
+            raise PythonException(exc)
+        self.push(ConstantVariable(None))
+        self.push(ConstantVariable(exc.value))
 
     # -- inlined comprehensions (PEP 709) ---------------------------------------------------------
     def LOAD_FAST_AND_CLEAR(self, inst):

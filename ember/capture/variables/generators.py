@@ -182,6 +182,9 @@ class GeneratorVariable(IteratorBase):
         self.state = "running"
         try:
             if raised is not None:
+                # As CPython: resuming pushes the value sent, None for a throw, and the exception
+                # unwinds from there (3.12's `yield from` handler, CLEANUP_THROW, reads it).
+                child.push(ConstantVariable(None))
                 if not child.handle_exception(self.yield_inst, raised):
                     raise raised
             child.yielding = False
