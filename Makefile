@@ -4,7 +4,7 @@ VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.ember-installed
 
-.PHONY: demo test test-all bench venv clean
+.PHONY: demo test test-all bench venv clean test-py312 test-py313
 
 $(STAMP): pyproject.toml
 	@test -x $(VPY) || $(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -24,6 +24,14 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	EMBER_SLOW=1 $(VPY) -m pytest -q -p no:cacheprovider
+
+# tests/bytecode and tests/capture on other CPythons (venvs cached in ~/.cache/ember-ci; see
+# .ci/other_python.sh and docs/python_versions.md)
+test-py312:
+	.ci/other_python.sh 3.12
+
+test-py313:
+	.ci/other_python.sh 3.13
 
 bench: $(STAMP)
 	$(VPY) -m benchmarks.run
