@@ -277,6 +277,10 @@ class OutputGraph:
             if not _reads_state_only(target):
                 raise unsupported("EB0025", f"{_describe(kind, target)} acts on torch's process state (runs eagerly)")
             state_query = True
+        if self.__dict__.get("pending_checkpoints"):
+            from ember.capture.speculation import may_change_fakes, snapshot_pending
+            if may_change_fakes(kind, target, kwargs):
+                snapshot_pending(self)  # (a speculated region's checkpoint: fake tensors as they are now)
         try:
             with self.fake.enabled():
                 if kind == "call_function" and isinstance(target, types.FunctionType) \

@@ -15,7 +15,9 @@ unsupported is rolled back before the error leaves it. ``Checkpoint(tx)`` record
   converter's memo, tensors held by the frames): size, stride, storage offset, storage,
   ``requires_grad``, leaf-ness and version counter (`ember.fake.snapshot`). An in-place metadata
   op traced in the region (``x.t_()``) changed that very fake tensor; restoring it in place keeps
-  every tracker that shares it consistent.
+  every tracker that shares it consistent. The snapshot is taken lazily, just before the region's
+  first op that may change a fake tensor (`may_change_fakes`, called by ``OutputGraph._call``):
+  a region that changes none (most) costs no walk over the trace's tensors.
 
 Guards are not rolled back, on purpose: the builder memoizes what it wrapped (with the guards it
 installed then), so a dropped guard could be needed later without being installed again. A guard
@@ -28,6 +30,8 @@ changed, a placeholder or node from the region still used); the caller then give
 (a graph break: the frame is traced again from scratch up to the construct, which runs eagerly).
 """
 from __future__ import annotations
+
+import types
 
 import torch
 
@@ -44,13 +48,16 @@ class Checkpoint:
             self.frames.append((tx, list(tx.stack), dict(tx.locals), dict(tx.cells), tx.ip, tx.kw_names))
         self.side_effects = _side_effect_tables(tx.side_effects)
         self.output = tx.output
-        self.nodes = set(tx.output.graph.nodes)
+        self.last = next(iter(reversed(tx.output.graph.nodes)), None)  # nodes after it are the region's
         self.submodules = dict(tx.output.submodules)
         self.grad_mode = torch.is_grad_enabled()
         self.containers: dict[int, tuple] = {}  # id(tracker) -> (tracker, its items/keys at the first write)
-        self.fakes = FakeSnapshot.take(live_fakes(tx))
+        # Taken lazily, before the first op that may change a fake tensor (`snapshot_pending`): until
+        # then every fake tensor is as it was here, and most regions change none.
+        self.fakes: FakeSnapshot | None = None
         self.active = True
         tx.trace.checkpoints.append(self)
+        tx.output.__dict__.setdefault("pending_checkpoints", []).append(self)
 
     # -- while the region runs ---------------------------------------------------------
     def note_container_write(self, container) -> None:
@@ -65,6 +72,9 @@ class Checkpoint:
             self.active = False
             if self in self.trace.checkpoints:
                 self.trace.checkpoints.remove(self)
+            pending = self.output.__dict__.get("pending_checkpoints")
+            if pending and self in pending:
+                pending.remove(self)
 
     def __enter__(self):
         return self
@@ -77,7 +87,7 @@ class Checkpoint:
     def restore_fakes(self) -> bool:
         """Only the fake tensors' metadata (a cond branch: the next branch starts from the same
         tensors; the nodes stay until both are cut out)."""
-        return self.fakes.restore()
+        return self.fakes is None or self.fakes.restore()
 
     def restore(self) -> bool:
         """Everything recorded, back as it was; False when something could not be."""
@@ -95,19 +105,57 @@ class Checkpoint:
             if keys is not None:
                 container.keys = keys
         graph = self.output.graph
-        for n in reversed(list(graph.nodes)):  # (later nodes first: a node's users go before it)
-            if n in self.nodes or n.op == "placeholder":
+        added = []
+        for n in reversed(graph.nodes):  # (appended after `last`; placeholders go first: kept)
+            if n is self.last:
+                break
+            added.append(n)
+        for n in added:  # (later nodes first: a node's users go before it)
+            if n.op == "placeholder":
                 continue
             if n.users:
-                ok = False  # used by a placeholder-less survivor: cannot be (kept, reported)
+                ok = False  # (cannot be: nodes from before do not use later ones)
                 continue
             graph.erase_node(n)
         self.output.submodules.clear()
         self.output.submodules.update(self.submodules)
         torch._C._set_grad_enabled(self.grad_mode)
-        ok = self.fakes.restore() and ok
+        ok = (self.fakes is None or self.fakes.restore()) and ok
         self.close()
         return ok
+
+
+def snapshot_pending(output) -> None:
+    """An op that may change fake tensors is about to run: the checkpoints opened since the last
+    such op snapshot the fake tensors now (they are all as they were when those opened)."""
+    pending = output.__dict__.get("pending_checkpoints")
+    if not pending:
+        return
+    snap = FakeSnapshot.take(live_fakes(pending[0].tx))
+    for cp in pending:
+        cp.fakes = snap
+    pending.clear()
+
+
+def may_change_fakes(kind: str, target, kwargs: dict) -> bool:
+    """Whether an op may change a fake tensor's metadata, version or autograd state: in-place ops
+    (``t_``, ``add_``, ``set_``, ``detach_``, ``requires_grad_``, ``x += y``, ``x[i] = v``,
+    ``out=``/``inplace=True``), mutable operator schemas, and Python callables run on fake tensors
+    (functions, higher-order ops), conservatively."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "") or ""
+    if name.endswith("_") and not name.endswith("__"):
+        return True
+    if name.startswith("__i") and name.endswith("__") or name in ("setitem", "__setitem__", "__delitem__"):
+        return True
+    if getattr(target, "__module__", None) == "_operator" and name.startswith("i") and name != "index":
+        return True  # operator.iadd, ...
+    if "out" in kwargs or "inplace" in kwargs:
+        return True
+    if isinstance(target, torch._ops.OpOverload):
+        return target._schema.is_mutable
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return any(getattr(target, o)._schema.is_mutable for o in target.overloads())
+    return isinstance(target, (types.FunctionType, torch._ops.HigherOrderOperator))
 
 
 def live_fakes(tx) -> list:

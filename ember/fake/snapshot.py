@@ -72,63 +72,72 @@ def _same_numbers(a: tuple, b: tuple) -> bool:
 
 
 class FakeSnapshot:
-    """The observable metadata of a set of fake tensors at one moment."""
+    """The observable metadata of a set of fake tensors at one moment.
 
-    def __init__(self, entries: list[tuple[torch.Tensor, FakeMeta]], mode):
-        self.entries = entries
+    Taking one is a few attribute reads per tensor (it is taken at every speculated region). What
+    changed is found by the version counter and the autograd flags alone: every in-place op,
+    metadata ones included (``t_``, ``squeeze_``, ``as_strided_``, ``resize_``, ``set_``), bumps
+    the version; ``detach_`` and ``requires_grad_`` change the flags. (``.data =``, which does
+    neither, is not traced.)"""
+
+    def __init__(self, raw: list, mode):
+        self._raw = raw  # (tensor, size, stride, offset, storage, requires_grad, is_leaf, version)
         self.mode = mode
 
     @staticmethod
     def take(tensors) -> "FakeSnapshot":
         seen: set[int] = set()
-        entries = []
+        raw = []
         mode = None
         for t in tensors:
             if not isinstance(t, torch.Tensor) or id(t) in seen:
                 continue
             seen.add(id(t))
-            mode = mode or getattr(t, "fake_mode", None)
-            entries.append((t, FakeMeta.of(t)))
-        return FakeSnapshot(entries, mode)
+            if mode is None:
+                mode = getattr(t, "fake_mode", None)
+            raw.append((t, t.shape, t.stride(), t.storage_offset(), t.untyped_storage(),
+                        t.requires_grad, t.is_leaf, t._version))
+        return FakeSnapshot(raw, mode)
+
+    @property
+    def entries(self) -> list[tuple[torch.Tensor, FakeMeta]]:
+        return [(r[0], _meta_of(r)) for r in self._raw]
+
+    def _changed_raw(self) -> list:
+        return [r for r in self._raw
+                if r[0]._version != r[7] or r[0].requires_grad != r[5] or r[0].is_leaf != r[6]]
 
     def changed(self) -> list[torch.Tensor]:
-        """The tensors whose metadata differs from the snapshot (cheap when nothing changed: only
-        tensors whose version or autograd state moved, or whose layout differs, are listed)."""
-        out = []
-        for t, meta in self.entries:
-            if (t._version != meta.version or bool(t.requires_grad) != meta.requires_grad
-                    or bool(t.is_leaf) != meta.is_leaf
-                    or not _same_number(t.storage_offset(), meta.storage_offset)
-                    or not _same_numbers(tuple(t.shape), meta.size)
-                    or not _same_numbers(tuple(t.stride()), meta.stride)
-                    or not _same_storage(t.untyped_storage(), meta.storage)):
-                out.append(t)
-        return out
+        """The tensors whose metadata may differ from the snapshot."""
+        return [r[0] for r in self._changed_raw()]
 
     def restore(self) -> bool:
         """Put every changed tensor back as it was; False when one could not be (see the module doc)."""
-        changed = self.changed()
+        changed = self._changed_raw()
         if not changed:
             return True
-        metas = {id(t): m for t, m in self.entries}
         try:
             with _mode(self.mode):
-                for t in changed:
-                    _restore_autograd(t, metas[id(t)])
-                for t in changed:
-                    m = metas[id(t)]
+                for r in changed:
+                    _restore_autograd(r[0], _meta_of(r))
+                for r in changed:
+                    t, m = r[0], _meta_of(r)
                     if not (_same_numbers(tuple(t.shape), m.size) and _same_numbers(tuple(t.stride()), m.stride)
                             and _same_number(t.storage_offset(), m.storage_offset)
                             and _same_storage(t.untyped_storage(), m.storage)):
                         with torch.no_grad():
                             t.set_(m.storage, m.storage_offset, m.size, m.stride)
-                # views share their base's version counter: set each once, last write wins alike
-                torch._C._autograd._unsafe_set_version_counter(
-                    tuple(t for t, _ in self.entries if t._version != metas[id(t)].version),
-                    tuple(metas[id(t)].version for t, _ in self.entries if t._version != metas[id(t)].version))
-        except RuntimeError:
+                # (views share their base's version counter: each is set back to the value it had)
+                moved = [r for r in self._raw if r[0]._version != r[7]]
+                torch._C._autograd._unsafe_set_version_counter(tuple(r[0] for r in moved),
+                                                               tuple(r[7] for r in moved))
+        except Exception:  # noqa: BLE001 — e.g. detach_ of a view: the caller gives up on the trace
             return False
-        return not self.changed()
+        return all(FakeMeta.of(r[0]).same(_meta_of(r)) for r in changed) and not self._changed_raw()
+
+
+def _meta_of(r) -> FakeMeta:
+    return FakeMeta(tuple(r[1]), tuple(r[2]), r[3], r[4], bool(r[5]), bool(r[6]), int(r[7]))
 
 
 def _restore_autograd(t: torch.Tensor, m: FakeMeta) -> None:
@@ -169,12 +178,13 @@ def entry_stand_in(ctx, fake: torch.Tensor, key: tuple):
     `ember.fake.symbolic.entry_metadata`, the same symbols), for the shape guards after an in-place
     metadata op (``x.t_()``) changed ``fake``: guards describe an input as it arrives, not as the
     trace left it (a stride guard from the transposed tensor could never pass). None when the entry
-    offset is not 0 or the stand-in cannot be made (the caller retraces with static shapes)."""
+    offset is not 0, the input is a view, or the stand-in cannot be made (the caller then retraces
+    with static shapes)."""
     i = key.index("|")
     j = key.index("|", i + 1)
     size, stride, offset = key[:i], key[i + 1:j], key[j + 1]
-    if not (type(offset) is int and offset == 0):
-        return None
+    if not (type(offset) is int and offset == 0) or fake._base is not None:
+        return None  # (a view input: its base's symbols are named through it, which a stand-in is not)
     try:
         with ctx.enabled():
             stand_in = torch.empty_strided(size, stride, dtype=fake.dtype, device=fake.device)

@@ -17,13 +17,29 @@ from ember_test_helpers import CompileCounter, assert_same, reset, stats
 
 
 def _load():
+    """The library and torch's fake classes/kernels for it, without torchbind_impls'
+    load_torchbind_test_lib: that imports torch.testing._internal.common_utils, which disables
+    setting torch.backends flags for every later test in the process."""
     try:
-        from torch.testing._internal.torchbind_impls import init_torchbind_implementations
-        init_torchbind_implementations()
+        from pathlib import Path
+
+        from torch.testing._internal import torchbind_impls
+        if not _loaded():
+            torch.ops.load_library(str(Path(torch.__file__).parent / "lib" / "libtorchbind_test.so"))
+            torchbind_impls.register_fake_operators()
+            torchbind_impls.register_fake_classes()
         return torch.classes._TorchScriptTesting
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"torch's torchbind test library is not available: {type(e).__name__}: {e}",
                     allow_module_level=True)
+
+
+def _loaded() -> bool:
+    try:
+        torch.classes._TorchScriptTesting._Foo
+        return True
+    except RuntimeError:
+        return False
 
 
 T = _load()
