@@ -32,6 +32,7 @@ from ember import metrics, trace_log
 from ember.locking import compile_lock
 from ember.aot.aliasing import InputLayout, compute_layout, inner_fake_args, wrap_program
 from ember.aot.autocast import parse_backward_pass_autocast
+from ember.aot.errors import UnsupportedAliasedMutation
 from ember.aot.inputs import flatten_program
 from ember.aot.meta import collect_metadata
 from ember.aot.partition import default_partition
@@ -253,6 +254,17 @@ class _Variant:
         return flat
 
 
+class _GraphAsIs:
+    """Runs the captured graph itself (eager ops, eager autograd) for one call."""
+
+    def __init__(self, gm: torch.fx.GraphModule, num_lifted: int):
+        self.gm = gm
+        self.num_lifted = num_lifted
+
+    def run(self, args: list) -> list:
+        return pytree.tree_flatten(self.gm(*args[self.num_lifted:]))[0]
+
+
 def _signature(args: list) -> tuple:
     return tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype, a.requires_grad)
                  if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
@@ -289,8 +301,15 @@ class AOTCallable:
         self.mutated = frozenset(i for i, x in enumerate(info) if x.mutated)
         self.check_aliasing = bool(self.mutated)
         self.variants: dict = {}
-        key, layout = (compute_layout(args, self.data_mutated, self.mutated, training=meta.is_train)
-                       if self.check_aliasing else (None, None))
+        try:
+            key, layout = (compute_layout(args, self.data_mutated, self.mutated, training=meta.is_train)
+                           if self.check_aliasing else (None, None))
+        except UnsupportedAliasedMutation:
+            # These inputs alias in a way the functional graph cannot express: such calls run the
+            # captured graph as it is (see _variant_for); other layouts compile when first seen.
+            self.primary = _GraphAsIs(gm, self.num_lifted)
+            self.meta, self.graphs = meta, {}
+            return
         if layout is None:
             compiled = _compile_program(prog.fn, prog.fake_args, prog.fake_mode, options, lifted=[],
                                         out_spec_box=prog._spec_box,
@@ -327,8 +346,14 @@ class AOTCallable:
                 return _Variant(compiled, None, [], signature)
             return self._compile_layout(prog, args, layout, signature)
 
-    def _variant_for(self, args: list) -> _Variant:
-        key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled())
+    def _variant_for(self, args: list) -> "_Variant | _GraphAsIs":
+        try:
+            key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled())
+        except UnsupportedAliasedMutation:
+            # Inputs that share storage in a way the functional graph cannot express (one mutated in
+            # data, another in metadata, ...): the captured graph runs as it is, on the real inputs,
+            # which is what eager does op by op (the graph-as-is backends run it the same way).
+            return _GraphAsIs(self.gm, self.num_lifted)
         candidates = self.variants.get(key)
         if candidates:
             for v in candidates:
