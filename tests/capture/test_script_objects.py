@@ -260,3 +260,53 @@ def test_scripted_module_object_breaks_naming_its_class():
     assert_same(got, f(x, lin._c))
     assert stats()["graph_breaks"] >= 1
     assert "Linear" in str(ember.explain(f)(x, lin._c))
+
+
+def test_module_attribute_aliases_and_a_break_in_between():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = _queue(torch.ones(2))
+
+        def forward(self, x):
+            self.q.push(x * 2)
+            return self.q.pop() + x
+
+    reset()
+    m_eager, m_comp = M(), M()
+    compiled = ember.compile(m_comp, backend="eager")
+    for _ in range(3):
+        x = torch.randn(2)
+        assert_same(compiled(x), m_eager(x))
+    assert_same(_queue_state(m_comp.q), _queue_state(m_eager.q), "module queue")
+    assert stats()["graph_breaks"] == 0 and stats()["recompiles"] == 0
+
+    def two(x, a, b):
+        a.push(x)
+        return b.pop() * 2
+
+    def same(x):  # one object passed twice: one input, guarded `is`
+        q = _queue(torch.zeros(2))
+        return x, q, q
+
+    def distinct(x):
+        return x, _queue(torch.zeros(2)), _queue(torch.ones(2))
+    reset()
+    compiled = ember.compile(two, backend="eager")
+    for make in (same, distinct, same):
+        torch.manual_seed(0)
+        e_args = make(torch.randn(2))
+        torch.manual_seed(0)
+        c_args = make(torch.randn(2))
+        assert_same(compiled(*c_args), two(*e_args))
+        for a, b in zip(c_args[1:], e_args[1:]):
+            assert_same(_queue_state(a), _queue_state(b), "queues")
+    assert stats()["recompiles"] == 1  # aliased vs distinct: the guards tell them apart
+
+    def broken(x, q):
+        q.push(x + 1)
+        torch._dynamo.graph_break()
+        return q.pop() * 3
+    reset()
+    _run(broken, lambda: (torch.randn(2), _queue(torch.zeros(2))), calls=3)
+    assert stats()["graph_breaks"] == 1 and stats()["fallbacks"] == 0
