@@ -23,6 +23,11 @@ instructions)
 ``CALL_INTRINSIC_2 n``                      ``PREP_RERAISE_STAR`` or ``INTRINSIC_<NAME>``
 ``COMPARE_OP`` (3.12 shifts the operator    ``argval`` is the operator string on every version
 by 4, 3.13 by 5)
+``TO_BOOL`` before a conditional jump       ``NOP`` (3.13; the jump tests truth as before)
+(3.13)
+``FORMAT_SIMPLE``, ``FORMAT_WITH_SPEC``,    ``FORMAT_VALUE`` with 3.11's flags in ``arg``
+``CONVERT_VALUE`` (3.13)
+``LOAD_FAST`` of a cell (3.13)              ``LOAD_CLOSURE``
 ==========================================  ===============================================
 
 Opcodes that exist on one version only (``RETURN_CONST``, ``BINARY_SLICE``,
@@ -42,7 +47,12 @@ import opcode as _opcode
 import sys
 import types
 
-__all__ = ["InterpInst", "interpreter_instructions", "CONDITIONAL_JUMPS", "INTRINSIC_NAMES"]
+__all__ = ["InterpInst", "interpreter_instructions", "CONDITIONAL_JUMPS", "INTRINSIC_NAMES",
+           "NULL_BEFORE_CALLABLE"]
+
+#: Where a call's NULL sits: below the callable before 3.13 (``NULL, f``), above it from 3.13 on
+#: (``f, NULL``). A method load gives ``meth, self`` on every version.
+NULL_BEFORE_CALLABLE = sys.version_info < (3, 13)
 
 CONDITIONAL_JUMPS = ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE", "POP_JUMP_IF_NONE", "POP_JUMP_IF_NOT_NONE")
 
@@ -60,6 +70,10 @@ INTRINSIC_NAMES = {
 }
 
 _END_FOR = _opcode.opmap.get("END_FOR")
+
+# 3.13 splits FORMAT_VALUE: the interpreter sees FORMAT_VALUE with 3.11's flags (conversion in the
+# low two bits, 4: a spec on the stack), which is also what a graph break needs to count operands.
+_FORMAT_AS = {"FORMAT_SIMPLE": lambda arg: 0, "FORMAT_WITH_SPEC": lambda arg: 4, "CONVERT_VALUE": lambda arg: arg}
 
 
 class InterpInst:
@@ -95,6 +109,14 @@ def interpreter_instructions(code: types.CodeType) -> list[InterpInst]:
             argval = _for_iter_exit(raw, argval)
         elif name == "SEND":
             argval = _send_exit(raw, argval)
+        elif name == "TO_BOOL" and k + 1 < len(raw) and raw[k + 1].opname in ("POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE"):
+            name = "NOP"  # (3.13) the jump that follows decides truth itself, as 3.11's did
+        elif name in _FORMAT_AS:
+            name, arg = "FORMAT_VALUE", _FORMAT_AS[name](i.arg)
+            out.append(InterpInst(name, i.opcode, arg, argval, i.offset, _line_start(i), i.opname))
+            continue
+        elif name == "LOAD_FAST" and argval not in code.co_varnames:
+            name = "LOAD_CLOSURE"  # (3.13 lowers LOAD_CLOSURE to LOAD_FAST of the cell's slot)
         elif name in INTRINSIC_NAMES:
             descs = INTRINSIC_NAMES[name]
             intrinsic = descs[i.arg] if i.arg < len(descs) else f"INTRINSIC_{i.arg}"

@@ -48,6 +48,7 @@ __all__ = [
     "call_method",
     "return_value",
     "return_const",
+    "conditional_jump",
     "jump",
 ]
 
@@ -180,6 +181,13 @@ def return_const(value: Any) -> list[Instruction]:
     if PY_VERSION < (3, 12):
         return [_insn("LOAD_CONST", argval=value), _insn("RETURN_VALUE")]
     return [_insn("RETURN_CONST", argval=value)]
+
+
+def conditional_jump(opname: str, target: Instruction) -> list[Instruction]:
+    """``POP_JUMP_IF_TRUE``/``FALSE`` (generic names) on any value: 3.13's conditional jumps take
+    an exact bool, so the value goes through ``TO_BOOL`` first."""
+    out = [_insn("TO_BOOL")] if PY_VERSION >= (3, 13) else []
+    return out + [_insn(opname, target=target)]
 
 
 def jump(target: Instruction) -> list[Instruction]:

@@ -497,9 +497,12 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     if offset_map is not None:  # a resume function: speak in the root function's offsets
         bp.offset = offset_map[bp.offset]
     inst = bp.inst
-    from ember.capture.graph_break import _STORE_OPS, _VALUE_OPS, eager_here, value_op_consumed
+    from ember.capture.graph_break import _CALLS, _STORE_OPS, _VALUE_OPS, callee_position, eager_here, \
+        value_op_consumed
     if bp.opname == "CALL":
         consumed = inst.arg + 2
+    elif bp.opname == "CALL_KW":  # (3.13) the keyword names tuple on top
+        consumed = inst.arg + 3
     elif bp.opname == "CALL_FUNCTION_EX":
         consumed = 3 + (inst.arg & 1)
     elif bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
@@ -508,7 +511,7 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         consumed = 1
     if eager_here(bp.opname):
         after = []  # the frame goes on eagerly from the breaking instruction itself
-    elif bp.opname in ("CALL", "CALL_FUNCTION_EX") or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
+    elif bp.opname in _CALLS or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS:
         after = [tx.instructions[tx.ip + 0].offset]
     else:
         after = [tx.instructions[tx.ip + 0].offset, inst.argval]
@@ -516,8 +519,8 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         after = [offset_map[a] for a in after]
     stack = list(bp.stack)
     # Python callees at the breaking call run through ember, so their own bodies get compiled.
-    if bp.opname in ("CALL", "CALL_FUNCTION_EX") and len(stack) >= consumed:
-        pos = len(stack) - consumed + 1
+    if bp.opname in _CALLS and len(stack) >= consumed:
+        pos = callee_position(stack, consumed)
         stack[pos] = _compiled_callee(stack[pos], resumes, tx)
     # Locals by their names in the root function (a resume function's may be mangled); cells of
     # the frame by the cell itself: the resume function shares it with closures made before.

@@ -49,7 +49,14 @@ from ember.capture.variables.base import NullVariable, unsupported
 
 log_code = logging.getLogger("ember.bytecode")
 
-_CALLS = ("CALL", "CALL_FUNCTION_EX")
+_CALLS = ("CALL", "CALL_FUNCTION_EX", "CALL_KW")
+
+
+def callee_position(stack: list, consumed: int) -> int:
+    """Where the callable of a call consuming the top ``consumed`` items sits: ``NULL, f`` (3.11,
+    3.12) and ``meth, self`` give the second slot, ``f, NULL`` (3.13) the first."""
+    base = len(stack) - consumed
+    return base if isinstance(stack[base + 1], NullVariable) else base + 1
 # (every direction and version arrives under these names: ember.bytecode.normalize)
 _BRANCHES = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE")
 
@@ -315,7 +322,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # A callee marked `eager_rest` (`__build_class__`: a class statement makes a new class on every
     # call, and any trace of what follows would guard on its identity and recompile every call):
     # the rest of the frame runs eagerly after it, as its own uncompiled resume function.
-    eager_rest = bp.opname == "CALL" and getattr(stack[depth - n_consumed + 1], "eager_rest", False)
+    eager_rest = bp.opname in ("CALL", "CALL_KW") and \
+        getattr(stack[callee_position(stack, n_consumed)], "eager_rest", False)
     depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
@@ -371,6 +379,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         if bp.opname == "CALL":
             nargs = n_consumed - 2
             breaking = versions.call(nargs, bp.kw_names)
+        elif bp.opname == "CALL_KW":  # (3.13) the names are one of the stack items pushed back
+            breaking = [create_instruction("CALL_KW", arg=bp.inst.arg)]
         elif bp.opname in ("LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR"):  # the name, in the residual's own table
             breaking = [create_instruction(bp.opname, argval=bp.inst.argval)]
         elif bp.opname in _STORE_OPS:
@@ -384,7 +394,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     else:
         taken = continue_at(after_offsets[1])
         generic = bp.opname.replace("_FORWARD", "").replace("_BACKWARD", "")
-        breaking = [create_instruction(generic, target=taken[0])]
+        breaking = versions.conditional_jump(generic, taken[0])
         ins += breaking
         ins += continue_at(after_offsets[0])
         ins += taken

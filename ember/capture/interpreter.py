@@ -23,7 +23,7 @@ import types
 
 
 from ember.capture.builder import wrap
-from ember.bytecode.normalize import interpreter_instructions
+from ember.bytecode.normalize import NULL_BEFORE_CALLABLE, interpreter_instructions
 from ember.capture.opcodes import OpcodeMixin
 from ember.capture.opcodes_py312 import Py312OpcodeMixin
 from ember.capture.sources import AttrSource, ConstSource, GlobalSource
@@ -336,8 +336,18 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
 
     def LOAD_GLOBAL(self, inst):
         if inst.arg & 1:
+            self.push_callable(self.load_global(inst.argval))
+        else:
+            self.push(self.load_global(inst.argval))
+
+    def push_callable(self, fn: VariableTracker) -> None:
+        """Push ``fn`` with the NULL of a plain call, where this Python puts it (normalize)."""
+        if NULL_BEFORE_CALLABLE:
             self.push(NULL)
-        self.push(self.load_global(inst.argval))
+            self.push(fn)
+        else:
+            self.push(fn)
+            self.push(NULL)
 
     def load_global(self, name: str) -> VariableTracker:
         g = self.globals
@@ -366,8 +376,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
 
     def LOAD_METHOD(self, inst):
         obj = self.pop()
-        self.push(NULL)
-        self.push(self.getattr(obj, inst.argval))
+        self.push_callable(self.getattr(obj, inst.argval))
 
     def STORE_ATTR(self, inst):
         obj = self.pop()
@@ -468,7 +477,9 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             args = args[:len(args) - len(kw_names)]
         fn = self.pop()
         below = self.pop()
-        if not isinstance(below, NullVariable):
+        if isinstance(fn, NullVariable):  # 3.13: [callable, NULL, args...]
+            fn = below
+        elif not isinstance(below, NullVariable):
             # [method, self, args...] layout from LOAD_METHOD on a plain function attribute
             fn, args = below, [fn, *args]
         self.push(self.call(fn, args, kwargs))
@@ -478,7 +489,9 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         kwargs_vt = self.pop() if inst.arg & 1 else None
         args_vt = self.pop()
         fn = self.pop()
-        if self.stack and isinstance(self.stack[-1], NullVariable):
+        if isinstance(fn, NullVariable):  # 3.13: [callable, NULL, args]
+            fn = self.pop()
+        elif self.stack and isinstance(self.stack[-1], NullVariable):
             self.pop()
         args = list(args_vt.unpack(self)) if not isinstance(args_vt, TupleVariable) else list(args_vt.items)
         kwargs = {}
@@ -495,7 +508,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
 
     def MAKE_FUNCTION(self, inst):
         code = self.pop().as_constant()
-        flags = inst.arg
+        flags = inst.arg or 0  # (3.13: no flags; SET_FUNCTION_ATTRIBUTE follows)
         closure = self.pop().items if flags & 0x08 else ()
         annotations = tuple(self.pop().unpack(self)) if flags & 0x04 else ()  # name, value, name, value ...
         kwdefaults = self.pop().items if flags & 0x02 else {}

@@ -1,4 +1,4 @@
-"""Handlers for opcodes that CPython 3.12 added (and 3.13 kept), mixed into the Translator.
+"""Handlers for opcodes that CPython 3.12 and 3.13 added, mixed into the Translator.
 
 The spellings that merely changed between versions (conditional jumps, method loads, FOR_ITER's
 exit, intrinsics with a 3.11 opcode of their own) are folded by
@@ -78,8 +78,9 @@ class Py312OpcodeMixin:
         bound = sup.call(self, [cls, obj], {})
         attr = self.getattr(bound, inst.argval)
         if inst.arg & 1:
-            self.push(NULL)
-        self.push(attr)
+            self.push_callable(attr)
+        else:
+            self.push(attr)
 
     # -- intrinsics without a 3.11 opcode (normalize names them INTRINSIC_<NAME>) ---------------------
     def INTRINSIC_STOPITERATION_ERROR(self, inst):
@@ -95,8 +96,51 @@ class Py312OpcodeMixin:
         raise unsupported("EB0026", "print of an interactive expression statement")
 
 
-class _Arg:
-    """A stand-in instruction carrying only ``arg`` (reusing a handler with a fixed count)."""
+    # -- 3.13 -----------------------------------------------------------------------------------------
+    def LOAD_FAST_LOAD_FAST(self, inst):
+        first, second = inst.argval
+        self.LOAD_FAST(_Arg(None, first))
+        self.LOAD_FAST(_Arg(None, second))
 
-    def __init__(self, arg):
+    def STORE_FAST_STORE_FAST(self, inst):
+        first, second = inst.argval  # the top of the stack goes to the first name
+        self.STORE_FAST(_Arg(None, first))
+        self.STORE_FAST(_Arg(None, second))
+
+    def STORE_FAST_LOAD_FAST(self, inst):
+        stored, loaded = inst.argval
+        self.STORE_FAST(_Arg(None, stored))
+        self.LOAD_FAST(_Arg(None, loaded))
+
+    def TO_BOOL(self, inst):
+        # (before a conditional jump normalize makes it a NOP: the jump decides truth there)
+        self.push(ConstantVariable(bool(self.pop().truth(self))))
+
+    def CALL_KW(self, inst):
+        # [callable, self or NULL, args..., kwarg values..., names] -> result
+        self.kw_names = self.pop().as_constant()
+        self.CALL(inst)
+
+    def SET_FUNCTION_ATTRIBUTE(self, inst):
+        # [value, function] -> function; 3.11's MAKE_FUNCTION flags, one at a time
+        fn = self.pop()
+        value = self.pop()
+        if inst.arg == 0x01:
+            fn.defaults_vts = tuple(value.unpack(self))
+        elif inst.arg == 0x02:
+            fn.kwdefaults_vts = dict(value.items)
+        elif inst.arg == 0x04:
+            fn.annotations = tuple(value.unpack(self))
+        elif inst.arg == 0x08:
+            fn.closure_cells = tuple(value.items)
+        else:
+            raise unsupported("EB0001", f"SET_FUNCTION_ATTRIBUTE {inst.arg}")
+        self.push(fn)
+
+
+class _Arg:
+    """A stand-in instruction carrying only ``arg``/``argval`` (reusing a handler)."""
+
+    def __init__(self, arg, argval=None):
         self.arg = arg
+        self.argval = argval
