@@ -110,6 +110,9 @@ class Checkpoint:
             if n is self.last:
                 break
             added.append(n)
+        else:
+            if self.last is not None:  # (`last` itself was erased: which nodes are new is unknown)
+                added, ok = [], False
         for n in added:  # (later nodes first: a node's users go before it)
             if n.op == "placeholder":
                 continue
