@@ -48,7 +48,7 @@ import sys
 import types
 
 __all__ = ["InterpInst", "interpreter_instructions", "CONDITIONAL_JUMPS", "INTRINSIC_NAMES",
-           "NULL_BEFORE_CALLABLE"]
+           "NULL_BEFORE_CALLABLE", "program_handlers"]
 
 #: Where a call's NULL sits: below the callable before 3.13 (``NULL, f``), above it from 3.13 on
 #: (``f, NULL``). A method load gives ``meth, self`` on every version.
@@ -122,6 +122,24 @@ def interpreter_instructions(code: types.CodeType) -> list[InterpInst]:
             intrinsic = descs[i.arg] if i.arg < len(descs) else f"INTRINSIC_{i.arg}"
             name = _INTRINSIC_AS_OPCODE.get(intrinsic, intrinsic)
         out.append(InterpInst(name, i.opcode, i.arg, argval, i.offset, _line_start(i), i.opname))
+    return out
+
+
+def program_handlers(code: types.CodeType) -> list:
+    """``dis._parse_exception_table(code)`` without the handler 3.12+ wrap around a whole generator
+    body (``CALL_INTRINSIC_1 STOPITERATION_ERROR; RERAISE``: PEP 479's StopIteration -> RuntimeError),
+    which the program did not write: what is left are its ``try``/``with``/``async with`` blocks."""
+    entries = dis._parse_exception_table(code)
+    if not entries or sys.version_info < (3, 12):
+        return list(entries)
+    by_offset = {i.offset: i for i in dis.get_instructions(code)}
+    out = []
+    for e in entries:
+        h = by_offset.get(e.target)
+        if h is not None and h.opname == "CALL_INTRINSIC_1" and \
+                INTRINSIC_NAMES["CALL_INTRINSIC_1"][h.arg] == "INTRINSIC_STOPITERATION_ERROR":
+            continue
+        out.append(e)
     return out
 
 

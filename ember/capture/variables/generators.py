@@ -291,9 +291,9 @@ class GeneratorVariable(IteratorBase):
         compiled code holds references a little longer than eager's frame, so a ``finally`` / ``with``
         exit would run later than in eager."""
         import dis
-        from ember.capture.interpreter import _exception_table
+        from ember.bytecode.normalize import program_handlers
         code = self.child.code
-        return not _exception_table(code) and not any(
+        return not program_handlers(code) and not any(
             i.opname in ("SEND", "YIELD_FROM", "GET_YIELD_FROM_ITER") for i in dis.get_instructions(code))
 
     def reconstruct(self, plan) -> str:
