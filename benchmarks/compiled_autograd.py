@@ -13,10 +13,11 @@ For every model × backend × forward mode, in one process, three variants of th
   ``torch.compile(model, backend=backend)`` when compiled
 
 Measured: ``first_ms`` (the first backward: tracing + compiling the backward graph), ``bwd_ms``
-(median of ``--iters`` backwards, variants interleaved round by round, forward not timed),
-``compile_s`` = first - median, ``graphs`` (backward graphs compiled: ember's
+(median and min of ``--iters`` backwards, variants interleaved round by round, forward not
+timed), ``compile_s`` = first - min, ``graphs`` (backward graphs compiled: ember's
 ``counters.traced``, torch's ``counters["compiled_autograd"]["captures"]``) and the largest
-gradient difference from eager. CPU, wall clock; the machine is shared, medians are noisy.
+gradient difference from eager. CPU, wall clock, ``--threads 1`` by default; on a shared machine
+the min is the steadier number.
 """
 from __future__ import annotations
 
@@ -116,7 +117,8 @@ def bench(model_name: str, backend: str, forward: str, iters: int) -> list[dict]
         med = statistics.median(v.times)
         diff = max(float((a - b).abs().max()) for a, b in zip(grads[v.name], grads["eager"]))
         rows.append(dict(model=model_name, backend=backend, forward=forward, variant=v.name,
-                         bwd_ms=med, first_ms=v.first_ms, compile_s=(v.first_ms - med) / 1e3,
+                         bwd_ms=med, min_ms=min(v.times), first_ms=v.first_ms,
+                         compile_s=(v.first_ms - min(v.times)) / 1e3,
                          graphs=v.graphs(), max_grad_diff=diff))
     return rows
 
@@ -127,16 +129,19 @@ def main(argv=None):
     p.add_argument("--backends", default="aot_eager,inductor")
     p.add_argument("--forward", default="eager,compiled")
     p.add_argument("--iters", type=int, default=15)
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch intra-op threads (1: steadier timings on a shared machine)")
     a = p.parse_args(argv)
+    torch.set_num_threads(a.threads)
     import torch._dynamo  # noqa: F401  (imported before anything is timed, as benchmarks.measure does)
-    print("| model | backend | forward | variant | backward ms (median) | first backward ms | "
+    print("| model | backend | forward | variant | backward ms (median) | (min) | first backward ms | "
           "backward compile s | backward graphs | max grad diff |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in a.models.split(","):
         for b in a.backends.split(","):
             for f in a.forward.split(","):
                 for r in bench(m, b, f, a.iters):
-                    print(f"| {r['model']} | {r['backend']} | {r['forward']} | {r['variant']} | {r['bwd_ms']:.2f} | "
+                    print(f"| {r['model']} | {r['backend']} | {r['forward']} | {r['variant']} | {r['bwd_ms']:.2f} | {r['min_ms']:.2f} | "
                           f"{r['first_ms']:.1f} | {r['compile_s']:.2f} | {r['graphs']} | {r['max_grad_diff']:.1e} |",
                           flush=True)
 
