@@ -15,6 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 import threading
+import time
 import types
 import warnings
 import weakref
@@ -36,6 +37,7 @@ log_breaks = logging.getLogger("ember.graph_breaks")
 log_guards = logging.getLogger("ember.guards")
 
 _ALL_CACHES: "weakref.WeakSet[FrameCache]" = weakref.WeakSet()
+_compile_seq = iter(range(1 << 62))  # orders compiles across functions (for reports)
 #: compiled resume functions nested in one another (a graph break in a loop: each iteration's
 #: resume function is called from the previous one's) before the rest runs eagerly
 MAX_RESUME_NESTING = 64
@@ -72,6 +74,9 @@ class FrameCache:
         self.run_eagerly_reason: str | None = None
         self.recompile_reasons: list[str] = []
         self.fallback_reasons: list[Unsupported] = []
+        # one dict per compile (for reports): seq, seconds, phases (seconds per metrics phase),
+        # recompile reason, entry (the CacheEntry made, or None)
+        self.compile_log: list[dict] = []
         self._reason_warned = False
         _ALL_CACHES.add(self)
 
@@ -91,6 +96,7 @@ class FrameCache:
         self.recompile_reasons = []
         self.fallback_reasons = []
         self.break_reasons = []
+        self.compile_log = []
         self._reason_warned = False
         self.sizes = FrameSizes(self.dynamic)
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
@@ -195,8 +201,17 @@ class FrameCache:
             metrics.bump("recompiles")
             log_recompiles.info("recompiling %s (entry %d): guard failed: %s", self.label, len(self.entries) + 1, reason)
         metrics.bump("frames")
+        phases, start = dict(metrics.phase_seconds), time.perf_counter()
+        record = {"seq": next(_compile_seq), "reason": reason, "entry": None}
+        self.compile_log.append(record)
         with trace_hooks.compile_frame(self, reason) as traced:
-            entry = self._compile(bound)
+            try:
+                entry = self._compile(bound)
+            finally:
+                record["seconds"] = time.perf_counter() - start
+                record["phases"] = {k: v - phases.get(k, 0.0) for k, v in metrics.phase_seconds.items()
+                                    if v - phases.get(k, 0.0) > 0}
+            record["entry"] = entry
             if traced is not None:
                 traced.entry = entry
                 if entry is not None:

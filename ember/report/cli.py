@@ -2,6 +2,7 @@
 
     python -m ember demo                      # nanoGPT training step, backend aot_eager
     python -m ember demo --backend inductor   # or eager
+    python -m ember report script.py [args]   # run a script, write ember_report.html
 """
 from __future__ import annotations
 
@@ -26,6 +27,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: steadier timings on a busy machine; "
                         "0 keeps torch's default)")
+    r = sub.add_parser("report", help="run a script and write one HTML report of what ember compiled",
+                       description="Run SCRIPT as `python SCRIPT ARGS` would (its __name__ is "
+                                   "'__main__', sys.argv is [SCRIPT, *ARGS]) and write one "
+                                   "self-contained HTML file: per compiled function its graphs, "
+                                   "guards with provenance, graph breaks, recompiles, compile "
+                                   "times and resume functions' code. Options go before SCRIPT.")
+    r.add_argument("-o", "--output", default="ember_report.html", help="the HTML file (default: %(default)s)")
+    r.add_argument("script")
+    r.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
@@ -45,5 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.set_num_threads(args.threads)
         return run_demo(backend=args.backend, steps=args.steps, target=args.target,
                         batch_size=args.batch_size)
+    if args.command == "report":
+        from ember.report.run_script import report_script
+        return report_script(args.script, args.args, args.output)
     p.error(f"unknown command {args.command!r}")
     return 2
