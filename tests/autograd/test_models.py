@@ -1,5 +1,6 @@
-"""Compiled autograd on model train steps: nanoGPT (ember's demo model), HF GPT-2 and BERT from
-tiny configs with random weights; forward eager or compiled by ``ember.compile`` (aot_eager)."""
+"""Compiled autograd on model train steps: nanoGPT (ember's demo model), a small ResNet, HF GPT-2,
+BERT, Llama and T5 from tiny configs with random weights; forward eager or compiled by
+``ember.compile`` (aot_eager)."""
 import copy
 
 import pytest
@@ -65,6 +66,16 @@ def _hf(name):
                                       bos_token_id=0, eos_token_id=0, attn_implementation="sdpa",
                                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
         model = transformers.GPT2LMHeadModel(cfg)
+    elif name == "llama":
+        cfg = transformers.LlamaConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                       num_key_value_heads=1, intermediate_size=64, vocab_size=128,
+                                       max_position_embeddings=64, attn_implementation="sdpa")
+        model = transformers.LlamaForCausalLM(cfg)
+        model.loss_type = "ForCausalLM"
+    elif name == "t5":
+        cfg = transformers.T5Config(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, vocab_size=128,
+                                    dropout_rate=0.0, decoder_start_token_id=0)
+        model = transformers.T5ForConditionalGeneration(cfg)
     else:
         cfg = transformers.BertConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                                       intermediate_size=64, vocab_size=128, max_position_embeddings=64,
@@ -76,7 +87,7 @@ def _hf(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("compiled_forward", [False, True])
-@pytest.mark.parametrize("name", ["gpt2", "bert"])
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "t5"])
 def test_hf_train_step(name, compiled_forward):
     ref = _hf(name)
     model = copy.deepcopy(ref)
@@ -89,3 +100,40 @@ def test_hf_train_step(name, compiled_forward):
     def step_model():
         fwd(input_ids=ids, labels=ids).loss.backward()
     _compare(ref, model, step_ref, step_model)
+
+
+class BasicBlock(torch.nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(c)
+        self.conv2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        out = self.bn1(self.conv1(x)).relu()
+        return (self.bn2(self.conv2(out)) + x).relu()
+
+
+def resnet():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               BasicBlock(8), BasicBlock(8), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                               torch.nn.Linear(8, 10))
+
+
+@pytest.mark.parametrize("compiled_forward", [False, True])
+def test_resnet_train_step(compiled_forward):
+    ref = resnet().train()
+    model = copy.deepcopy(ref)
+    fwd = ember.compile(model, backend="aot_eager") if compiled_forward else model
+    x = torch.randn(2, 3, 16, 16)
+    y = torch.tensor([1, 7])
+
+    def step_ref():
+        torch.nn.functional.cross_entropy(ref(x), y).backward()
+
+    def step_model():
+        torch.nn.functional.cross_entropy(fwd(x), y).backward()
+    _compare(ref, model, step_ref, step_model)
+    assert (ca.counters.inlined_aot > 0) == compiled_forward
