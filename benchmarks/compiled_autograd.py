@@ -132,8 +132,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads (1: steadier timings on a shared machine)")
     a = p.parse_args(argv)
-    torch.set_num_threads(a.threads)
     import torch._dynamo  # noqa: F401  (imported before anything is timed, as benchmarks.measure does)
+    torch.set_num_threads(a.threads)
     print("| model | backend | forward | variant | backward ms (median) | (min) | first backward ms | "
           "backward compile s | backward graphs | max grad diff |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
