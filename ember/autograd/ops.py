@@ -91,13 +91,16 @@ def _current() -> RunContext:
 
 
 def _dense(t: torch.Tensor) -> bool:
-    from torch._prims_common import is_non_overlapping_and_dense_or_false
-    return t.is_contiguous() or is_non_overlapping_and_dense_or_false(t)
+    """No element stored twice (an expanded gradient is not: it cannot be copied into). Cheap:
+    runs for every output of every opaque call."""
+    if t.is_contiguous():
+        return True
+    return all(st != 0 or sz <= 1 for sz, st in zip(t.shape, t.stride()))
 
 
 def normalize(t: torch.Tensor, taken: list) -> torch.Tensor:
-    """``t``, or a dense copy of it: a custom op's outputs must not alias its inputs or each other,
-    and must not be expanded (the graph is compiled for a plain layout)."""
+    """``t``, or a contiguous copy of it: a custom op's outputs must not alias its inputs or each
+    other, and must not be expanded (the graph is compiled for a plain layout)."""
     if not _dense(t) or (t.numel() and any(o is not None and o.untyped_storage().data_ptr() ==
                                            t.untyped_storage().data_ptr() for o in taken)):
         return t.clone(memory_format=torch.contiguous_format)
@@ -159,8 +162,9 @@ _lib.define("accumulate_grad(int spec_id, Tensor grad) -> Tensor")
 
 def empty_like_leaf(var: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
     """An uninitialised gradient for leaf ``var`` with eager's layout (the leaf's strides when it is
-    dense, else contiguous)."""
-    if _dense(var):
+    non-overlapping and dense, else contiguous)."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+    if var.is_contiguous() or is_non_overlapping_and_dense_or_false(var):
         return torch.empty_strided(var.shape, var.stride(), dtype=g.dtype, device=g.device)
     return torch.empty(var.shape, dtype=g.dtype, device=g.device)
 
