@@ -245,7 +245,9 @@ class ResumeCache:
         if j < len(orig) and orig[j].opname == "RESUME":
             j += 1
         orig = orig[j:]
-        if len(orig) != len(body) or any(a.opname != b.opname for a, b in zip(orig, body)):
+        # (3.12+ resume functions read locals they were not given with LOAD_FAST_CHECK: make_resume_code)
+        same = lambda a, b: a == b or {a, b} == {"LOAD_FAST", "LOAD_FAST_CHECK"}  # noqa: E731
+        if len(orig) != len(body) or any(not same(a.opname, b.opname) for a, b in zip(orig, body)):
             return None
         return {b.offset: a.offset for a, b in zip(orig, body)}
 

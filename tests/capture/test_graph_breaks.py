@@ -11,6 +11,7 @@ Side effects across breaks: test_graph_breaks_effects.py; explain/fullgraph:
 test_graph_breaks_report.py; HuggingFace GPT-2: test_graph_breaks_hf.py.
 """
 import copy
+import sys
 
 import pytest
 import torch
@@ -278,8 +279,10 @@ def test_data_dependent_while_loop():
                                           (torch.tensor([4.5, 1.0]),)])
     # the condition is a backward/forward branch on a tensor: root graph (first
     # test), loop body graph (x - 1 then the test again), exit graph (x * 2) —
-    # the same in Dynamo; later iterations reuse them
-    assert cnt.frame_count == 3
+    # the same in Dynamo; later iterations reuse them. 3.12+ compile the test twice (at the top,
+    # and inverted at the bottom, whose taken side is a JUMP_BACKWARD to the body): one more
+    # resume function, the body's graph again from there.
+    assert cnt.frame_count == (3 if sys.version_info < (3, 12) else 4)
     assert stats()["recompiles"] == 0, stats()
 
 
