@@ -57,18 +57,22 @@ def layout(nodes: list, inputs: dict) -> tuple[dict, int, int]:
     layer: dict = {}
     for n in nodes:  # fx graphs are topologically ordered
         layer[n] = 1 + max((layer[i] for i in inputs[n]), default=-1)
-    # outputs at the bottom, placeholders at the top
+    # outputs at the bottom; inputs and attributes just above their first user (a module's
+    # parameters would otherwise make one very wide first row)
     last = max(layer.values(), default=0)
     for n in nodes:
         if n.op == "output":
             layer[n] = last
-    rows: list[list] = [[] for _ in range(last + 1)]
-    for n in nodes:
-        rows[layer[n]].append(n)
     users: dict = {n: [] for n in nodes}
     for n in nodes:
         for i in inputs[n]:
             users[i].append(n)
+    for n in nodes:
+        if n.op in ("placeholder", "get_attr") and users[n]:
+            layer[n] = max(0, min(layer[u] for u in users[n]) - 1)
+    rows: list[list] = [[] for _ in range(last + 1)]
+    for n in nodes:
+        rows[layer[n]].append(n)
     pos = {n: float(k) for row in rows for k, n in enumerate(row)}
 
     def sweep(order, neighbours):

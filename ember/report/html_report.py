@@ -37,6 +37,10 @@ class Frame:
     compiles: list         # the cache's compile_log dicts
     entries: list          # CacheEntry, in cache order
     aot_graphs: dict       # compile index -> [(record name, payload)] (when traced with keep=True)
+    recompile_reasons: list  # (copies of the cache's lists: the report of one moment)
+    break_reasons: list
+    fallback_reasons: list
+    run_eagerly_reason: str | None
 
 
 def frames(trace_records=None) -> list[Frame]:
@@ -54,7 +58,8 @@ def frames(trace_records=None) -> list[Frame]:
         tf = getattr(c, "trace_frame", None)
         aot = by_compile.get(tf[1], {}) if tf is not None and _writer_is(tf[0]) else {}
         out.append(Frame(c, c.label, kind, f"{code.co_filename}:{code.co_firstlineno}", log,
-                         list(c.entries), aot))
+                         list(c.entries), aot, list(c.recompile_reasons), list(c.break_reasons),
+                         list(getattr(c, "fallback_reasons", [])), c.run_eagerly_reason))
     out.sort(key=lambda f: (f.compiles[0]["seq"] if f.compiles else 1 << 62, f.label))
     return out
 
@@ -127,10 +132,10 @@ def _summary(fs: list[Frame]) -> str:
         graphs = sum(1 for e in f.entries if e.graph is not None)
         guards = sum(len(e.guards.ordered()) for e in f.entries)
         secs = sum(r.get("seconds", 0.0) for r in f.compiles)
-        status = "runs eagerly" if c.run_eagerly_reason else "compiled"
+        status = "runs eagerly" if f.run_eagerly_reason else "compiled"
         rows.append(f'<tr data-label="{esc(f.label)}"><td><a href="#frame-{i}">{esc(f.label)}</a></td>'
                     f"<td>{esc(f.kind)}</td><td>{len(f.compiles)}</td><td>{graphs}</td><td>{guards}</td>"
-                    f"<td>{len(c.break_reasons)}</td><td>{len(c.recompile_reasons)}</td>"
+                    f"<td>{len(f.break_reasons)}</td><td>{len(f.recompile_reasons)}</td>"
                     f"<td>{secs * 1000:.1f} ms</td><td>{esc(status)}</td></tr>")
     rows.append("</table></section>")
     return "\n".join(rows)
@@ -141,12 +146,12 @@ def _frame(i: int, f: Frame) -> str:
     out = [f'<section class="frame" id="frame-{i}" data-label="{esc(f.label)}">',
            f'<h2>{esc(f.label)} <span class="kind">{esc(f.kind)}</span></h2>',
            f'<p class="meta">defined at <code>{esc(f.where)}</code></p>']
-    if c.run_eagerly_reason:
-        out.append(f'<p class="eager">Runs eagerly: {esc(str(c.run_eagerly_reason))}</p>')
-    for e in getattr(c, "fallback_reasons", []):
+    if f.run_eagerly_reason:
+        out.append(f'<p class="eager">Runs eagerly: {esc(str(f.run_eagerly_reason))}</p>')
+    for e in f.fallback_reasons:
         out.append(f'<p class="eager">Fell back: {esc(_break_line(e))}</p>')
     out.append(_compiles(f))
-    out.append(_recompiles(c))
+    out.append(_recompiles(f.recompile_reasons))
     out.append(_breaks(f))
     for k, entry in enumerate(f.entries):
         out.append(_entry(f, k, entry))
@@ -178,10 +183,10 @@ def _compiles(f: Frame) -> str:
     return "\n".join(rows)
 
 
-def _recompiles(c) -> str:
-    if not c.recompile_reasons:
+def _recompiles(reasons: list) -> str:
+    if not reasons:
         return ""
-    items = "".join(f"<li><code>{esc(str(r))}</code></li>" for r in c.recompile_reasons)
+    items = "".join(f"<li><code>{esc(str(r))}</code></li>" for r in reasons)
     return (f'<div class="recompiles"><h3>Recompiles</h3><p class="note">The guard that failed, the '
             f"value now, and the line that made the trace depend on it.</p><ol>{items}</ol></div>")
 
@@ -233,8 +238,9 @@ def _entry(f: Frame, k: int, entry) -> str:
             code = gm.print_readable(print_output=False)
         except Exception:  # noqa: BLE001 — a report never fails on one graph
             code = gm.code
+        side = len(gm.graph.nodes) <= 24  # small: code and drawing side by side; else one above the other
         out.append('<div class="graph-section"><h4>Captured graph</h4>'
-                   '<div class="cols"><div class="col">'
+                   f'<div class="{"cols" if side else "rows"}"><div class="col">'
                    f'<pre class="code">{esc(code)}</pre></div><div class="col svgbox">'
                    f"{_svg_or_note(gm)}</div></div></div>")
     n = next((i for i, r in enumerate(f.compiles) if r.get("entry") is entry), None)
@@ -325,7 +331,7 @@ section.frame{border:1px solid #c8d1dc;border-radius:6px;padding:12px 16px;margi
 details.entry{border-top:1px dashed #c8d1dc;margin-top:10px;padding-top:6px}
 details>summary{cursor:pointer;font-weight:600}
 .cols{display:flex;gap:14px;flex-wrap:wrap}.col{flex:1 1 420px;min-width:0}
-.svgbox{overflow:auto;max-height:720px;border:1px solid #e1e4e8;border-radius:4px;background:#fff}
+.rows .col{margin:6px 0}.svgbox{overflow:auto;max-height:900px;border:1px solid #e1e4e8;border-radius:4px;background:#fff}
 svg.graph text{font:11px ui-monospace,"DejaVu Sans Mono",monospace;fill:#1b1f24}svg.graph text.n{font-weight:bold}
 .op{color:#6a737d}.tools{margin:6px 0}
 .hidden{display:none}
