@@ -22,11 +22,36 @@ _install_hook_tracking()  # hooks on non-leaf tensors are recorded from ``import
 _global: list = []
 
 
+def _keeps_order(backend) -> bool:
+    """Whether ``backend`` runs a graph's calls in program order: ember's eager and aot_eager (a
+    ``make_fx`` trace run as is). Inductor schedules by data dependencies."""
+    return backend in ("eager", "aot_eager") or any(
+        backend is lookup_backend(name) for name in ("eager", "aot_eager"))
+
+
+class _Ordered:
+    """A backend known to keep the order of the graph's calls (see ``_keeps_order``)."""
+    _ember_keeps_order = True
+
+    def __init__(self, backend):
+        self.backend = backend
+
+    def __call__(self, gm, example_inputs):
+        return self.backend(gm, example_inputs)
+
+    def __eq__(self, other):
+        return isinstance(other, _Ordered) and other.backend is self.backend
+
+    def __hash__(self):
+        return hash(self.backend)
+
+
 class _Enabled(contextlib.AbstractContextManager):
     """Returned by ``enable``: enabled already; as a context manager, disabled again on exit."""
 
     def __init__(self, backend):
-        self._prev = _impl.push(lookup_backend(backend))
+        compiler = lookup_backend(backend)
+        self._prev = _impl.push(_Ordered(compiler) if _keeps_order(backend) else compiler)
 
     def __exit__(self, *exc):
         if self in _global:

@@ -91,6 +91,12 @@ def _fallback(reason: str) -> None:
         warnings.warn(f"ember compiled autograd: running this backward eagerly: {reason}", stacklevel=3)
 
 
+def _fallback_once(message: str) -> None:
+    if message not in state.warned:
+        state.warned.add(message)
+        warnings.warn(f"ember compiled autograd: {message}", stacklevel=4)
+
+
 def _eager_only(create_graph: bool, tensors) -> str | None:
     if state.compiler is None or _tracing():
         return ""  # (ember's own AOT tracing differentiates fake tensors: not a backward to compile)
@@ -242,6 +248,15 @@ def _trace_and_compile(w, grads, cache: dict) -> dict:
     counters.inlined_aot += traced.inlined
     counters.opaque_nodes += traced.opaque
     compiler = state.compiler
+    if traced.mutating_hooks and not getattr(compiler, "_ember_keeps_order", False):
+        # Post-accumulate hooks (an optimizer step in backward) change tensors the rest of the
+        # backward may read; only a backend that runs the graph in order keeps eager's answer
+        # (Inductor orders opaque calls by data dependencies only): run the graph as it is.
+        _fallback_once("post-accumulate-grad hooks: the backward graph runs uncompiled (in order) with a "
+                       "backend that may reorder it")
+        cache[w.key] = _Entry(traced, traced.gm.forward, False)
+        traced.example_inputs = None
+        return traced.captured
     try:
         compiled = compiler(traced.gm, list(traced.example_inputs))
     except Exception as e:  # noqa: BLE001 — the graph itself is correct; run it uncompiled

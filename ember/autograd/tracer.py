@@ -43,6 +43,7 @@ class Traced:
     outputs: list           # what each output is: ("grad", pos) | ("retain", pos, t) | ("capture", j) |
                             # ("done",) (an accumulate_grad call's token)
     hooks: list             # (pos, t or None, hook index) per call_hook, in RunContext.hooks order
+    mutating_hooks: bool = False  # post-accumulate hooks in the graph (they may change what it reads)
     inlined: int = 0        # AOT backwards copied in
     opaque: int = 0         # Nodes called as they are
     captured: dict = field(default_factory=dict)  # j -> real gradient (this run's torch.autograd.grad result)
@@ -68,6 +69,7 @@ class Tracer:
         self.hooks: list = []
         self.captured: dict = {}
         self.inlined = self.opaque = 0
+        self.mutating_hooks = False
         n = len(w.order)
         self.buffers = [None] * n
         for j, ((pos, nr), g) in enumerate(zip(w.roots, root_grads)):
@@ -135,7 +137,8 @@ class Tracer:
         gm = fx.GraphModule(self.root, self.graph, class_name="CompiledAutogradGraph")
         return Traced(gm=gm, example_inputs=self.examples, inputs=self.inputs,
                       outputs=[p for _, p in self.outputs], hooks=self.hooks,
-                      inlined=self.inlined, opaque=self.opaque, captured=self.captured)
+                      inlined=self.inlined, opaque=self.opaque, captured=self.captured,
+                      mutating_hooks=self.mutating_hooks)
 
     def _tensor_hooks(self, pos: int, t_idx, t: torch.Tensor, slots: list, nr: int) -> None:
         hooks = t._backward_hooks
@@ -173,6 +176,7 @@ class Tracer:
             spec = ops.add_spec(ops.AccumulateSpec(pos))
             done = self.graph.call_function(_accumulate_grad, (spec, f))
             self.outputs.append((done, ("done",)))
+            self.mutating_hooks = True
             ops.accumulate_into(var, v)
             return
         if var.grad is None:

@@ -398,21 +398,39 @@ def _optimizer_in_backward(model):
         p.register_post_accumulate_grad_hook(step)
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def _some_backend(gm, example_inputs):
+    _some_backend.compiled += 1
+    return gm.forward
+
+
+_some_backend.compiled = 0
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "callable"])
 def test_optimizer_in_backward(backend):
+    """A post-accumulate hook changes a parameter the rest of the backward may read: only a backend
+    known to run the graph in order compiles it; another runs the graph as it is, with a warning."""
+    _some_backend.compiled = 0
+    if backend == "callable":
+        backend = _some_backend
     ref = mlp()
     model = copy.deepcopy(ref)
     _optimizer_in_backward(ref)
     _optimizer_in_backward(model)
     x = torch.randn(4, 8)
-    for step in range(4):
-        ref(x).pow(2).mean().backward()
-        with ca.enable(backend):
-            model(x).pow(2).mean().backward()
-        for p, q in zip(model.parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q)
-            assert p.grad is None and q.grad is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(4):
+            ref(x).pow(2).mean().backward()
+            with ca.enable(backend):
+                model(x).pow(2).mean().backward()
+            for p, q in zip(model.parameters(), ref.parameters()):
+                torch.testing.assert_close(p, q)
+                assert p.grad is None and q.grad is None
     assert ca.counters.traced == 1 and ca.counters.cache_hits == 3
+    uncompiled = [w for w in caught if "runs uncompiled" in str(w.message)]
+    assert len(uncompiled) == (1 if backend is _some_backend else 0)
+    assert _some_backend.compiled == 0
 
 
 class Broadcasting(torch.autograd.Function):
