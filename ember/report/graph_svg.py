@@ -68,7 +68,7 @@ def layout(nodes: list, inputs: dict) -> tuple[dict, int, int]:
         for i in inputs[n]:
             users[i].append(n)
     for n in nodes:
-        if n.op in ("placeholder", "get_attr") and users[n]:
+        if (n.op in ("placeholder", "get_attr") or not inputs[n]) and users[n]:
             layer[n] = max(0, min(layer[u] for u in users[n]) - 1)
     rows: list[list] = [[] for _ in range(last + 1)]
     for n in nodes:
