@@ -310,3 +310,29 @@ def test_module_attribute_aliases_and_a_break_in_between():
     reset()
     _run(broken, lambda: (torch.randn(2), _queue(torch.zeros(2))), calls=3)
     assert stats()["graph_breaks"] == 1 and stats()["fallbacks"] == 0
+
+
+@torch.jit.script
+class _ScriptedAcc:
+    def __init__(self, n: int):
+        self.n = n
+
+    def add(self, k: int) -> int:
+        self.n += k
+        return self.n
+
+
+def test_scripted_python_class_is_a_python_object_traced_as_python():
+    """A @torch.jit.script class's instance (even one a scripted function returns) is an instance of
+    the Python class, not a ScriptObject: traced like any object, its mutation replayed."""
+    assert not isinstance(_ScriptedAcc(1), torch.ScriptObject)
+
+    def f(x, o):
+        return x * o.add(2)
+    reset()
+    o_eager, o_comp = _ScriptedAcc(1), _ScriptedAcc(1)
+    compiled = ember.compile(f, backend="eager")
+    for _ in range(3):
+        x = torch.ones(2)
+        assert_same(compiled(x, o_comp), f(x, o_eager))
+    assert o_comp.n == o_eager.n == 7 and stats()["fallbacks"] == 0
