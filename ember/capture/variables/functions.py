@@ -163,7 +163,8 @@ class UserFunctionVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
-        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__"):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__") or \
+                name == "__type_params__" and hasattr(self.fn, name):  # (3.12+: functools.wraps reads it)
             return ConstantVariable(getattr(self.fn, name))
         if name in ("__defaults__", "__kwdefaults__"):
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
@@ -252,6 +253,8 @@ class NestedFunctionVariable(VariableTracker):
             return ConstantVariable(self.name if name == "__name__" else self.qualname)
         if name == "__code__":
             return ConstantVariable(self.code)
+        if name == "__type_params__" and hasattr(types.FunctionType, "__type_params__"):
+            return ConstantVariable(())  # (3.12+; a generic `def f[T]` is not traced)
         if name == "__module__":
             return ConstantVariable(self.globals.get("__name__"))
         if name == "__doc__":  # CPython <= 3.12: the first constant when it is a str (a docstring)
