@@ -363,7 +363,11 @@ class AOTCallable:
             for v in self.variants.get(key, ()):  # compiled by another thread meanwhile
                 if v.signature is None or v.signature == _signature(args):
                     return v
-            variant = self._compile_at_call(args, layout)
+            cpu_rng = torch.random.get_rng_state()  # (a backend may draw random numbers while compiling)
+            try:
+                variant = self._compile_at_call(args, layout)
+            finally:
+                torch.random.set_rng_state(cpu_rng)
             self.variants.setdefault(key, []).append(variant)
         return variant
 

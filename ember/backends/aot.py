@@ -122,7 +122,7 @@ def _inductor_config(mode: str | None, options: dict | None):
 
 
 @contextlib.contextmanager
-def _inductor_context(example_inputs, enter_fake_mode: bool = True):
+def _inductor_context(example_inputs, enter_fake_mode: bool = True, gm=None):
     """Inductor takes its fake mode from the ambient TracingContext (a frontend may
     have installed one for a different mode): give it the one we traced with.
     Its graph passes also build replacement graphs with factory ops, which must
@@ -131,6 +131,10 @@ def _inductor_context(example_inputs, enter_fake_mode: bool = True):
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensor
     fake_mode = next((x.fake_mode for x in example_inputs if isinstance(x, FakeTensor)), None)
+    if fake_mode is None and gm is not None:
+        # a graph without tensor inputs (`torch.rand(2)` alone): its values carry the fake mode
+        fake_mode = next((v.fake_mode for n in gm.graph.nodes
+                          if isinstance(v := n.meta.get("val"), FakeTensor)), None)
     if fake_mode is None:
         yield
         return
@@ -160,7 +164,8 @@ class _InductorCompilers:
 
     def _inner(self, gm, example_inputs, **kw):
         from torch._inductor.compile_fx import compile_fx_inner
-        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs, enter_fake_mode=False):
+        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs, enter_fake_mode=False,
+                                                                          gm=gm):
             return compile_fx_inner(gm, example_inputs, cudagraphs=self.cudagraphs, graph_id=self.graph_id,
                                     boxed_forward_device_index=self.device_box, **kw)
 
@@ -171,7 +176,7 @@ class _InductorCompilers:
 
     def inference(self, gm, example_inputs):
         from torch._inductor.fx_passes.joint_graph import joint_graph_passes
-        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs):
+        with _inductor_config(self.mode, self.options), _inductor_context(example_inputs, gm=gm):
             gm = joint_graph_passes(gm)
         _mark_user_visible_outputs(gm, self.num_mutated_returns, self.num_user_outputs)
         return self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
