@@ -130,7 +130,7 @@ def _summary(fs: list[Frame]) -> str:
     for i, f in enumerate(fs):
         c = f.cache
         graphs = sum(1 for e in f.entries if e.graph is not None)
-        guards = sum(len(e.guards.ordered()) for e in f.entries)
+        guards = sum(len(_guard_list(e)) for e in f.entries)
         secs = sum(r.get("seconds", 0.0) for r in f.compiles)
         status = "runs eagerly" if f.run_eagerly_reason else "compiled"
         rows.append(f'<tr data-label="{esc(f.label)}"><td><a href="#frame-{i}">{esc(f.label)}</a></td>'
@@ -157,6 +157,8 @@ def _frame(i: int, f: Frame) -> str:
         out.append(_entry(f, k, entry))
     if c.is_resume:
         out.append(_resume_code(c.fn.__code__))
+    else:
+        out.append(_source(c.fn))
     out.append("</section>")
     return "\n".join(out)
 
@@ -228,7 +230,7 @@ def _breaks(f: Frame) -> str:
 
 def _entry(f: Frame, k: int, entry) -> str:
     out = [f'<details class="entry" open><summary>entry {k}: '
-           f"{len(entry.guards.ordered())} guards"
+           f"{len(_guard_list(entry))} guards"
            + (f", graph of {len(entry.graph.graph.nodes)} nodes" if entry.graph is not None else ", no graph")
            + (", breaks" if entry.break_reason is not None else "")
            + (", runs eagerly" if entry.eager_reason is not None else "") + "</summary>"]
@@ -261,8 +263,12 @@ def _svg_or_note(gm) -> str:
         return f'<p class="note">no drawing ({esc(type(e).__name__)}: {esc(str(e))})</p>' + graph_svg.listing(gm)
 
 
+def _guard_list(entry) -> list:
+    return entry.guards.ordered() if getattr(entry, "guards", None) is not None else []
+
+
 def _guards(entry) -> str:
-    guards = entry.guards.ordered()
+    guards = _guard_list(entry)
     rows = ['<div class="guards"><h4>Guards</h4><table><tr><th>kind</th><th>guard</th>'
             "<th>made by (provenance)</th></tr>"]
     for g in guards:
@@ -277,6 +283,15 @@ def _guards(entry) -> str:
         rows.append(f"<tr><td>{esc(g.kind.name)}</td><td><code>{esc(g.text)}</code></td><td>{prov}</td></tr>")
     rows.append("</table></div>")
     return "\n".join(rows)
+
+
+def _source(fn) -> str:
+    import inspect
+    try:
+        src = inspect.getsource(fn)
+    except (OSError, TypeError):
+        return ""
+    return f'<details class="source"><summary>source</summary><pre class="code python">{esc(src)}</pre></details>'
 
 
 def decompile(code) -> str | None:

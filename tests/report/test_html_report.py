@@ -406,3 +406,27 @@ def test_report_in_headless_chromium(chromium, report, tmp_path):
             ink += px != b"\xff\xff\xff"
     assert len(colours) > 50  # text, boxes, badges: not a blank or one-colour page
     assert ink > 0.05 * (h // 8) * (w // 4)
+
+
+def grows(x):
+    return x * 2
+
+
+def test_function_that_runs_eagerly_is_reported(tmp_path):
+    """A function past config.recompile_limit: its compiles, its recompiles, and why it now runs
+    eagerly (the page still matches what the cache says)."""
+    import warnings
+    f = ember.compile(grows, backend="eager")
+    with ember.config.patch(recompile_limit=2), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dtype in (torch.float32, torch.float64, torch.int32, torch.int64):
+            x = torch.ones(2, dtype=dtype)
+            torch.testing.assert_close(f(x), grows(x))
+    path = ember.report.html(str(tmp_path / "r.html"))
+    text = Path(path).read_text()
+    (frame,) = [fr for fr in html_report.frames() if fr.label == "grows"]
+    assert frame.run_eagerly_reason and "recompile limit (2)" in frame.run_eagerly_reason
+    assert f'<p class="eager">Runs eagerly: {html.escape(frame.run_eagerly_reason)}</p>' in text
+    assert len(frame.compiles) == 2 and len(frame.recompile_reasons) == 1
+    assert "L['x']" in frame.recompile_reasons[0] and html.escape(frame.recompile_reasons[0]) in text
+    assert '<details class="source">' in text and html.escape("return x * 2") in text
