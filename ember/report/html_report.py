@@ -110,7 +110,7 @@ def render(fs: list[Frame], title: str | None = None, script: str | None = None,
         head.append(f'<div class="error"><b>The script raised:</b><pre>{esc(error)}</pre></div>')
     head.append('<p class="meta">' + " · ".join(f"{esc(k)}: {v}" for k, v in stats.items())
                 + " · compile time: " + esc(_phases(times)) + "</p>")
-    body = [_summary(fs)] + [_frame(i, f) for i, f in enumerate(fs)]
+    body = [_summary(fs)] + [_safe_frame(i, f) for i, f in enumerate(fs)]
     if not fs:
         body.append('<p class="note">Nothing was compiled.</p>')
     return (_PAGE.replace("__TITLE__", esc(title)).replace("__CSS__", _CSS).replace("__JS__", _JS)
@@ -139,6 +139,16 @@ def _summary(fs: list[Frame]) -> str:
                     f"<td>{secs * 1000:.1f} ms</td><td>{esc(status)}</td></tr>")
     rows.append("</table></section>")
     return "\n".join(rows)
+
+
+def _safe_frame(i: int, f: Frame) -> str:
+    """One function's section; a failure to render it leaves a note, never a missing report."""
+    try:
+        return _frame(i, f)
+    except Exception as e:  # noqa: BLE001
+        return (f'<section class="frame" id="frame-{i}" data-label="{esc(f.label)}"><h2>{esc(f.label)}</h2>'
+                f'<p class="error">could not render this function: {esc(type(e).__name__)}: {esc(str(e))}</p>'
+                "</section>")
 
 
 def _frame(i: int, f: Frame) -> str:

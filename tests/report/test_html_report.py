@@ -430,3 +430,15 @@ def test_function_that_runs_eagerly_is_reported(tmp_path):
     assert len(frame.compiles) == 2 and len(frame.recompile_reasons) == 1
     assert "L['x']" in frame.recompile_reasons[0] and html.escape(frame.recompile_reasons[0]) in text
     assert '<details class="source">' in text and html.escape("return x * 2") in text
+
+
+def test_a_function_that_fails_to_render_leaves_a_note(tmp_path, monkeypatch):
+    f = ember.compile(grows, backend="eager")
+    torch.testing.assert_close(f(torch.ones(2)), grows(torch.ones(2)))
+
+    def broken(entry):
+        raise RuntimeError("no <guards>")
+    monkeypatch.setattr(html_report, "_guards", broken)
+    text = Path(ember.report.html(str(tmp_path / "r.html"))).read_text()
+    assert "could not render this function: RuntimeError: no &lt;guards&gt;" in text
+    assert '<section id="summary">' in text and text.rstrip().endswith("</html>")
