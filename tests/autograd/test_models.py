@@ -40,7 +40,7 @@ def _compare(ref, model, step_ref, step_model, steps=3, backend="aot_eager", ato
 
 @pytest.mark.parametrize("compiled_forward", [False, True])
 def test_nanogpt_train_step(compiled_forward):
-    cfg = demo_model.GPTConfig()
+    cfg = demo_model.GPTConfig(block_size=32, n_layer=2, n_embd=32, n_head=2, dropout=0.1)
     ref = demo_model.make_model(cfg).train()
     model = copy.deepcopy(ref)
     fwd = ember.compile(model, backend="aot_eager") if compiled_forward else model
