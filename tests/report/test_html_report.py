@@ -316,7 +316,8 @@ def chromium():
     found = _find_chromium()
     if found:
         return found
-    allowed = os.environ.get("CI") or os.environ.get("EMBER_INSTALL_CHROMIUM") == "1"
+    allowed = os.environ.get("CI", "").lower() in ("1", "true", "yes") \
+        or os.environ.get("EMBER_INSTALL_CHROMIUM") == "1"
     if not allowed:
         pytest.skip("chromium not installed (set EMBER_INSTALL_CHROMIUM=1, as root, to install it)")
     if not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("apt-get"):
