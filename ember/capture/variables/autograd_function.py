@@ -431,13 +431,13 @@ def trace_function_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracke
     from ember.capture.speculation import Checkpoint
     with Checkpoint(tx) as cp:
         try:
-            return _trace_apply(tx, cls_vt, args, kwargs)
+            return _trace_apply(tx, cls_vt, args, kwargs, cp)
         except Unsupported:
             cp.restore()
             raise
 
 
-def _trace_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
+def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
@@ -541,6 +541,7 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict) -> VariableTracker:
     wrapper = _make_function(fn_cls, backward_fn, gm, len(tensor_outs), out_is_tuple, saved_refs, attr_refs,
                              non_diff, ctx.materialize, len(args), len(out_items), out_positions, dirty_outs)
     _mark_body(output, body, grad_on)
+    cp.close()  # (traced: the call below need not be undone, nor snapshot the fake tensors first)
     result = output.call_function(_apply_of(wrapper), call_args, {})
     results = [result] if isinstance(result, TensorVariable) else list(result.items)
     # the saved tensors the program can reach (inputs, outputs): changed in place later, eager's backward
