@@ -47,6 +47,8 @@ import opcode as _opcode
 import sys
 import types
 
+from .instructions import FAST_READS_CELLS
+
 __all__ = ["InterpInst", "interpreter_instructions", "CONDITIONAL_JUMPS", "INTRINSIC_NAMES",
            "NULL_BEFORE_CALLABLE", "program_handlers"]
 
@@ -115,7 +117,7 @@ def interpreter_instructions(code: types.CodeType) -> list[InterpInst]:
             name, arg = "FORMAT_VALUE", _FORMAT_AS[name](i.arg)
             out.append(InterpInst(name, i.opcode, arg, argval, i.offset, _line_start(i), i.opname))
             continue
-        elif name == "LOAD_FAST" and argval not in code.co_varnames:
+        elif name == "LOAD_FAST" and FAST_READS_CELLS and (argval in code.co_cellvars or argval in code.co_freevars):
             name = "LOAD_CLOSURE"  # (3.13 lowers LOAD_CLOSURE to LOAD_FAST of the cell's slot)
         elif name in INTRINSIC_NAMES:
             descs = INTRINSIC_NAMES[name]

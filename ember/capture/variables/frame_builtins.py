@@ -2,6 +2,8 @@
 (or an object's ``__dict__``), as the builtins would in eager."""
 from __future__ import annotations
 
+import sys
+
 from ember.capture.variables.base import ConstantVariable
 from ember.capture.variables.containers import ListVariable
 from ember.exc import PythonException
@@ -19,9 +21,10 @@ def frame_locals(tx, *args, **kwargs):
     code = original_code(tx.code)  # (in a resume function: the variables of the function it continues)
     names = list(code.co_varnames) + [c for c in code.co_cellvars if c not in code.co_varnames] + \
         list(code.co_freevars)
-    # (3.11/3.12: one dict per frame, refreshed in place by every call: `l = locals()` sees later ones)
+    # (3.11/3.12: one dict per frame, refreshed in place by every call: `l = locals()` sees later
+    # ones; 3.13, PEP 667: a new snapshot per call)
     d = getattr(tx, "_locals_dict", None)
-    if d is None:
+    if d is None or _SNAPSHOTS:
         d = tx._locals_dict = DictVariable({})
     for name in names:
         value = None
@@ -38,6 +41,9 @@ def frame_locals(tx, *args, **kwargs):
         elif name in d.items:
             del d.items[name], d.keys[name]
     return d
+
+
+_SNAPSHOTS = sys.version_info >= (3, 13)
 
 
 def frame_dir(tx, *args, **kwargs):
