@@ -15,10 +15,32 @@ import torch
 NO_MATERIALIZE = "_ember_no_materialize"
 
 
-def run_cpp(node, grads: list) -> list:
-    with torch.no_grad():
+def run_cpp(node, grads: list, expected: list | None = None) -> list:
+    """``expected``: (shape, dtype) per output edge (None: no edge), read when the graph was traced
+    (the key holds them), so that a compiled graph's call checks without asking the Node again."""
+    if torch.is_grad_enabled():
+        with torch.no_grad():
+            out = node(*grads)
+    else:
         out = node(*grads)
-    return validate(node, list(out) if isinstance(out, (tuple, list)) else [out])
+    out = list(out) if isinstance(out, (tuple, list)) else [out]
+    if expected is None or len(out) != len(expected):
+        return validate(node, out)
+    result = []
+    for g, exp in zip(out, expected):
+        if exp is None or g is None:
+            result.append(None)
+            continue
+        shape, dtype = exp
+        if g.shape != shape:
+            return validate(node, out)  # (sums back, or raises eager's error)
+        result.append(g if g.dtype == dtype else g.to(dtype))
+    return result
+
+
+def expected_outputs(node) -> list:
+    return [None if m is None else (torch.Size(m._input_metadata[nr].shape), m._input_metadata[nr].dtype)
+            for m, nr in node.next_functions]
 
 
 def run_function(node, grads: list, materialize: bool | None = None) -> list:

@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 
 from ember.autograd import ops
-from ember.autograd.nodes import run_cpp, run_function
+from ember.autograd.nodes import expected_outputs, run_cpp, run_function
 from ember.autograd.walk import ACC, AOT, CPP, Walk
 
 _call_node = torch.ops.ember_autograd.call_node.default
@@ -192,8 +192,8 @@ class Tracer:
     def _opaque(self, pos: int, node, kind: str, slots: list) -> list:
         values = [s[1] if s is not None else None for s in slots]
         if kind == CPP:
-            def run(n, grads):
-                return run_cpp(n, grads)
+            def run(n, grads, expected=expected_outputs(node)):
+                return run_cpp(n, grads, expected)
         elif kind == AOT:
             materialize = not node._forward_cls._ember_backward.none_aware
 
