@@ -66,7 +66,8 @@ def install() -> None:
 
 
 def hooked_tensors(node) -> list:
-    """The live tensors of ``node`` (its outputs) with hooks or ``retains_grad``, by output_nr."""
+    """The live tensors of ``node`` (its outputs) with hooks or ``retains_grad``, by output_nr;
+    None when one of them was changed in place since (compiled autograd then runs eagerly)."""
     meta = node.metadata
     refs = meta.get(KEY) if meta else None
     if not refs:
@@ -74,7 +75,10 @@ def hooked_tensors(node) -> list:
     out = []
     for r in refs:
         t = r()
-        if t is not None and t.grad_fn is node and (t._backward_hooks or t.retains_grad):
-            out.append(t)
+        if t is None or not (t._backward_hooks or t.retains_grad):
+            continue
+        if t.grad_fn is not node:
+            return None  # changed in place after its hook was registered: which Node fires it is subtle
+        out.append(t)
     out.sort(key=lambda t: t.output_nr)
     return out

@@ -131,6 +131,8 @@ def walk(root_edges: list, root_grads: list, targets: list | None, accumulate_on
         kind_list.append(k)
         order.append(n)
         tensors = hooked_tensors(n) if k != ACC else []
+        if tensors is None:
+            raise Unsupported("a tensor with a hook or retain_grad() was changed in place afterwards")
         hooked.append(tensors)
         runs = id(n) in needed
         runs_list.append(runs)

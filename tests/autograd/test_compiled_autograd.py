@@ -4,6 +4,7 @@ Every test runs the same train step twice from identical copies: once with the e
 engine, once inside ``ember.compiled_autograd.enable(backend)``, and compares gradients (and
 hook side effects / call order where eager defines it).
 """
+import contextlib
 import copy
 import warnings
 
@@ -485,3 +486,24 @@ def test_user_exception_in_a_hook_propagates():
                 with pytest.raises(ValueError, match="from the hook"):
                     h.sum().backward()
     assert ca.counters.traced == 1 and ca.counters.cache_hits == 2
+
+
+def test_hooked_tensor_changed_in_place_runs_eagerly():
+    def run(compiled):
+        w = torch.ones(3, requires_grad=True)
+        log = []
+        h = w * 2
+        h.register_hook(lambda g: log.append(("before", g.clone())))
+        h.mul_(3)
+        h.register_hook(lambda g: log.append(("after", g.clone())))
+        with ca.enable("eager") if compiled else contextlib.nullcontext():
+            h.sum().backward()
+        return w.grad, log
+
+    expected_grad, expected_log = run(False)
+    with pytest.warns(UserWarning, match="changed in place"):
+        grad, log = run(True)
+    torch.testing.assert_close(grad, expected_grad)
+    assert [k for k, _ in log] == [k for k, _ in expected_log]
+    for (_, a), (_, b) in zip(log, expected_log):
+        torch.testing.assert_close(a, b)
