@@ -344,6 +344,13 @@ class GuardSet:
             code = f"not ___hasattr({e}, {n})"
         self._add(GuardKind.ID_MATCH, source, ("absent", name), f"{source.name()} has no attribute {name!r}", code)
 
+    def not_in_dict(self, source: Source, key: str) -> None:
+        """The dict at ``source`` has no ``key`` (a name the frame resolved past it: a builtin
+        found because the globals do not define it)."""
+        e = source.expr(self.scope)
+        self._add(GuardKind.ID_MATCH, source, ("absent_key", key), f"{key!r} not in {source.name()}",
+                  f"{key!r} not in {e}")
+
     def not_on_mro(self, source: Source, name: str) -> None:
         """No class in the MRO of the class at ``source`` defines ``name`` (what an instance's
         attribute lookup would find there; ``hasattr(cls, name)`` also sees the metaclass's,

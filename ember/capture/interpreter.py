@@ -359,6 +359,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         b = g.get("__builtins__", __builtins__)
         b = b.__dict__ if isinstance(b, types.ModuleType) else b
         if name in b:
+            # a global of that name defined later shadows the builtin
+            self.guards.not_in_dict(ConstSource(g, f"<globals of {g.get('__name__', '?')}>"), name)
             return wrap(self, b[name], None)
         raise unsupported("EB0002", f"name {name!r} is not defined (NameError)")
 
@@ -450,8 +452,10 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         name = inst.argval
         if level != 0 or name not in sys.modules:
             raise unsupported("EB0010", f"import of {name!r} inside the compiled region")
-        mod = sys.modules[name if fromlist else name.partition(".")[0]]
-        self.push(wrap(self, mod, None))
+        key = name if fromlist else name.partition(".")[0]
+        # read through sys.modules, as the import does each call: its attributes are guarded
+        from ember.capture.sources import ItemSource
+        self.push(wrap(self, sys.modules[key], ItemSource(ConstSource(sys.modules, "sys.modules"), key)))
 
     def IMPORT_FROM(self, inst):
         self.push(self.getattr(self.stack[-1], inst.argval))

@@ -190,6 +190,61 @@ def case_kwdefaults():
     return f, change
 
 
+def case_class_attribute_via_new_instance():
+    # a plain class attribute read through an instance made in the frame
+    class A:
+        k = 1
+
+    def f(x):
+        return x * A().k
+
+    def change():
+        A.k = 5
+    return f, change
+
+
+def case_class_attribute_shadowed_by_subclass():
+    class A:
+        k = 1
+
+    class B(A):
+        pass
+
+    def f(x):
+        return x * B().k
+
+    def change():
+        B.k = 5
+    return f, change
+
+
+def case_module_imported_in_frame():
+    # `import m` inside the function reads sys.modules each call: m's attributes are guarded
+    import sys
+    import types
+    mod = types.ModuleType("ember_test_imported_in_frame")
+    mod.factor = 2
+    sys.modules[mod.__name__] = mod
+
+    def f(x):
+        import ember_test_imported_in_frame
+        return x * ember_test_imported_in_frame.factor
+
+    def change():
+        mod.factor = 6
+    return f, change
+
+
+def case_builtin_shadowed_by_new_global():
+    # a global defined after compiling shadows the builtin the trace resolved
+    def f(x):
+        return x * abs(-2)
+
+    def change():
+        f.__globals__["abs"] = lambda v: 100
+    return f, change
+
+
 def case_compiled_fn_defaults():
     # the compiled function's own defaults (an omitted argument takes the new one)
     def f(x, k=1):
@@ -676,8 +731,14 @@ def case_training_flag():
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
+@pytest.fixture
+def restore_globals():
+    yield
+    globals().pop("abs", None)  # (case_builtin_shadowed_by_new_global)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_change_after_compile_recompiles(name):
+def test_change_after_compile_recompiles(name, restore_globals):
     fn, change = CASES[name]()
     counter = CompileCounter()
     compiled = compile(fn, backend=counter)

@@ -125,3 +125,37 @@ def test_property_making_a_new_list_per_read():
     torch.testing.assert_close(out, ref)
     assert same is ref_same is False
     assert ember.stats()["fallbacks"] == 0
+
+
+# -- a class attribute read through an instance made in the frame is the class's own object --------
+# (it was wrapped as a fresh value: `self.items.append(v)` went nowhere and `Cls.items` did not see it)
+
+class Registry:
+    items = []
+    counts = {}
+
+    def add(self, v):
+        self.items.append(v)
+        self.counts[len(self.items)] = v
+
+
+def append_through_new_instance(x):
+    r = Registry()
+    r.add(x)
+    r.items.append(x * 2)
+    return x * len(Registry.items), Registry.items[-1], sorted(Registry.counts)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_class_attribute_mutated_through_new_instance(backend):
+    from ember_test_helpers import assert_same
+    Registry.items, Registry.counts = [], {}
+    expected = [append_through_new_instance(torch.ones(2)) for _ in range(2)]
+    eager_items, eager_counts = list(Registry.items), dict(Registry.counts)
+    Registry.items, Registry.counts = [], {}
+    compiled = ember.compile(append_through_new_instance, backend=backend)
+    got = [compiled(torch.ones(2)) for _ in range(2)]
+    assert_same(got, expected)
+    assert_same(Registry.items, eager_items)
+    assert_same(Registry.counts, eager_counts)
+    assert ember.stats()["fallbacks"] == 0

@@ -202,7 +202,11 @@ class NewObjectVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None), tuple)):
             raise unsupported("EB0031", f"descriptor {name!r} of {self.cls.__name__}")
-        return wrap(tx, attr, None)
+        # A plain class attribute, read through the class's lookup: guarded (the class may rebind it
+        # between calls) and the very object (a class-level list the frame appends to is the one
+        # `Cls.items` reads, and its mutations reach it).
+        from ember.capture.sources import CallSource
+        return wrap(tx, attr, CallSource(_lookup, class_source(self.cls), (name,)))
 
     def setattr(self, tx, name, value):
         if name in ("__class__", "__dict__"):
