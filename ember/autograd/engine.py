@@ -105,6 +105,10 @@ def _eager_only(create_graph: bool, tensors) -> str | None:
             return "" if isinstance(t, torch.Tensor) and _subclass_silent(t) else "a tensor subclass"
     if create_graph:
         return "create_graph=True (double backward) is not supported"
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # DDP / FSDP register their gradient hooks on AccumulateGrad Nodes in C++, where Python
+        # cannot see them: a compiled backward would skip the gradient all-reduce.
+        return "torch.distributed is initialized (hooks on autograd Nodes, e.g. DDP's, are not visible)"
     if torch._C._is_any_autocast_enabled():
         return "backward under autocast"
     for t in tensors:

@@ -507,3 +507,19 @@ def test_hooked_tensor_changed_in_place_runs_eagerly():
     assert [k for k, _ in log] == [k for k, _ in expected_log]
     for (_, a), (_, b) in zip(log, expected_log):
         torch.testing.assert_close(a, b)
+
+
+def test_distributed_runs_eagerly(tmp_path):
+    import torch.distributed as dist
+    if not dist.is_available():
+        pytest.skip("torch.distributed is not available in this build")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        w = torch.randn(3, requires_grad=True)
+        with ca.enable("eager"):
+            with pytest.warns(UserWarning, match="torch.distributed"):
+                (w * 2).sum().backward()
+        torch.testing.assert_close(w.grad, torch.full((3,), 2.0))
+        assert ca.counters.fallbacks == 1 and ca.counters.traced == 0
+    finally:
+        dist.destroy_process_group()
