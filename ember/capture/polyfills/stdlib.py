@@ -34,8 +34,19 @@ def call_until(fn, sentinel):
     """``iter(fn, sentinel)``: checks ``fn`` is callable now, then calls it lazily until it returns a
     value equal to ``sentinel``."""
     if not callable(fn):
-        raise TypeError("iter(v, w): v must be callable")
+        raise TypeError(_ITER_NOT_CALLABLE)
     return _call_until(fn, sentinel)
+
+
+def _iter_not_callable_message() -> str:
+    try:
+        iter(None, None)
+    except TypeError as e:  # (the wording changed in 3.12)
+        return str(e)
+    return "iter(v, w): v must be callable"  # pragma: no cover
+
+
+_ITER_NOT_CALLABLE = _iter_not_callable_message()
 
 
 def _call_until(fn, sentinel):
