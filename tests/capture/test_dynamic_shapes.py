@@ -444,3 +444,14 @@ def test_aliasing_variant_compiled_at_call_time_with_a_symbolic_int():
         cb = ca if alias else base.clone()
         assert_same(compiled(ca, cb, n), f(ea, eb, n))
         assert_same(ca, ea)
+
+
+def divmod_of_size(x):
+    q, r = divmod(x.shape[0], 3)
+    return x[:q] * 2 + r
+
+
+def test_divmod_of_a_size_stays_symbolic():
+    # (was read as a value: a recompile per size until the recompile limit)
+    _run(divmod_of_size, [(n, 2) for n in (7, 8, 10, 11, 13, 14)])  # (q >= 2: no size-1 guard)
+    assert stats()["recompiles"] == 1

@@ -557,8 +557,16 @@ def _index_of(tx, x=None, *rest, **kwargs):
     return NotImplemented if result is None else result
 
 
+def _divmod(tx, a=None, b=None, *rest, **kwargs):
+    """``divmod(n, k)`` of a symbolic size: ``(n // k, n % k)``, kept symbolic (as each alone is)."""
+    if rest or kwargs or a is None or b is None or not (isinstance(a, SymNodeVariable) or isinstance(b, SymNodeVariable)) \
+            or not (is_number(a) and is_number(b)):
+        return NotImplemented
+    return TupleVariable([tx.binary_op(operator.floordiv, a, b), tx.binary_op(operator.mod, a, b)])
+
+
 _HANDLERS = {
-    isinstance: _isinstance, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    isinstance: _isinstance, divmod: _divmod, len: _len, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
     delattr: _delattr,
     enumerate: _enumerate, zip: _zip, map: _map, filter: _filter, reversed: _reversed, list: _list,
     tuple: _tuple, set: _set, dict: _dict, sum: _sum, min: _minmax(min), max: _minmax(max),
