@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import inspect
 import logging
-import re
 import sys
 import types
 from typing import Any, Callable
@@ -24,12 +23,13 @@ from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
-from ember.capture.guards import GuardKind, GuardSet
+from ember.capture.guards import GuardSet
+from ember.capture.entry_guards import _guard_block, _shape_guard_names
+from ember.capture.callees import _compiled_callee, _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
-from ember.capture.skipfiles import compile_disabled
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
 from ember.capture.variables.script_objects import hidden_script_objects
@@ -39,7 +39,7 @@ from ember.capture.variables.functions import RealCellVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.capture.variables.autograd_function import check_ctx_containers
 from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject,
-                       where_raised, without_tracebacks)
+                       without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
 from ember.fake.symbolic import data_dependent_capture, has_symbols, has_unbacked
@@ -359,80 +359,6 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                       _reasons_function(fn, guards), run.__ember_source__)
 
 
-def _shape_guard_names(scope: dict, params) -> None:
-    """Shape guards call ``torch.sym_float``, ``math.floor`` and the like by those names: put them in
-    the guard function's scope (a parameter of the same name would shadow them: trace static)."""
-    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
-    if set(SYMPY_INTERP) & set(params):
-        raise StaticRetry(f"a parameter is named like a helper of the shape guards ({set(SYMPY_INTERP) & set(params)})")
-    for name, value in SYMPY_INTERP.items():
-        scope.setdefault(name, value)
-
-
-def _inject_guard_fault() -> bool:
-    maybe_inject("guard")
-    return True
-
-
-def _guard_block(guards: GuardSet) -> list[str]:
-    """The entry's first statements: read the hoisted sources, check every guard, ``MISS`` if one
-    fails (or raises: a source that no longer resolves, e.g. a deleted attribute)."""
-    scope = guards.scope
-    hoists = scope.get("___hoists", [])
-    checks = _read_sizes_once(scope, guards.ordered())
-    from ember.config import config
-    if config.inject_fault == "guard":
-        scope["___inject_guard_fault"] = _inject_guard_fault
-        checks.append("___inject_guard_fault()")
-    scope["___MISS"] = codegen.MISS
-    scope["___guard_error"] = _GuardErrorLog()
-    check = " and ".join(checks) or "True"
-    return ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
-            f"    if not ({check}):", "        return ___MISS", "except Exception as ___e:",
-            "    return ___guard_error(___e)"]
-
-
-_SIZE_READ = re.compile(r"(?<![\w.\])'])([A-Za-z_]\w*(?:\.\w+|\['[^']*'\])*)\.(size|stride)\((\d+)\)")
-
-
-def _read_sizes_once(scope: dict, ordered: list) -> list[str]:
-    """The guards' checks, with the shape guards' ``x.size(i)`` / ``x.stride(i)`` reads replaced by
-    indexing ``x.size()`` / ``x.stride()`` read once per tensor just before the first shape guard
-    (one binding call per tensor instead of one per read: flat cost as dimensions and symbols
-    grow). The tensors' type checks come earlier in the chain, so the reads run on tensors."""
-    names: dict[tuple[str, str], str] = {}
-
-    def local(m: re.Match) -> str:
-        key = (m.group(1), m.group(2))
-        if key not in names:
-            names[key] = f"___{m.group(2)}_{len(names)}"
-        return f"{names[key]}[{m.group(3)}]"
-
-    checks, first_shape = [], None
-    for g in ordered:
-        code = g.code
-        if g.kind is GuardKind.SHAPE_ENV:
-            first_shape = len(checks) if first_shape is None else first_shape
-            code = _SIZE_READ.sub(local, code)
-        checks.append(f"({code})")
-    if names:
-        reads = " and ".join(f"({n} := {e}.{what}()) is not None" for (e, what), n in names.items())
-        checks.insert(first_shape, f"({reads})")
-    return checks
-
-
-class _GuardErrorLog:
-    """Called by an entry whose guard check raised: a miss, remembered (as text, so that no
-    traceback keeps the call's arguments alive) for the report of an entry that misses at once."""
-
-    def __init__(self):
-        self.last: str | None = None
-
-    def __call__(self, e: BaseException):
-        self.last = f"{type(e).__name__}: {e} (at {where_raised(e)})"
-        return codegen.MISS
-
-
 def forward_call(code: types.CodeType) -> str:
     """Argument text that passes a function's own parameters on to a function of the same
     signature: ``a, b, *args, k=k, **kw``."""
@@ -545,88 +471,6 @@ def _passed_cell(cell, name):
     vt = RealCellVariable(cell, AttrSource(LocalSource(name), "cell_contents"))
     vt.cell_source = LocalSource(name)
     return vt
-
-
-def _compiled_callee(vt, resumes, tx):
-    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-    from ember.capture.variables.objects import NNModuleVariable, has_hooks
-    if isinstance(vt, NNModuleVariable) and vt.source is not None:
-        m = vt.module
-        own = m.__dict__.get("forward")
-        forward = own if own is not None else type(m).forward
-        if isinstance(forward, types.FunctionType) and not has_hooks(m):
-            # `self.sub(x)` at a break: call sub's forward through ember (as Module.__call__ would,
-            # with no hooks — guarded), so the submodule gets its own graphs.
-            tx.guards.hook_keys(vt.source, [], [])
-            if own is not None:  # an instance-level forward (a plain function, not bound)
-                from ember.capture.sources import AttrSource
-                tx.guards.id_match(AttrSource(vt.source, "forward"), own)
-                return _Rebuilt(resumes.compiled_function(own))
-            tx.guards.not_in_instance_dict(vt.source, "forward")
-            return _Rebuilt(resumes.compiled_function(forward), bound_to=vt)
-        if isinstance(forward, types.FunctionType) and own is None \
-                and type(m).__call__ is torch.nn.Module.__call__:
-            # Hooks (maybe the reason for the break) run as Module.__call__ runs them; the forward
-            # between them goes through ember.
-            return _Rebuilt(_CallWithCompiledForward(resumes.compiled_function(forward)), bound_to=vt)
-        return vt
-    if isinstance(vt, UserFunctionVariable):
-        if _compile_disabled(vt.fn):
-            return vt
-        return _Rebuilt(resumes.compiled_function(vt.fn))
-    from ember.capture.variables.functions import PartialVariable
-    if isinstance(vt, PartialVariable) and isinstance(vt.func, UserFunctionVariable) \
-            and not _compile_disabled(vt.func.fn):
-        # `functools.partial(f, ...)(x)`: f through ember, its bound arguments as they are
-        return PartialVariable(_Rebuilt(resumes.compiled_function(vt.func.fn)), vt.args, vt.kwargs)
-    if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
-        if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
-            from ember.capture.variables.autograd_function import apply_with_compiled_forward
-            rebuilt = apply_with_compiled_forward(vt, resumes)  # (its forward compiled, as a frame)
-            return rebuilt if rebuilt is not None else _Rebuilt(vt.func.fn, bound_to=vt.obj)
-        # (an object made in the frame is rebuilt once, shared with the rest of the frame)
-        return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
-    return vt
-
-
-class _CallWithCompiledForward:
-    """``module(*args, **kwargs)``, hooks and all, with the compiled forward in place of the
-    class's for the duration of the call (an instance attribute, which ``Module.__call__``
-    looks up first). A forward already set on the instance is left alone: a plain call."""
-
-    def __init__(self, compiled_forward):
-        self.compiled_forward = compiled_forward
-
-    def __call__(self, module, *args, **kwargs):
-        d = module.__dict__
-        if "forward" in d:
-            return module(*args, **kwargs)
-        d["forward"] = bound = types.MethodType(self.compiled_forward, module)
-        try:
-            return module(*args, **kwargs)
-        finally:
-            if d.get("forward") is bound:
-                del d["forward"]
-
-
-def _compile_disabled(fn) -> bool:
-    """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
-    them would compile what the user asked to run eagerly."""
-    module = getattr(fn, "__module__", None) or ""
-    from ember.capture.variables.copying import COPY_FUNCTIONS
-    if fn in COPY_FUNCTIONS:
-        # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
-        # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
-        return True
-    return compile_disabled(fn) or module.startswith("torch.autograd")
-
-
-class _Rebuilt(VariableTracker):
-    """A value the break's residual code gets as a constant (a compiled callee)."""
-
-    def __init__(self, value, bound_to=None):
-        self.value = value
-        self.bound_to = bound_to
 
 
 def _made_in_frame(vt) -> bool:

@@ -175,7 +175,7 @@ def apply_with_compiled_forward(vt, resumes):
     forward = inspect.getattr_static(cls, "forward", None)
     if not isinstance(forward, staticmethod) or not isinstance(forward.__func__, types.FunctionType):
         return None
-    from ember.capture.convert_frame import _Rebuilt
+    from ember.capture.callees import _Rebuilt
     compiled = resumes.compiled_function(forward.__func__)
     if compiled is forward.__func__:
         return None

@@ -1,0 +1,93 @@
+"""Callees at a breaking call: Python functions, methods and submodules called by the instruction
+a graph break runs eagerly go through ember themselves, so their own bodies get compiled (as
+torch.compile's frame hook compiles each new frame)."""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ember.capture.skipfiles import compile_disabled
+from ember.capture.variables.base import VariableTracker
+
+
+def _compiled_callee(vt, resumes, tx):
+    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    from ember.capture.variables.objects import NNModuleVariable, has_hooks
+    if isinstance(vt, NNModuleVariable) and vt.source is not None:
+        m = vt.module
+        own = m.__dict__.get("forward")
+        forward = own if own is not None else type(m).forward
+        if isinstance(forward, types.FunctionType) and not has_hooks(m):
+            # `self.sub(x)` at a break: call sub's forward through ember (as Module.__call__ would,
+            # with no hooks — guarded), so the submodule gets its own graphs.
+            tx.guards.hook_keys(vt.source, [], [])
+            if own is not None:  # an instance-level forward (a plain function, not bound)
+                from ember.capture.sources import AttrSource
+                tx.guards.id_match(AttrSource(vt.source, "forward"), own)
+                return _Rebuilt(resumes.compiled_function(own))
+            tx.guards.not_in_instance_dict(vt.source, "forward")
+            return _Rebuilt(resumes.compiled_function(forward), bound_to=vt)
+        if isinstance(forward, types.FunctionType) and own is None \
+                and type(m).__call__ is torch.nn.Module.__call__:
+            # Hooks (maybe the reason for the break) run as Module.__call__ runs them; the forward
+            # between them goes through ember.
+            return _Rebuilt(_CallWithCompiledForward(resumes.compiled_function(forward)), bound_to=vt)
+        return vt
+    if isinstance(vt, UserFunctionVariable):
+        if _compile_disabled(vt.fn):
+            return vt
+        return _Rebuilt(resumes.compiled_function(vt.fn))
+    from ember.capture.variables.functions import PartialVariable
+    if isinstance(vt, PartialVariable) and isinstance(vt.func, UserFunctionVariable) \
+            and not _compile_disabled(vt.func.fn):
+        # `functools.partial(f, ...)(x)`: f through ember, its bound arguments as they are
+        return PartialVariable(_Rebuilt(resumes.compiled_function(vt.func.fn)), vt.args, vt.kwargs)
+    if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
+        if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
+            from ember.capture.variables.autograd_function import apply_with_compiled_forward
+            rebuilt = apply_with_compiled_forward(vt, resumes)  # (its forward compiled, as a frame)
+            return rebuilt if rebuilt is not None else _Rebuilt(vt.func.fn, bound_to=vt.obj)
+        # (an object made in the frame is rebuilt once, shared with the rest of the frame)
+        return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
+    return vt
+
+
+class _CallWithCompiledForward:
+    """``module(*args, **kwargs)``, hooks and all, with the compiled forward in place of the
+    class's for the duration of the call (an instance attribute, which ``Module.__call__``
+    looks up first). A forward already set on the instance is left alone: a plain call."""
+
+    def __init__(self, compiled_forward):
+        self.compiled_forward = compiled_forward
+
+    def __call__(self, module, *args, **kwargs):
+        d = module.__dict__
+        if "forward" in d:
+            return module(*args, **kwargs)
+        d["forward"] = bound = types.MethodType(self.compiled_forward, module)
+        try:
+            return module(*args, **kwargs)
+        finally:
+            if d.get("forward") is bound:
+                del d["forward"]
+
+
+def _compile_disabled(fn) -> bool:
+    """``torch.compiler.disable``d functions (and torch's own wrappers) run as they are: compiling
+    them would compile what the user asked to run eagerly."""
+    module = getattr(fn, "__module__", None) or ""
+    from ember.capture.variables.copying import COPY_FUNCTIONS
+    if fn in COPY_FUNCTIONS:
+        # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
+        # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
+        return True
+    return compile_disabled(fn) or module.startswith("torch.autograd")
+
+
+class _Rebuilt(VariableTracker):
+    """A value the break's residual code gets as a constant (a compiled callee)."""
+
+    def __init__(self, value, bound_to=None):
+        self.value = value
+        self.bound_to = bound_to

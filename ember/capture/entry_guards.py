@@ -1,0 +1,88 @@
+"""The guard block of a generated entry function: every guard of a cache entry checked in one
+expression, cheap checks first, a miss (not an error) when a check raises.
+
+Shape guards read each tensor's ``size()`` / ``stride()`` once per call (bound just before the
+first shape guard) instead of one ``size(i)`` / ``stride(i)`` call per read.
+"""
+from __future__ import annotations
+
+import re
+
+from ember.capture import codegen
+from ember.capture.dynamic_dims import StaticRetry
+from ember.capture.guards import GuardKind, GuardSet
+from ember.exc import maybe_inject, where_raised
+
+
+def _shape_guard_names(scope: dict, params) -> None:
+    """Shape guards call ``torch.sym_float``, ``math.floor`` and the like by those names: put them in
+    the guard function's scope (a parameter of the same name would shadow them: trace static)."""
+    from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
+    if set(SYMPY_INTERP) & set(params):
+        raise StaticRetry(f"a parameter is named like a helper of the shape guards ({set(SYMPY_INTERP) & set(params)})")
+    for name, value in SYMPY_INTERP.items():
+        scope.setdefault(name, value)
+
+
+def _inject_guard_fault() -> bool:
+    maybe_inject("guard")
+    return True
+
+
+def _guard_block(guards: GuardSet) -> list[str]:
+    """The entry's first statements: read the hoisted sources, check every guard, ``MISS`` if one
+    fails (or raises: a source that no longer resolves, e.g. a deleted attribute)."""
+    scope = guards.scope
+    hoists = scope.get("___hoists", [])
+    checks = _read_sizes_once(scope, guards.ordered())
+    from ember.config import config
+    if config.inject_fault == "guard":
+        scope["___inject_guard_fault"] = _inject_guard_fault
+        checks.append("___inject_guard_fault()")
+    scope["___MISS"] = codegen.MISS
+    scope["___guard_error"] = _GuardErrorLog()
+    check = " and ".join(checks) or "True"
+    return ["try:", *[f"    {hname} = {hcode}" for hname, hcode in hoists],
+            f"    if not ({check}):", "        return ___MISS", "except Exception as ___e:",
+            "    return ___guard_error(___e)"]
+
+
+_SIZE_READ = re.compile(r"(?<![\w.\])'])([A-Za-z_]\w*(?:\.\w+|\['[^']*'\])*)\.(size|stride)\((\d+)\)")
+
+
+def _read_sizes_once(scope: dict, ordered: list) -> list[str]:
+    """The guards' checks, with the shape guards' ``x.size(i)`` / ``x.stride(i)`` reads replaced by
+    indexing ``x.size()`` / ``x.stride()`` read once per tensor just before the first shape guard
+    (one binding call per tensor instead of one per read: flat cost as dimensions and symbols
+    grow). The tensors' type checks come earlier in the chain, so the reads run on tensors."""
+    names: dict[tuple[str, str], str] = {}
+
+    def local(m: re.Match) -> str:
+        key = (m.group(1), m.group(2))
+        if key not in names:
+            names[key] = f"___{m.group(2)}_{len(names)}"
+        return f"{names[key]}[{m.group(3)}]"
+
+    checks, first_shape = [], None
+    for g in ordered:
+        code = g.code
+        if g.kind is GuardKind.SHAPE_ENV:
+            first_shape = len(checks) if first_shape is None else first_shape
+            code = _SIZE_READ.sub(local, code)
+        checks.append(f"({code})")
+    if names:
+        reads = " and ".join(f"({n} := {e}.{what}()) is not None" for (e, what), n in names.items())
+        checks.insert(first_shape, f"({reads})")
+    return checks
+
+
+class _GuardErrorLog:
+    """Called by an entry whose guard check raised: a miss, remembered (as text, so that no
+    traceback keeps the call's arguments alive) for the report of an entry that misses at once."""
+
+    def __init__(self):
+        self.last: str | None = None
+
+    def __call__(self, e: BaseException):
+        self.last = f"{type(e).__name__}: {e} (at {where_raised(e)})"
+        return codegen.MISS
