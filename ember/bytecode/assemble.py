@@ -215,6 +215,7 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
     slot = {}
     for i, name in enumerate(localsplus):
         slot.setdefault(name, i)
+    _split_wide_pairs(instructions, slot)
     for instr in instructions:
         op = instr.opcode
         if op is None:
@@ -253,6 +254,31 @@ def _resolve_args(instructions, consts: ConstTable, names: _NameTable, varnames:
                 instr.arg = instr.argval
             else:
                 raise ValueError(f"{instr.opname} needs an integer arg, got argval {instr.argval!r}")
+
+
+_SINGLES = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+            "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+            "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST")}
+
+
+def _split_wide_pairs(instructions, slot) -> None:
+    """3.13's two-local superinstructions hold 4-bit slots: a pair naming a slot above 15 (a
+    resume function's extra parameters shift every local) becomes its two plain instructions,
+    the first keeping the instruction's identity (jumps to it, its exception entry)."""
+    k = 0
+    while k < len(instructions):
+        instr = instructions[k]
+        if instr.opname in FAST_PAIRS and any(slot.get(n, 0) > 15 for n in instr.argval):
+            if not isinstance(instructions, list):
+                raise TypeError("splitting a wide LOAD_FAST_LOAD_FAST-style pair needs a list of instructions")
+            first, second = _SINGLES[instr.opname]
+            a, b = instr.argval
+            instr.opname, instr.opcode, instr.argval, instr.arg = first, _opcode.opmap[first], a, None
+            instructions.insert(k + 1, Instruction(
+                opname=second, opcode=_opcode.opmap[second], argval=b, positions=instr.positions,
+                exn_tab_entry=instr.exn_tab_entry))
+            k += 1
+        k += 1
 
 
 # --------------------------------------------------------------------------

@@ -303,3 +303,19 @@ def test_stack_depth_error_messages():
     insts = [ci("RESUME", arg=0), ci("POP_TOP"), ci("LOAD_CONST", argval=None), ci("RETURN_VALUE")]
     with pytest.raises(ValueError, match="stack underflow"):
         eb.assemble(insts, _template.__code__)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 13), reason="LOAD_FAST_LOAD_FAST-style pairs exist from 3.13 on")
+def test_pair_of_locals_above_slot_15_is_split():
+    def pairs(a, b):
+        c = a + b
+        return c
+
+    insts = eb.decode(pairs.__code__)
+    assert any(i.opname == "LOAD_FAST_LOAD_FAST" for i in insts)
+    # 20 new leading parameters push a and b past the 4-bit slots a pair can name
+    varnames = [f"p{k}" for k in range(20)] + list(pairs.__code__.co_varnames)
+    code = eb.assemble(insts, pairs.__code__, varnames=varnames, co_argcount=22)
+    f = types.FunctionType(code, globals())
+    assert f(*range(20), 1, 2) == 3
+    assert "LOAD_FAST_LOAD_FAST" not in [i.opname for i in dis.get_instructions(f)]
