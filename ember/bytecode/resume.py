@@ -199,6 +199,8 @@ def make_resume_code(
     for instr in body:
         if instr.opcode in HAS_LOCAL and isinstance(instr.argval, str):
             instr.argval = mangle_local(instr.argval)
+        elif instr.opcode in HAS_LOCAL and isinstance(instr.argval, tuple):  # 3.13's pairs of locals
+            instr.argval = tuple(mangle_local(v) for v in instr.argval)
     if _LOAD_FAST_TRUSTS_COMPILER:
         # 3.12+ LOAD_FAST does not check for an unbound local: the compiler proved it bound on
         # every path from the function's start. A resume function starts elsewhere, and a local
