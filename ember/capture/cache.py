@@ -12,7 +12,6 @@ so a user's exception from it carries no ember exception as its context.
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import threading
@@ -21,8 +20,6 @@ import types
 import warnings
 import weakref
 from typing import Callable
-
-import torch
 
 from ember import metrics
 from ember.capture import codegen
@@ -209,8 +206,7 @@ class FrameCache:
         self.compile_log.append(record)
         with trace_hooks.compile_frame(self, reason) as traced:
             try:
-                with preserved_rng_state():
-                    entry = self._compile(bound)
+                entry = self._compile(bound)
             finally:
                 record["seconds"] = time.perf_counter() - start
                 record["phases"] = {k: v - phases.get(k, 0.0) for k, v in metrics.phase_seconds.items()
@@ -373,21 +369,6 @@ class FrameCache:
         warnings.warn(f"ember: internal error {where} for {self.label}{at}: "
                       f"{type(cause).__name__}: {cause}; running it eagerly from now on "
                       f"(set EMBER_STRICT=1 to raise)", stacklevel=4)
-
-
-@contextlib.contextmanager
-def preserved_rng_state():
-    """Compiling runs no program code for real, but a backend may draw random numbers while it
-    compiles (Inductor's passes can evaluate random ops); the program's random stream must be
-    exactly where eager leaves it, whether the compile succeeds or the frame then runs eagerly."""
-    cpu = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 def _violates_mark_dynamic(e: BaseException) -> bool:

@@ -7,6 +7,7 @@ the entry function (see `codegen`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -139,6 +140,22 @@ def _restarted(failure: BaseException, original: Unsupported | None = None) -> U
     e = Unsupported(f"{cause.reason}: the call that makes it runs eagerly ({why})", id=cause.id)
     e.top_offset, e.top_opname = made_at
     return e
+
+
+@contextlib.contextmanager
+def preserved_rng_state():
+    """A backend may draw random numbers while it compiles (Inductor's passes can evaluate random
+    ops): the program's random stream must be where eager leaves it, whether the compile succeeds
+    or the frame then runs eagerly. (Only around the backend: the trace itself draws for real where
+    eager would, e.g. a lazy module's parameters built at trace time.)"""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
 
 
 def _describe_value(value) -> str:
@@ -275,7 +292,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             autocast_before = _autocast_states(("cpu", "cuda"))
             try:
                 maybe_inject("backend")
-                with hidden_script_objects(example_inputs):
+                with hidden_script_objects(example_inputs), preserved_rng_state():
                     compiled = backend(gm, list(example_inputs))
             except Exception as e:
                 if isinstance(e, (BackendCompilerFailed, SpecializeFloats)):
