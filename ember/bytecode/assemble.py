@@ -311,7 +311,11 @@ def layout(instructions: Sequence[Instruction]) -> AssembledLayout:
     """Compute jump arguments and instruction sizes to a fixed point."""
     index = instruction_index(instructions)
     caches = [inline_cache_entries(i.opcode) for i in instructions]
-    ext = [_ext_count(i.arg) if i.opcode not in HAS_JREL and i.opcode not in HAS_JABS else 0 for i in instructions]
+    # A jump starts from the prefix count of its decoded arg (0 for a new one): the distance is a
+    # fixed point with or without a prefix near 255, and CPython's assembler (which starts from
+    # placeholder args) sometimes settles on the larger one (3.13: torch/_inductor/runtime/
+    # runtime_utils.py); starting there reproduces it. Either is valid bytecode.
+    ext = [_ext_count(i.arg) for i in instructions]
     while True:
         starts, offsets = [], []
         pos = 0
