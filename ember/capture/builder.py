@@ -379,6 +379,15 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.function_code(source, value)
         return UserFunctionVariable(value, source)
 
+    if isinstance(value, types.BuiltinMethodType) and source is not None:
+        from ember.compat import FUNCTION_APPLY, function_apply_class
+        owner = function_apply_class(value)
+        if owner is not None:  # `f = MyFunction.apply` kept, where torch's apply is in C (2.14+)
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            guards.id_match(source, value)
+            return UserMethodVariable(UserFunctionVariable(FUNCTION_APPLY),
+                                      wrap(tx, owner, AttrSource(source, "__self__")), source)
+
     if isinstance(value, types.BuiltinMethodType) and type(getattr(value, "__self__", None)) in (list, dict, set) \
             and source is not None:
         # `lst.append` handed over at a graph break: the method of the (shared) container tracker.

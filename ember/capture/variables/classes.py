@@ -9,7 +9,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from ember.capture.sources import AttrSource
+from ember.capture.sources import AttrSource, CallSource
 from ember.capture.variables.base import ConstantVariable, unsupported
 from ember.capture.variables.objects import MissingAttribute, _guard_absent, class_source, pending_class_attribute
 from ember.exc import PythonException
@@ -47,6 +47,12 @@ class ClassVariable(ConstantVariable):
             _guard_absent(tx, base, cls, name)
             raise MissingAttribute(f"type object '{cls.__name__}' has no attribute '{name}'") from None
         src = AttrSource(base, name) if base is not None else None
+        from ember import compat
+        if compat.is_apply_descriptor(raw):  # `MyFunction.apply` where torch's apply is in C (2.14+)
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            if base is not None:
+                tx.guards.id_match(CallSource(inspect.getattr_static, base, (name,)), raw)
+            return UserMethodVariable(UserFunctionVariable(compat.FUNCTION_APPLY), self)
         if isinstance(raw, (staticmethod, classmethod)) or isinstance(raw, types.FunctionType):
             value = getattr(cls, name)
             if isinstance(value, types.MethodType):

@@ -325,12 +325,7 @@ def _module_calls():
 _MODULE_CALLS = _module_calls()
 
 
-def _function_apply():
-    import torch
-    return torch.autograd.Function.apply.__func__
-
-
-_FUNCTION_APPLY = _function_apply()
+from ember.compat import FUNCTION_APPLY as _FUNCTION_APPLY  # noqa: E402  (torch's, or a stand-in on 2.14+)
 
 
 class BoundMethodVariable(VariableTracker):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import types
 
+from ember.capture.variables import attr_messages
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable
 from ember.exc import PythonException
@@ -184,7 +185,7 @@ class NewObjectVariable(VariableTracker):
         attr = _lookup(self.cls, name)
         if isinstance(attr, types.MemberDescriptorType) and attr.__objclass__ in self.cls.__mro__ \
                 and attr.__objclass__.__module__ != "builtins":
-            raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")  # an unset slot
+            raise MissingAttribute(attr_messages.unset_slot(self.cls, name))
         if attr is None:
             tx.guards.not_on_mro(class_source(self.cls), name)  # the class may gain it
             getattr_hook = _lookup(self.cls, "__getattr__")
@@ -279,7 +280,9 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.objects import MissingAttribute
             if isinstance(attr, types.MemberDescriptorType):
                 raise MissingAttribute(name)  # an unset slot: CPython says just its name
-            raise MissingAttribute(f"'{self.cls.__name__}' object has no attribute '{name}'")
+            if self.cls.__dictoffset__ == 0:
+                raise MissingAttribute(attr_messages.cannot_set(self.cls, name))
+            raise MissingAttribute(attr_messages.missing(self.cls, name))
         del self.attrs[name]
         if self._dict_view is not None:
             self._dict_view.keys.pop(name, None)
@@ -288,7 +291,7 @@ class NewObjectVariable(VariableTracker):
         """``object.__setattr__(self, name, value)``: bypasses class-level __setattr__. Without an
         instance ``__dict__`` only the class's slots can be set."""
         if self.cls.__dictoffset__ == 0 and not isinstance(_lookup(self.cls, name), types.MemberDescriptorType):
-            raise PythonException(AttributeError(f"'{self.cls.__name__}' object has no attribute '{name}'"))
+            raise PythonException(AttributeError(attr_messages.cannot_set(self.cls, name)))
         self._write_attr(name, value)
 
     def call_method(self, tx, name, args, kwargs):

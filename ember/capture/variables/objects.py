@@ -174,9 +174,9 @@ def _class_attribute(tx, obj_vt, obj, name):
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
         try:
             value = getattr(obj, name)
-        except AttributeError:  # e.g. an unset __slots__ member
+        except AttributeError as e:  # e.g. an unset __slots__ member: eager's own message
             _guard_absent(tx, obj_vt.source, obj, name)
-            raise MissingAttribute(f"'{type(obj).__name__}' object has no attribute '{name}'") from None
+            raise MissingAttribute(str(e)) from None
         if isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
             fsrc = AttrSource(src, "__func__") if src is not None else None
             if fsrc is not None:
@@ -729,8 +729,8 @@ class UserObjectVariable(VariableTracker):
             return pending
         try:
             value = object.__getattribute__(self.obj, name)
-        except AttributeError:
-            raise MissingAttribute(f"'{type(self.obj).__name__}' object has no attribute '{name}'") from None
+        except AttributeError as e:
+            raise MissingAttribute(str(e)) from None
         src = None
         if self.source is not None:  # guarded by re-doing the same read
             from ember.capture.sources import CallSource
