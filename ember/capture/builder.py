@@ -242,13 +242,15 @@ def _wrap(tx, value, source) -> VariableTracker:
             return ListVariable(items, source)
         return TupleVariable(items, source, tuple_type=t if t is not tuple else None)
 
+    if t is types.MappingProxyType:  # a live read-only view of a dict
+        from ember.capture.variables.mapping_proxy import wrap_mapping_proxy
+        return wrap_mapping_proxy(tx, value, source)
     original = value
-    if t is types.MappingProxyType:
-        value, t = dict(value), dict  # read-only view: traced as the dict it shows (never mutated)
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
         if source is not None:
             guards.type_match(source, original)
-            guards.dict_keys(source, list(value.keys()), ordered=False)
+            # (the order too where a key is an object, as torch.compile guards such a dict)
+            guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) for k in value))
         for k in value:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
                                    torch.device)) or _identity_key(k)):

@@ -20,6 +20,7 @@ from ember.fake.symbolic import has_symbols
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
                                                 SetVariable, TupleVariable, dict_equal)
 from ember.capture.variables.dict_views import view_set_operation
+from ember.capture.variables.mapping_proxy import proxy_operands
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
@@ -257,6 +258,7 @@ class OpcodeMixin:
 
     # -- operators --------------------------------------------------------------------
     def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+        a, b = proxy_operands(fn, a, b)  # `mp | d`: the proxy's dict
         if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
             return numpy_binary(self, fn, a, b)  # through torch._numpy (variables/numpy_arrays.py)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -400,6 +402,7 @@ class OpcodeMixin:
         b = self.pop()
         a = self.pop()
         fn = _COMPARE_OPS[inst.argval]
+        a, b = proxy_operands(fn, a, b)  # `mp == d`: the proxy's dict
         if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
             self.push(numpy_binary(self, fn, a, b))
         elif isinstance(a, TensorVariable) or isinstance(b, TensorVariable):

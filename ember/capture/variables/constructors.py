@@ -118,6 +118,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
         from ember.capture.variables.operator_getters import OperatorGetterVariable
         return OperatorGetterVariable(cls, args, kwargs)
+    if cls is types.MappingProxyType:
+        from ember.capture.variables.mapping_proxy import make_mapping_proxy
+        return make_mapping_proxy(tx, args, kwargs)
     if cls is collections.deque:
         from ember.capture.variables.deques import construct_deque
         return construct_deque(tx, args, kwargs)

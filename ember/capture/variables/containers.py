@@ -664,6 +664,8 @@ def dict_operand(vt) -> DictVariable | None:
     items directly): a dict tracker, or the items of a dict subclass's instance made in the frame."""
     if isinstance(vt, DictVariable):
         return vt
+    if type(vt).__name__ == "MappingProxyVariable":  # (dict methods read a mapping's items alike)
+        return vt.mapping
     items = getattr(vt, "items", None)
     return items if isinstance(items, DictVariable) and getattr(vt, "dict_base", None) is not None else None
 

@@ -141,12 +141,13 @@ class DictViewVariable(VariableTracker):
                 mine = d.items[k]
                 if mine.is_constant():
                     return ConstantVariable(mine.as_constant() == pair[1])
-        if name == "mapping" and self.kind in _VIEW_TYPES:
-            raise unsupported("EB0031", "dict view .mapping")
         raise unsupported("EB0039", f"dict_{self.kind}.{name}")
 
     def getattr(self, tx, name):
         from ember.capture.variables.functions import BoundMethodVariable
+        if name == "mapping":  # a read-only proxy of the live dict
+            from ember.capture.variables.mapping_proxy import MappingProxyVariable
+            return MappingProxyVariable(self.dict_vt)
         if hasattr(_VIEW_TYPES[self.kind], name):
             return BoundMethodVariable(self, name)
         return super().getattr(tx, name)
