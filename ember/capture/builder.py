@@ -210,6 +210,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         seq_vt = wrap(tx, seq, CallSource(list_iterator_list, source, ()))
         return ListIteratorVariable(seq_vt, start=start, source=source)
 
+    from ember.capture.variables.dict_views import ResumedDictIterator
+    if t is ResumedDictIterator and value.it is not None:  # a dict iterator handed on at a graph break
+        if source is not None:
+            guards.type_match(source, value)
+        return wrap(tx, value.it, AttrSource(source, "it") if source is not None else None)
+
     if t in _ITERATOR_TYPES:
         from ember.capture.sources import CallSource
         from ember.capture.variables.containers import IteratorVariable

@@ -1,8 +1,11 @@
 """Container behaviours from PyTorch's test_dicts.py / test_list.py / test_sets.py, compared with
 eager: guards on dicts keyed by objects, and the fixes made for those suites."""
+import collections
+
+import pytest
 import torch
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import CompileCounter, assert_same, check_same, compile
 
 
 def test_dict_keyed_by_modules_guards_key_order():
@@ -21,3 +24,51 @@ def test_dict_keyed_by_modules_guards_key_order():
     d2 = {3: z, x: y}
     assert_same(opt(d2, x), fn(d2, x))
     assert counter.frame_count == 2
+
+
+def _break():
+    print("", end="")  # a graph break
+
+
+def dict_iterator_across_break_then_grow(x, d):
+    it = iter(d)
+    first = next(it)
+    _break()
+    d["zz"] = 1  # after the break: the next step raises, as in eager
+    try:
+        next(it)
+    except RuntimeError as e:
+        return x + 1, first, str(e)
+    return x + 1, first
+
+
+def ordered_items_across_breaks(x):
+    od = collections.OrderedDict(a=1, b=2, c=3)
+    od.move_to_end("a")
+    out = []
+    for k, v in od.items():
+        _break()
+        out.append((k, v))
+        x = x + v
+    return x, out
+
+
+def grow_while_iterating_across_breaks(x, d):
+    out = []
+    try:
+        for k in d:
+            out.append(k)
+            _break()
+            d[k + k] = 1
+    except RuntimeError as e:
+        return x + 1, out, str(e)
+    return x + 1, out
+
+
+@pytest.mark.parametrize("fn, args", [
+    (dict_iterator_across_break_then_grow, lambda: (torch.randn(2), {"a": 1, "b": 2})),
+    (ordered_items_across_breaks, lambda: (torch.randn(2),)),
+    (grow_while_iterating_across_breaks, lambda: (torch.randn(2), {"a": 1, "b": 2})),
+])
+def test_dict_iterator_live_across_graph_break(fn, args):
+    check_same(fn, *args(), graphs=None, fullgraph=False)

@@ -84,16 +84,50 @@ class SizeCheckedIterator(IteratorVariable):
         return None
 
     def reconstruct(self, plan) -> str:
-        """A tuple iterator over what is left, in the traced order. (It no longer checks the dict's
-        size: a dict that grows after a graph break, under an iterator made before it, is iterated
-        without eager's RuntimeError. A real dict iterator would need ember to trace the
-        `dict_keyiterator` handed to the resume function.)"""
+        """A dict's: a real iterator over the (rebuilt or caller's) dict, made once the side effects
+        are replayed and advanced past what the trace consumed (`ResumedDictIterator`), so that a
+        dict that changes size after the graph break raises as in eager. A set's: a tuple iterator
+        over what is left, in the traced order (a rebuilt set need not iterate in that order)."""
         from ember.capture.sources import bind
         if not self._unchanged():
             raise unsupported("EB0006", "an iterator over a dict/set that changed size, live across a graph break")
+        if self.kind != "set":
+            owner = getattr(self.container, "owner", None)  # a dict subclass's instance made in the frame
+            d = plan.expr(owner if owner is not None else self.container)
+            plan.finish_later(self, "{}._start()")
+            return f"{bind(plan.scope, ResumedDictIterator, 'ResumedDictIterator')}({d}, {self.kind!r}, {self.pos})"
         rest = _entries(self.container, self.kind, self.snapshot[self.pos:])
         inner = "".join(f"{plan.expr(v)}, " for v in rest)
         return f"{bind(plan.scope, iter, 'iter')}(({inner}))"
+
+
+class ResumedDictIterator:
+    """A dict iterator handed to a graph break's resume function: ``_start()`` (run once the side
+    effects are replayed) makes the real iterator and advances it past the ``skip`` entries the
+    trace consumed; it then behaves as that iterator (a size change raises RuntimeError)."""
+
+    __slots__ = ("_args", "it")
+
+    def __init__(self, d, kind: str, skip: int):
+        self._args = (d, kind, skip)
+        self.it = None
+
+    def _start(self):
+        d, kind, skip = self._args
+        base = collections.OrderedDict if isinstance(d, collections.OrderedDict) else dict
+        it = iter(getattr(base, kind)(d))  # (the base type's view: a subclass's own keys() is not iter's)
+        for _ in range(skip):
+            next(it)
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self.it)
+
+    def __length_hint__(self):
+        return operator.length_hint(self.it)
 
 
 class DictViewVariable(VariableTracker):
