@@ -27,7 +27,7 @@ from ember.capture import dynamic_dims as _dynamic_dims
 from ember.capture.cache import FrameCache, reset_all
 from ember.distributed import collectives as _collectives
 from ember.capture.skipfiles import compile_disabled
-from ember.capture.variables.objects import has_hooks, untraced_hooks
+from ember.capture.variables.module_hooks import has_hooks, untraced_hooks
 
 _dynamic_dims.collectives = _collectives  # (capture does not import distributed: wired here)
 
@@ -232,7 +232,7 @@ class CompiledModule(torch.nn.Module):
             return mod(*args, **kwargs)
         elif "forward" in mod.__dict__ or has_hooks(mod):
             if untraced_hooks(mod) or _uninitialized_lazy(mod):
-                # Hooks the tracer does not take (global, backward, with kwargs); a lazy module's
+                # Hooks the tracer does not take (backward, always-called); a lazy module's
                 # first call (its pre-hook creates the parameters, then goes away).
                 return mod(*args, **kwargs)
             return self._ember_call_cache(mod, *args, **kwargs)

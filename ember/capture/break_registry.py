@@ -198,7 +198,7 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
        "stateful module, __new__ returning another object).",
        "Construct it outside the compiled function and pass it in."),
     _k("EB0043", "module hooks",
-       "Module hooks ember does not trace (backward, global or keyword-argument hooks, hooks on a "
+       "Module hooks ember does not trace (backward hooks, always-called forward hooks, hooks on a "
        "module it cannot name).",
        "Remove the hook during compilation, or register it on the compiled module's callers."),
     _k("EB0044", "lazy module",

@@ -344,6 +344,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if value is object.__setattr__:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()
+    if value is torch.nn.Module.__setattr__:
+        from ember.capture.variables.new_object import ModuleSetattrFunction
+        return ModuleSetattrFunction()
     if value is object.__new__:
         from ember.capture.variables.new_object import ObjectNewFunction
         return ObjectNewFunction()

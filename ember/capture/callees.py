@@ -13,7 +13,8 @@ from ember.capture.variables.base import VariableTracker
 
 def _compiled_callee(vt, resumes, tx):
     from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-    from ember.capture.variables.objects import NNModuleVariable, has_hooks
+    from ember.capture.variables.module_hooks import has_hooks
+    from ember.capture.variables.objects import NNModuleVariable
     if isinstance(vt, NNModuleVariable) and vt.source is not None:
         m = vt.module
         own = m.__dict__.get("forward")

@@ -360,8 +360,28 @@ class GuardSet:
         self._add(GuardKind.ID_MATCH, source, ("absent_on_mro", name),
                   f"no class of {source.name()}'s MRO defines {name!r}", f"not ___on_mro({e}, {name!r})")
 
+    def global_module_hooks(self) -> None:
+        """The global module hooks (``register_module_forward_hook`` and friends) are the ones the
+        trace saw: every module call the trace inlined or called directly ran exactly those."""
+        mm = torch.nn.modules.module
+        pre, post = list(mm._global_forward_pre_hooks), list(mm._global_forward_hooks)
+        n = bind(self.scope, mm, "nn_module_module")
+        backward = f"{n}._global_backward_hooks or {n}._global_backward_pre_hooks"
+        if not pre and not post:
+            self._add(GuardKind.GLOBAL_STATE, None, "global_module_hooks", "no global module hooks",
+                      f"not ({n}._global_forward_hooks or {n}._global_forward_pre_hooks or {backward})")
+            return
+        p, q = bind(self.scope, pre, "hook_keys"), bind(self.scope, post, "hook_keys")
+        self.scope.setdefault("___list", list)
+        self._add(GuardKind.GLOBAL_STATE, None, "global_module_hooks",
+                  f"global module forward pre-hooks {pre}, hooks {post}, no global backward hooks",
+                  f"___list({n}._global_forward_pre_hooks) == {p} and ___list({n}._global_forward_hooks) == {q} "
+                  f"and not ({backward})")
+
     def hook_keys(self, source: Source, pre: list, post: list) -> None:
-        """The module's forward (pre-)hooks are exactly these (none, usually)."""
+        """The module's forward (pre-)hooks are exactly these (none, usually); so are the global
+        ones (`global_module_hooks`)."""
+        self.global_module_hooks()
         e = source.expr(self.scope)
         # No backward hooks either (ember does not trace those): modules are guarded by type, so
         # another instance of the class, with such a hook, must not run this code.

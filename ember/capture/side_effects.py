@@ -22,6 +22,7 @@ class SideEffects:
         self._containers: dict[int, VariableTracker] = {}
         self._calls: list[tuple[VariableTracker, str, list, dict]] = []
         self._raw_attrs: set[tuple[int, str]] = set()
+        self._setters: dict[tuple[int, str], Any] = {}  # key -> the setter the replay calls
         # objects whose __dict__ the trace holds as a dict tracker: an attribute write after that
         # would not show in it (and one before it is not in the real dict it was read from)
         self._dict_read: set[int] = set()
@@ -39,17 +40,22 @@ class SideEffects:
 
     # -- attributes of outside objects ----------------------------------------------
     def store_attr(self, target: VariableTracker, obj: Any, name: str, value: VariableTracker,
-                   raw: bool = False, graph_value: bool = False) -> None:
+                   raw: bool = False, graph_value: bool = False, via=None) -> None:
         """``raw``: replay with ``object.__setattr__`` (the trace already ran the class's own
-        ``__setattr__``, whose effects are recorded separately). ``graph_value``: the target is a
-        tensor the graph computes (no source: the replay sets it on that graph output)."""
+        ``__setattr__``, whose effects are recorded separately); ``via``: replay with that setter
+        function instead (``nn.Module.__setattr__``, for the same reason). ``graph_value``: the
+        target is a tensor the graph computes (no source: the replay sets it on that graph output)."""
         if target.source is None and not graph_value:
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
         if id(obj) in self._dict_read:
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         key = (id(obj), name)
+        self._raw_attrs.discard(key)
+        self._setters.pop(key, None)
         if raw:
             self._raw_attrs.add(key)
+        elif via is not None:
+            self._setters[key] = via
         self._attrs[key] = (target, name, value)
 
     def delete_attr(self, target: VariableTracker, obj: Any, name: str) -> None:
@@ -184,7 +190,10 @@ class SideEffects:
             if value is DELETED:  # (set and deleted in the frame, or deleted: gone either way)
                 writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")
                 continue
-            setter = "___object_setattr" if key in self._raw_attrs else "___setattr"
+            if key in self._setters:
+                setter = bind(scope, self._setters[key], "setattr_via")
+            else:
+                setter = "___object_setattr" if key in self._raw_attrs else "___setattr"
             writes.append(f"{setter}({targets[id(target)]}, {name!r}, {value_of(value)})")
         for gdict, name, value, _src in self._globals.values():
             writes.append(f"{bind(scope, gdict, 'globals')}[{name!r}] = {value_of(value)}")

@@ -450,6 +450,20 @@ class ObjectSetattrFunction(VariableTracker):
         return ConstantVariable(None)
 
 
+class ModuleSetattrFunction(VariableTracker):
+    """``nn.Module.__setattr__`` called by name (``nn.Module.__setattr__(self, name, value)``)."""
+
+    def describe(self):
+        return "nn.Module.__setattr__"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or len(args) != 3 or not isinstance(args[1].as_constant(), str) \
+                or not hasattr(args[0], "module_setattr"):
+            raise unsupported("EB0037", f"nn.Module.__setattr__ with {[a.describe() for a in args]}")
+        args[0].module_setattr(tx, args[1].as_constant(), args[2])
+        return ConstantVariable(None)
+
+
 class TupleNewFunction(VariableTracker):
     """``tuple.__new__(cls, iterable)`` (a namedtuple's ``_make``): a tuple of ``cls`` from the items."""
 

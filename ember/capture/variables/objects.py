@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import inspect
 import logging
 import types
 
@@ -206,26 +207,6 @@ def _guard_absent(tx, source, obj, name):
         tx.guards.no_attribute(source, obj, name)
 
 
-def untraced_hooks(m: torch.nn.Module) -> bool:
-    """Hooks that ember does not inline: backward, global, always-called."""
-    mm = torch.nn.modules.module
-    return bool(m._backward_hooks or m._backward_pre_hooks or mm._global_forward_hooks
-                or mm._global_forward_pre_hooks or mm._global_backward_hooks
-                or getattr(mm, "_global_backward_pre_hooks", None)
-                or getattr(m, "_forward_hooks_always_called", None))
-
-
-def _hook_flags(tx, module_vt, name) -> set:
-    """The hook ids in ``module.<name>`` (hook id -> True). No guard of its own: a hook's flag is
-    fixed when it is registered, and the hook ids are guarded (``hook_keys``)."""
-    return set(getattr(module_vt.module, name, None) or ())
-
-
-def has_hooks(m: torch.nn.Module) -> bool:
-    """Any hook ``Module.__call__`` would run: calling ``forward`` directly would skip it."""
-    return bool(m._forward_hooks or m._forward_pre_hooks) or untraced_hooks(m)
-
-
 _LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
              "named_parameters", "named_buffers", "keys", "values", "items")
 
@@ -238,6 +219,18 @@ def listing_keys(m, name: str, cargs: tuple, ckw: tuple) -> tuple:
     return tuple(k if not isinstance(k, tuple) else k[0] for k in
                  (item if name.startswith("named_") or name == "items" else (type(item).__name__,)
                   for item in items))
+
+
+def _listing_prefix(m, name: str, cargs: list, ckw: dict) -> str:
+    """The ``prefix`` a ``named_*`` listing puts in front of each key (not part of the path)."""
+    if not name.startswith("named_") or name == "named_children":
+        return ""
+    try:
+        bound = inspect.signature(getattr(m, name)).bind(*cargs, **ckw)
+    except TypeError:
+        return ""
+    prefix = bound.arguments.get("prefix", "")
+    return prefix if isinstance(prefix, str) else ""
 
 
 class NNModuleVariable(VariableTracker):
@@ -352,55 +345,10 @@ class NNModuleVariable(VariableTracker):
         return self.standard_call(tx, args, kwargs)
 
     def standard_call(self, tx, args, kwargs):
-        """``Module.__call__(module, *args)``: inline what ``Module._call_impl`` does — forward
-        pre-hooks, ``forward``, forward hooks — for plain hooks; anything fancier is refused."""
-        from ember.capture.builder import wrap
-        from ember.capture.variables.containers import TupleVariable
-        m = self.module
-        if untraced_hooks(m):
-            raise unsupported("EB0043", f"backward, global or keyword-argument module hooks on {type(m).__name__}")
-        src = self.source
-        if src is not None:
-            tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))
-        elif m._forward_hooks or m._forward_pre_hooks:
-            raise unsupported("EB0043", f"module hooks on a module ember cannot name ({type(m).__name__})")
-        # Which hooks take keyword arguments (register_forward_(pre_)hook(..., with_kwargs=True)).
-        pre_kw = _hook_flags(tx, self, "_forward_pre_hooks_with_kwargs")
-        post_kw = _hook_flags(tx, self, "_forward_hooks_with_kwargs")
-        for key, hook in list(m._forward_pre_hooks.items()):
-            hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_pre_hooks"), key))
-            if key in pre_kw:
-                from ember.capture.variables.containers import DictVariable
-                kw_vt = DictVariable({})
-                for k, v in kwargs.items():
-                    kw_vt.set_item(ConstantVariable(k), v)
-                result = hook_vt.call(tx, [self, TupleVariable(list(args)), kw_vt], {})
-                if not (result.is_constant() and result.as_constant() is None):
-                    if not (isinstance(result, TupleVariable) and len(result.items) == 2
-                            and isinstance(result.items[1], DictVariable)):
-                        raise unsupported("EB0043", "forward pre-hook with kwargs must return None or (args, kwargs)")
-                    new_args, new_kwargs = result.items
-                    args = list(new_args.unpack(tx))
-                    kwargs = {k: v for k, v in new_kwargs.items.items()}
-                continue
-            result = hook_vt.call(tx, [self, TupleVariable(list(args))], {})
-            if not (result.is_constant() and result.as_constant() is None):
-                args = list(result.items) if isinstance(result, TupleVariable) else [result]
-        forward = self.getattr(tx, "forward")
-        out = forward.call(tx, list(args), kwargs)
-        for key, hook in list(m._forward_hooks.items()):
-            hook_vt = wrap(tx, hook, ItemSource(AttrSource(src, "_forward_hooks"), key))
-            if key in post_kw:
-                from ember.capture.variables.containers import DictVariable
-                kw_vt = DictVariable({})
-                for k, v in kwargs.items():
-                    kw_vt.set_item(ConstantVariable(k), v)
-                result = hook_vt.call(tx, [self, TupleVariable(list(args)), kw_vt, out], {})
-            else:
-                result = hook_vt.call(tx, [self, TupleVariable(list(args)), out], {})
-            if not (result.is_constant() and result.as_constant() is None):
-                out = result
-        return out
+        """``Module.__call__(module, *args)``: hooks and ``forward``, as ``Module._call_impl`` runs
+        them (see `module_hooks.call_with_hooks`)."""
+        from ember.capture.variables.module_hooks import call_with_hooks
+        return call_with_hooks(tx, self, args, kwargs)
 
     def call_method(self, tx, name, args, kwargs):
         m = self.module
@@ -447,11 +395,13 @@ class NNModuleVariable(VariableTracker):
             from ember.capture.sources import CallSource
             tx.guards.equals(CallSource(listing_keys, self.source, (name, tuple(cargs), tuple(ckw.items()))),
                              listing_keys(m, name, tuple(cargs), tuple(ckw.items())))
+        prefix = _listing_prefix(m, name, cargs, ckw)
         out = []
         for item in items:
             if isinstance(item, tuple):
                 key, value = item
-                out.append(TupleVariable([ConstantVariable(key), wrap(tx, value, self._dotted(key))]))
+                path = key[len(prefix):].lstrip(".") if prefix and isinstance(key, str) else key
+                out.append(TupleVariable([ConstantVariable(key), wrap(tx, value, self._dotted(path))]))
             elif name == "keys":
                 out.append(ConstantVariable(item))
             else:
@@ -490,13 +440,44 @@ class NNModuleVariable(VariableTracker):
         raise unsupported("EB0034", f"iterating over {type(m).__name__}")
 
     def setattr(self, tx, name, value):
+        """``module.name = value``: the class's own Python ``__setattr__`` is inlined (it usually
+        ends in ``super().__setattr__``, which is `module_setattr`); otherwise Module's."""
+        m = self.module
+        custom = _static_lookup(m, "__setattr__")
+        if isinstance(custom, types.FunctionType) and custom is not torch.nn.Module.__setattr__:
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            tx.guards.id_match(AttrSource(class_source(type(m)), "__setattr__"), custom)
+            UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name), value], {})
+            return
+        if custom is not torch.nn.Module.__setattr__:
+            raise unsupported("EB0032", f"assigning {type(m).__name__}.{name} with a custom __setattr__")
+        self.module_setattr(tx, name, value)
+
+    def module_setattr(self, tx, name, value):
+        """``nn.Module.__setattr__(module, name, value)``: recorded and replayed after the graph
+        with ``nn.Module.__setattr__`` itself (never the class's own ``__setattr__`` again)."""
         m = self.module
         if name in m.__dict__.get("_parameters", {}) or name in m.__dict__.get("_modules", {}):
             raise unsupported("EB0032", f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")
-        if isinstance(value, NNModuleVariable) or type(value).__name__ == "TensorVariable" and \
-                name in m.__dict__.get("_buffers", {}) and value.source is None:
-            pass
-        tx.side_effects.store_attr(self, m, name, value)
+        if name not in m.__dict__.get("_buffers", {}) and not isinstance(value, NNModuleVariable) \
+                and _on_class(m, name):
+            # Module.__setattr__ ends in object.__setattr__: a property's setter runs
+            cls_attr = _static_lookup(m, name)
+            if isinstance(cls_attr, property) and isinstance(cls_attr.fset, types.FunctionType):
+                from ember.capture.variables.functions import UserFunctionVariable
+                tx.guards.id_match(AttrSource(class_source(type(m)), name), cls_attr)
+                UserFunctionVariable(cls_attr.fset).call(tx, [self, value], {})
+                return
+            if _is_data_descriptor(cls_attr):
+                raise unsupported("EB0032", f"assigning {type(m).__name__}.{name} through a descriptor/property")
+        tx.side_effects.store_attr(self, m, name, value, via=torch.nn.Module.__setattr__)
+
+    def generic_setattr(self, tx, name, value):
+        """``object.__setattr__(module, name, value)``: into the instance dict, bypassing Module's."""
+        m = self.module
+        if _is_data_descriptor(_static_lookup(m, name)):
+            raise unsupported("EB0032", f"assigning {type(m).__name__}.{name} through a descriptor/property")
+        tx.side_effects.store_attr(self, m, name, value, raw=True)
 
 
 class UserObjectVariable(VariableTracker):

@@ -40,6 +40,8 @@ class SuperVariable(VariableTracker):
                     return ModuleInitVariable(self.obj)
                 if hasattr(self.obj, "module_member") and attr is _module_getattr():
                     return _GenericAttr(self.obj, "module_member")
+                if hasattr(self.obj, "module_setattr") and attr is _module_setattr():
+                    return _GenericAttr(self.obj, "module_setattr")
                 if hasattr(self.obj, "generic_setattr") and attr is object.__setattr__:
                     return _GenericAttr(self.obj, "generic_setattr")
                 if hasattr(self.obj, "generic_getattr") and attr is object.__getattribute__:
@@ -126,6 +128,11 @@ class RealReadMethodVariable(VariableTracker):
 def _module_init():
     import torch
     return torch.nn.Module.__init__
+
+
+def _module_setattr():
+    import torch
+    return torch.nn.Module.__setattr__
 
 
 def _module_getattr():
