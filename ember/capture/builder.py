@@ -202,7 +202,6 @@ def _wrap(tx, value, source) -> VariableTracker:
         # list (`it = iter(lst)` live across a graph break with `lst`), track the list itself (the
         # same tracker, see wrap) and the position in it, so `lst.append` shows through `it`.
         # (Otherwise it is iterated as a snapshot below, which is shared across positions.)
-        from ember.capture.sources import CallSource
         from ember.capture.variables.containers import ListIteratorVariable
         seq, start = list_iterator_state(value)
         guards.type_match(source, value)
@@ -217,7 +216,6 @@ def _wrap(tx, value, source) -> VariableTracker:
         return wrap(tx, value.it, AttrSource(source, "it") if source is not None else None)
 
     if t in _ITERATOR_TYPES:
-        from ember.capture.sources import CallSource
         from ember.capture.variables.containers import IteratorVariable
         rest = remaining_items(value)
         if source is not None:
@@ -256,13 +254,23 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.type_match(source, original)
             # (the order too where a key is an object, as torch.compile guards such a dict)
-            guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) for k in value))
+            guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) or _tensor_key(k)
+                                                                      for k in value))
         for k in value:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
-                                   torch.device)) or _identity_key(k)):
+                                   torch.device)) or _identity_key(k) or (_tensor_key(k) and source is not None)):
                 raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
         items, keys = {}, {}
-        for k, v in list(value.items()):  # (wrapping a value may add to this dict: a module's globals)
+        for i, (k, v) in enumerate(list(value.items())):  # (wrapping a value may add to this dict: globals)
+            if _tensor_key(k):
+                # A tensor key (an optimizer's state by parameter): the key an input read from its
+                # position (the ordered key guard pins the very objects), hashed by identity as
+                # eager does; its value read from the same position.
+                key_vt = wrap(tx, k, CallSource(_nth_key, source, (i,)))
+                hk = key_vt.hash_key()
+                items[hk] = wrap(tx, v, CallSource(_nth_value, source, (i,)))
+                keys[hk] = key_vt
+                continue
             # keys as the trace hashes them (an object, a module: by identity), with their trackers
             by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
             key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
@@ -509,6 +517,21 @@ def _identity_object(k) -> bool:
     return _identity_key(k) and not isinstance(k, (type, types.FunctionType, types.BuiltinFunctionType,
                                                     types.MethodType, enum.Enum)) \
         and (isinstance(k, torch.nn.Module) or _aliasable(k))
+
+
+def _tensor_key(k) -> bool:
+    """A tensor dict key (hashed by identity): a plain tensor or parameter, not a subclass that may
+    define its own hashing."""
+    return type(k) in (torch.Tensor, torch.nn.Parameter)
+
+
+def _nth_key(d, i):
+    """The ``i``-th key of dict ``d`` (a source of a tensor key, see _wrap)."""
+    return list(d)[i]
+
+
+def _nth_value(d, i):
+    return list(d.values())[i]
 
 
 def _plain_constant(k) -> bool:

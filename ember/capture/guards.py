@@ -186,6 +186,16 @@ class GuardSet:
         """Key set of a dict; key order too when the program observes it. Numeric keys by type too
         (``{1: a}``, ``{True: a}`` and ``{1.0: a}`` have equal key sets)."""
         e = source.expr(self.scope)
+        if any(isinstance(k, torch.Tensor) for k in keys):
+            # tensor keys hash and compare by identity (a tensor's `==` is data): their ids, in
+            # order, with the keys themselves held here so that no other object reuses an id
+            bind(self.scope, list(keys), "held_keys")
+            ids = bind(self.scope, [id(k) for k in keys], "key_ids")
+            self.scope.setdefault("___id", id)
+            self._add(GuardKind.DICT_KEYS, source, "ordered",
+                      f"[id(k) for k in {source.name()}] == the ids of its {len(keys)} keys (tensors: by identity)",
+                      f"[___id(k) for k in {e}] == {ids}")
+            return
         if any(isinstance(k, (int, float, complex)) for k in keys):
             typed = [(k, type(k)) for k in keys]
             name = bind(self.scope, typed if ordered else frozenset(typed), "typed_keys")

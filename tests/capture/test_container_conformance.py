@@ -72,3 +72,49 @@ def grow_while_iterating_across_breaks(x, d):
 ])
 def test_dict_iterator_live_across_graph_break(fn, args):
     check_same(fn, *args(), graphs=None, fullgraph=False)
+
+
+ADD, MUL = list.__add__, list.__mul__
+
+
+def builtin_descriptors_as_keys(x):
+    d = {ADD: x * 2, MUL: x * 3, list.append: x * 4}
+    return d[list.__add__] + d[MUL] + d[ADD] + d[list.append], ADD in d, dict.get in d
+
+
+def test_builtin_method_descriptors_as_dict_keys():
+    check_same(builtin_descriptors_as_keys, torch.randn(3))
+
+
+def tensor_keyed_lookup(d, k):
+    st = d.setdefault(k, {})
+    return d[k]["w"] * 2 if "w" in st else k + 1, k in d, len(d), [key is k for key in d]
+
+
+def test_dict_with_tensor_keys_from_outside():
+    # keys hashed by identity, as eager: another tensor with equal values is another key
+    k1, k2 = torch.tensor([1.0]), torch.tensor([1.0])
+    counter = CompileCounter()
+    opt = compile(tensor_keyed_lookup, backend=counter)
+    for d, k in [({k1: {"w": torch.ones(1)}, 3: {}}, k1), ({k1: {"w": torch.ones(1)}, 3: {}}, k1),
+                 ({k1: {"w": torch.ones(1)}, 3: {}}, k2), ({k2: {"w": torch.ones(1)}}, k2)]:
+        d_eager = {key: dict(v) for key, v in d.items()}
+        assert_same(opt(d, k), tensor_keyed_lookup(d_eager, k))
+        assert [list(v) for v in d.values()] == [list(v) for v in d_eager.values()]
+    assert counter.frame_count == 3  # (the second call reuses the first graph)
+
+
+def test_dict_keyed_by_tensors_order_guarded():
+    def fn(d, x):
+        return d[x] + 3
+
+    x, y, z = torch.randn(4), torch.randn(4), torch.randn(4)
+    counter = CompileCounter()
+    opt = compile(fn, backend=counter, fullgraph=True)
+    d1 = {x: y, 3: z}
+    assert_same(opt(d1, x), fn(d1, x))
+    assert_same(opt(d1, x), fn(d1, x))
+    assert counter.frame_count == 1
+    d2 = {3: z, x: y}
+    assert_same(opt(d2, x), fn(d2, x))
+    assert counter.frame_count == 2

@@ -60,6 +60,11 @@ class UnboundContainerMethodVariable(VariableTracker):
     def truth(self, tx):
         return True
 
+    def hash_key(self):
+        # a dict key / set element: the builtin descriptor itself (hashed and compared by identity;
+        # one read from a class is identity-guarded when it is wrapped)
+        return getattr(self.owner, self.name)
+
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
             return ConstantVariable(getattr(getattr(self.owner, self.name), name))
