@@ -327,6 +327,9 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             final_checks.append((i, bits, 0 if meta.input_info[i].mutations_hidden_from_autograd else 1))
 
     program = (eager_fn, n_ret)
+    # the backward was planned (and may be compiled) with nondeterministic kernels: run under
+    # use_deterministic_algorithms(True) it would silently break that promise, so it refuses (as torch)
+    deterministic = torch.are_deterministic_algorithms_enabled()
     deferred = plan.deferred if plan is not None else ()
     kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
     rebase = plan.rebase if plan is not None else ()
@@ -464,6 +467,11 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         @staticmethod
         @_first_order_only
         def backward(ctx, *grads):
+            if not deterministic and torch.are_deterministic_algorithms_enabled():
+                raise RuntimeError("This compiled backward function is being run with "
+                                   "torch.use_deterministic_algorithms(True), but it was previously generated "
+                                   "during the forward function while torch.use_deterministic_algorithms(False) "
+                                   "was set.")
             tangents = []
             for i in tangent_positions:
                 g = grads[i]
@@ -564,6 +572,20 @@ def _rerunnable(meta: ViewAndMutationMeta, graphs: dict) -> bool:
     return not _draws_random_numbers(gm)
 
 
+def _version_or_none(t):
+    if isinstance(t, torch.Tensor) and not t.is_inference():
+        return t._version
+    return None
+
+
+def _bump_versions(tensors: list) -> None:
+    """Inputs a compiled kernel wrote into directly (Inductor's in-place stores bump no version
+    counter): bumped once, as eager's in-place op would, so a tensor saved for a backward before the
+    call is reported as modified, and code watching ``_version`` sees the write."""
+    if tensors:
+        torch.autograd.graph.increment_version(tensors)
+
+
 class CompiledGraph:
     """What the AOT backends return: call with the graph's inputs positionally."""
 
@@ -575,6 +597,9 @@ class CompiledGraph:
         self.forward = forward
         self.autograd_function = autograd_function
         self._mutated = [(i, meta.input_info[i]) for i in meta.mutated_input_indices]
+        # inputs the graph itself writes (keep_input_mutations), where autograd would see the write
+        self._written_in_graph = [i for i, info in enumerate(meta.input_info)
+                                  if info.mutated_in_graph and not info.mutations_hidden_from_autograd]
         self._outputs = list(enumerate(meta.output_info))
         self._has_aliases = any(o.kind not in (OutputKind.NON_ALIAS, OutputKind.UNSAFE_VIEW_ALIAS,
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
@@ -614,8 +639,13 @@ class CompiledGraph:
             except _WrapperError as e:
                 raise self._internal_error(e.cause, "wrapper (saving tensors for the backward)", False) from None
         else:
+            written = self._written_in_graph
+            if written:
+                versions = [_version_or_none(args[i]) for i in written]
             with _no_ambient_autocast():
                 returns = self.forward(list(args))  # a boxed callee may clear its list
+            if written:
+                _bump_versions([args[i] for i, v in zip(written, versions) if v is not None and args[i]._version == v])
         # The epilogue is ember's code: its errors are internal. Safe to run the frame eagerly
         # instead before the first input is mutated; after that, nothing can undo the mutations.
         try:

@@ -87,6 +87,8 @@ def untokened_effects():
 def tracing_patches():
     """All of the above, for one AOT compile (the compile lock is held: the changes are global);
     also anomaly detection off while tracing: its NaN checks read fake values (the compiled
-    backward still runs under the program's anomaly mode)."""
-    with exact_rnn_dropout(), untokened_effects(), torch.autograd.set_detect_anomaly(False):
+    backward still runs under the program's anomaly mode), and the program's saved-tensor hooks."""
+    from ember.fake.convert import saved_tensors_hooks_off
+    with exact_rnn_dropout(), untokened_effects(), torch.autograd.set_detect_anomaly(False), \
+            saved_tensors_hooks_off():
         yield

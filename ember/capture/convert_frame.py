@@ -33,6 +33,7 @@ from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
+from ember.capture.variables.global_flags import restore_flags
 from ember.capture.variables.script_objects import hidden_script_objects
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
@@ -206,6 +207,13 @@ def _restore_autocast(states: list) -> None:
         torch.set_autocast_cache_enabled(cache_enabled)
 
 
+def torch_flags() -> tuple:
+    """The process-wide settings that change which kernels run (see the guard in `_capture`)."""
+    return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            torch._C._get_cublas_allow_tf32(), torch._C._get_cublas_allow_fp16_reduced_precision_reduction(),
+            torch._C._get_cublas_allow_bf16_reduced_precision_reduction(), torch.get_num_threads())
+
+
 def _autocast_state():
     return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
 
@@ -225,6 +233,10 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
     guards.global_state("autocast_cpu", _autocast_state, _autocast_state(), "autocast state (cpu)")
+    # what kernels (and so a backend's choices) depend on, beyond grad mode: as torch's global
+    # state guard, a change recompiles rather than reuse a graph made under the other setting
+    guards.global_state("torch_flags", torch_flags, torch_flags(), "deterministic algorithms, cuBLAS "
+                        "reduced-precision flags, number of threads")
     # factories and Python-scalar promotion read it without the frame naming it
     guards.global_state("default_dtype", torch.get_default_dtype, torch.get_default_dtype(),
                         "torch.get_default_dtype()")
@@ -284,6 +296,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     finally:
         torch._C._set_grad_enabled(grad_mode)
         restore_tracing_state(output)  # a trace that stopped inside `with autocast` (or left one)
+        restore_flags(output)  # (flags the frame set: see variables/global_flags.py)
 
     compiled = None
     if output.has_compute():
@@ -495,7 +508,7 @@ def _made_in_frame(vt) -> bool:
     from ember.capture.variables.new_object import NewObjectVariable
     if isinstance(vt, (ListVariable, DictVariable, SetVariable, TupleVariable)):
         return vt.source is None
-    if isinstance(vt, NewObjectVariable):
+    if isinstance(vt, NewObjectVariable) or getattr(vt, "rebuilt_once", False):
         return True
     if type(vt).__name__ == "DequeVariable":
         return vt.source is None

@@ -427,6 +427,8 @@ class OutputGraph:
             # thing whatever mode a backend traces it under (AOT traces joint graphs with grad on).
             with self.graph.inserting_before(toggles[0]):
                 self.graph.call_function(torch._C._set_grad_enabled, (self.entry_grad_mode,))
+        if toggles:
+            _coalesce_grad_toggles(self.graph)
         keep_sources, keep_values = [], []
         for node, src, val in zip(self.placeholders, self.input_sources, self.input_values):
             if node.users:
@@ -454,6 +456,21 @@ class OutputGraph:
         with self.fake.enabled():
             insert_deferred_runtime_asserts(gm, env, "ember")
         gm.recompile()
+
+
+def _coalesce_grad_toggles(graph: fx.Graph) -> None:
+    """Of consecutive ``_set_grad_enabled`` nodes (no other node between them: nothing runs under
+    the earlier ones) only the last one matters (``set_grad_enabled(False); set_grad_enabled(True)``)."""
+    run: list[fx.Node] = []
+    for node in list(graph.nodes):
+        if node.op == "placeholder":
+            continue
+        if node.op == "call_function" and node.target is torch._C._set_grad_enabled and not node.users:
+            run.append(node)
+            continue
+        for dead in run[:-1]:
+            graph.erase_node(dead)
+        run = []
 
 
 class _ReadsAutogradState(Exception):

@@ -54,12 +54,24 @@ class FakeContext:
         """Fake mode on; with symbolic sizes also the Python dispatcher, whose meta kernels and
         decompositions take symbolic sizes where some C++ kernels want concrete ones (F.pad)."""
         if self.shape_env is None:
-            with self.mode:
+            with self.mode, saved_tensors_hooks_off():
                 yield
             return
         from torch._dispatch.python import enable_python_dispatcher
-        with self.mode, enable_python_dispatcher():
+        with self.mode, enable_python_dispatcher(), saved_tensors_hooks_off():
             yield
+
+
+@contextlib.contextmanager
+def saved_tensors_hooks_off():
+    """The program's saved-tensor hooks (``torch.autograd.graph.saved_tensors_hooks``) stay out of
+    tracing: ops on fake tensors that save them for backward must not call the program's pack (or
+    unpack) hooks, which run when the compiled graph saves its tensors."""
+    prior = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
+    try:
+        yield
+    finally:
+        torch._C._autograd._saved_tensors_hooks_set_tracing(prior)
 
 
 def is_fake(t) -> bool:

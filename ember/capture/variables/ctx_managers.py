@@ -90,8 +90,11 @@ class CatchWarningsVariable(VariableTracker):
     (Warnings torch's kernels issue while the graph runs are emitted, not recorded: as
     torch.compile.)"""
 
+    rebuilt_once = True  # (returned or handed over: one new object per tracker, see convert_frame)
+
     def __init__(self, record: bool = False):
         self.record = record
+        self.entered = False
 
     def describe(self):
         return "warnings.catch_warnings"
@@ -99,7 +102,16 @@ class CatchWarningsVariable(VariableTracker):
     def python_type(self):
         return warnings.catch_warnings
 
+    def reconstruct(self, plan) -> str:
+        """One that was never entered escapes the frame (returned, kept in a list): made anew after
+        the graph, as the frame made it; an entered one holds the filters it saved."""
+        if self.entered:
+            raise unsupported("EB0015", "a warnings.catch_warnings the frame entered escapes it")
+        from ember.capture.sources import bind
+        return f"{bind(plan.scope, warnings.catch_warnings, 'catch_warnings')}(record={self.record!r})"
+
     def enter(self, tx):
+        self.entered = True
         tx.trace.catch_warnings_depth += 1
         if self.record:
             from ember.capture.variables.containers import ListVariable

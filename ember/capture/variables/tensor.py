@@ -106,6 +106,10 @@ class TensorVariable(VariableTracker):
                 if pending is not None:
                     return pending
                 return wrap(tx, self.real.grad, AttrSource(self.source, "grad"))
+            if self.real is None and self.fake.grad_fn is None:
+                # a leaf made in the frame: only backward() or a `.grad =` (both run eagerly, at a
+                # break, after which it is an input) could have given it a grad
+                return ConstantVariable(None)
             raise unsupported("EB0024", "reading .grad of a tensor computed inside the compiled region")
         if name == "data":
             if self.real is not None and self.real.is_leaf and self.real.requires_grad:

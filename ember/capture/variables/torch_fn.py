@@ -18,7 +18,6 @@ _REFUSED = {
     torch.manual_seed: "torch.manual_seed changes global RNG state",
     torch.seed: "torch.seed changes global RNG state",
     torch.set_default_dtype: "torch.set_default_dtype changes global state",
-    torch.use_deterministic_algorithms: "torch.use_deterministic_algorithms changes global state",
     torch.autograd.grad: "torch.autograd.grad inside the compiled region",
     torch.autograd.backward: "torch.autograd.backward inside the compiled region",
     torch.save: "torch.save does I/O",
@@ -107,6 +106,9 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn in _CONSTANT_ANSWERS:
             return ConstantVariable(_CONSTANT_ANSWERS[fn])
+        if fn is torch.use_deterministic_algorithms:
+            from ember.capture.variables.global_flags import use_deterministic_algorithms
+            return use_deterministic_algorithms(tx, args, kwargs)
         if fn in _REFUSED:
             if fn in (torch.autograd.grad, torch.autograd.backward):
                 raise unsupported("EB0024", _REFUSED[fn])
@@ -137,6 +139,10 @@ class TorchFunctionVariable(VariableTracker):
         if fn in _STATE_READERS and not args and not kwargs:
             # a read of process-wide state: its value now, guarded (a change recompiles)
             key = _STATE_READERS[fn]
+            from ember.capture.variables.global_flags import changed_flag
+            changed, value = changed_flag(tx.output, key)
+            if changed:  # set earlier in the frame: the trace knows its value
+                return ConstantVariable(value)
             tx.guards.global_state(key, fn, fn(), f"torch.{fn.__name__}()")
             return ConstantVariable(fn())
         if any(type(a).__name__ == "NumpyNdarrayVariable" for a in (*args, *kwargs.values())):
