@@ -34,6 +34,13 @@ _TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itert
                     "typing", "warnings", "inspect", "types", "enum", "dataclasses")
 
 
+def constant_answers() -> dict:
+    """torch's functions whose answer under ember is a known constant (also ones in code ember
+    inlines, such as ``torch.nn.modules``)."""
+    from ember.capture.variables.torch_fn import _CONSTANT_ANSWERS
+    return _CONSTANT_ANSWERS
+
+
 def is_torch_callable(value) -> bool:
     """True for callables that belong in the graph as one call: torch ops and functions."""
     if isinstance(value, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
@@ -378,7 +385,7 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
 
-    if is_torch_callable(value):
+    if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()):
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)

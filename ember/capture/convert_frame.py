@@ -33,6 +33,7 @@ from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
+from ember.capture.variables import saved_hooks
 from ember.capture.variables.global_flags import restore_flags
 from ember.capture.variables.script_objects import hidden_script_objects
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
@@ -279,6 +280,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             if len(output.active_contexts) != len(output.active_autocasts):
                 raise _NotBreakable("graph break inside an autocast block entered another way", id="EB0013")
             after_graph = finish_autocast(output, tx.reached_break is not None)
+            saved_hooks.finish(output, side_effects)
             plan = _ReturnPlan(guards.scope)
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])

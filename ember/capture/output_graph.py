@@ -682,6 +682,9 @@ def _numpy_constant(c):
 def _lower(value):
     """Trackers → (fx argument, fake value) with the same structure."""
     if isinstance(value, TensorVariable):
+        if value.fake.__dict__.get("_ember_data_replaced"):
+            from ember.capture.variables.tensor import check_data_not_replaced
+            check_data_not_replaced(value)
         return value.node, value.fake
     if isinstance(value, SymNodeVariable):
         return value.node, value.sym

@@ -201,3 +201,95 @@ def test_catch_warnings_object_returned():
         warnings.warn("inside")
     assert len(caught) == 1
     assert cnt.frame_count == 1
+
+
+def hooks_disabled_block(x):
+    with torch.autograd.graph.disable_saved_tensors_hooks("not here"):
+        y = x * 2
+        inside = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    return y + 1, inside, torch._C._autograd._saved_tensors_hooks_is_enabled()
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile cannot trace the torch._C._autograd query in the frame")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("outer", [None, "outer message"])
+def test_disable_saved_tensors_hooks_block(backend, outer):
+    cnt = CompileCounter()
+    fn = compile(hooks_disabled_block, backend=cnt if backend == "eager" else backend, fullgraph=True)
+    x = torch.randn(3, requires_grad=True)
+
+    def run(f):
+        if outer is None:
+            return f(x), torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+        with torch.autograd.graph.disable_saved_tensors_hooks(outer):
+            return f(x), torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+
+    (ref, ref_inside, ref_enabled), ref_after = run(hooks_disabled_block)
+    for _ in range(2):
+        (out, inside, enabled), after = run(fn)
+        assert torch.equal(out, ref) and (inside, enabled, after) == (ref_inside, ref_enabled, ref_after)
+        assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+    out.sum().backward()
+    assert torch.equal(x.grad, torch.full((3,), 2.0))
+    if backend == "eager":
+        assert cnt.frame_count == 1
+
+
+def disables_hooks(x):
+    torch._C._autograd._saved_tensors_hooks_disable("left disabled")
+    return x + 1
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile cannot trace the bare torch._C._autograd call")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_saved_tensors_hooks_left_disabled_by_the_frame(backend):
+    x = torch.randn(3)
+    try:
+        out = compile(disables_hooks, backend=backend, fullgraph=True)(x)
+        assert torch.equal(out, x + 1)
+        assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() == "left disabled"
+        with pytest.raises(RuntimeError, match="left disabled"):
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                pass
+    finally:
+        torch._C._autograd._saved_tensors_hooks_enable()
+
+
+def detach_in_place(x):
+    y = x * 2
+    z = y * 3
+    v = y[:2]
+    y.detach_()
+    return y + 1, z + y, v * 3, y.requires_grad, y.grad_fn is None, y.is_leaf
+
+
+def detach_then_write(x):
+    y = x * 2
+    y.detach_()
+    y.add_(1)
+    return y * x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("program", [detach_in_place, detach_then_write])
+def test_detach_in_place_on_an_intermediate(backend, program):
+    cnt = CompileCounter()
+    x = torch.randn(3, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_()
+    out = compile(program, backend=cnt if backend == "eager" else backend, fullgraph=True)(x)
+    ref = program(x_ref)
+    out = out if isinstance(out, tuple) else (out,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    loss, ref_loss = 0, 0
+    for o, r in zip(out, ref):
+        if isinstance(r, torch.Tensor):
+            assert torch.allclose(o, r) and o.requires_grad == r.requires_grad and o.is_leaf == r.is_leaf
+            if r.requires_grad:
+                loss, ref_loss = loss + o.sum(), ref_loss + r.sum()
+        else:
+            assert o == r
+    loss.backward()
+    ref_loss.backward()
+    assert torch.allclose(x.grad, x_ref.grad)
+    if backend == "eager":
+        assert cnt.frame_count == 1

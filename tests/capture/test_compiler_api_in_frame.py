@@ -68,3 +68,26 @@ def test_mark_dynamic_inside_runs_eagerly():
 
     x = torch.randn(3)
     assert_same(compile(fn)(x), fn(x))
+
+
+def test_is_make_fx_tracing_answers_as_under_torch_compile():
+    # torch.compile answers True (MultiheadAttention then skips its fused fast path); ember too,
+    # rather than breaking on the dispatch-stack query the function makes
+    def fn(x):
+        return torch.sin(x), torch.nn.modules.activation._is_make_fx_tracing()
+
+    cnt = CompileCounter()
+    x = torch.randn(4)
+    out, flag = compile(fn, backend=cnt, fullgraph=True)(x)
+    assert flag is True and torch.equal(out, torch.sin(x))
+    assert cnt.frame_count == 1
+
+
+def test_multihead_attention_inference_matches_eager():
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).eval()
+    q = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        ref = mha(q, q, q)
+        out = compile(mha)(q, q, q)
+    assert torch.allclose(out[0], ref[0], atol=1e-5) and torch.allclose(out[1], ref[1], atol=1e-5)

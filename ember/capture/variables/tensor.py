@@ -92,6 +92,7 @@ class TensorVariable(VariableTracker):
         if name == "__class__":  # (the fake's would be FakeTensor)
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.python_type())
+        check_data_not_replaced(self)
         if not hasattr(torch.Tensor, name):
             pending = tx.side_effects.load_attr(self._attribute_owner(), name)
             if pending is not None:  # `t.tag = ...` earlier in the frame
@@ -165,6 +166,8 @@ class TensorVariable(VariableTracker):
                 and self.fake._version == 0)  # (views of it share the counter: no write so far)
 
     def setattr(self, tx, name, value):
+        if name == "data" and self._real_input() and isinstance(value, TensorVariable):
+            return self._set_data(tx, value)
         if name == "grad" and self.real is not None and self.source is not None:
             if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
                 raise unsupported("EB0024", f"assigning {value.describe()} to Tensor.grad")
@@ -180,12 +183,30 @@ class TensorVariable(VariableTracker):
             return
         super().setattr(tx, name, value)
 
+    def _set_data(self, tx, value):
+        """``x.data = v`` on an input: replayed after the graph (``setattr(x, "data", v)``, so the
+        input keeps its identity, autograd metadata and version counter as in eager), in program
+        order with the other side effects. From here on the trace no longer knows what ``x`` holds:
+        any later use of it in the frame is a graph break there (the frame goes on eagerly after the
+        graph and the replay); returning it, or comparing its identity, is fine. ``v``'s later
+        in-place writes are fine too: the graph makes them before the replay shares its storage."""
+        check_data_not_replaced(self)  # (a second assignment: the replay keeps one write per tensor)
+        check_data_not_replaced(value)
+        if tx.trace.checkpoints:
+            raise unsupported("EB0032", "assigning Tensor.data inside a region traced speculatively")
+        if self.real.layout is not torch.strided or value.fake.layout is not torch.strided \
+                or value.fake.device != self.fake.device or type(value.fake) is not type(self.fake):
+            raise unsupported("EB0032", f"assigning {value.describe()} to the .data of {self.describe()}")
+        tx.side_effects.store_attr(self, self.real, "data", value)
+        self.fake.__dict__["_ember_data_replaced"] = True
+
     def _attribute_owner(self):
         """The object attribute writes on this tensor are recorded against: the real input, or the
         fake tensor of one computed in the graph (the same for every tracker of that tensor)."""
         return self.real if self.real is not None else self.fake
 
     def call_method(self, tx, name, args, kwargs):
+        check_data_not_replaced(self)
         if name == "item" and not args and not kwargs and self._input_scalar():
             # a 0-d CPU input the trace has not written: its value is read with the guards, as a
             # scalar argument would be (a constant, a symbol once it changes between calls)
@@ -272,6 +293,10 @@ class TensorVariable(VariableTracker):
                               "outside the compiled function")
         if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view():
             return self
+        if not args and not kwargs and self.real is None and not fake._is_view() and fake.grad_fn is not None:
+            # a tensor the graph computes (not a view): detached in place by the graph, as eager does;
+            # what was computed from it before keeps its history (the fake shows the change)
+            return tx.output.call_method("detach_", [self], {})
         raise unsupported("EB0024", "Tensor.detach_() changes autograd metadata (runs eagerly)")
 
     def unpack(self, tx):
@@ -279,6 +304,13 @@ class TensorVariable(VariableTracker):
             raise unsupported("EB0034", "iteration over a 0-d tensor")
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(self.fake.shape[0])]
+
+
+def check_data_not_replaced(vt: TensorVariable) -> None:
+    """A break where the frame uses a tensor whose ``.data`` it assigned (see `_set_data`)."""
+    if vt.fake.__dict__.get("_ember_data_replaced"):
+        raise unsupported("EB0032", f"using {vt.describe()} after assigning its .data in the frame (the "
+                          "assignment is made after the graph; the rest runs eagerly)")
 
 
 def tensor_element(t: torch.Tensor, *index: int):

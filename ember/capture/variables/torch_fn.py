@@ -50,6 +50,10 @@ if hasattr(torch._utils, "is_compiling"):  # (the deprecated spelling)
     _CONSTANT_ANSWERS[torch._utils.is_compiling] = True
 if hasattr(torch.compiler, "is_exporting"):
     _CONSTANT_ANSWERS[torch.compiler.is_exporting] = False
+if hasattr(torch.nn.modules.activation, "_is_make_fx_tracing"):
+    # (its answer reads the dispatch-mode stack, where the trace's fake mode is): True as under
+    # torch.compile, so MultiheadAttention takes its traceable path rather than the fused fast path
+    _CONSTANT_ANSWERS[torch.nn.modules.activation._is_make_fx_tracing] = True
 
 
 def _is_compiler_api(module: str) -> bool:
@@ -106,6 +110,9 @@ class TorchFunctionVariable(VariableTracker):
         fn = self.fn
         if fn in _CONSTANT_ANSWERS:
             return ConstantVariable(_CONSTANT_ANSWERS[fn])
+        from ember.capture.variables import saved_hooks
+        if fn in saved_hooks.SETTERS or fn in saved_hooks.READERS:
+            return saved_hooks.call(tx, fn, args, kwargs)
         if fn is torch.use_deterministic_algorithms:
             from ember.capture.variables.global_flags import use_deterministic_algorithms
             return use_deterministic_algorithms(tx, args, kwargs)
