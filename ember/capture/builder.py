@@ -368,6 +368,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if value is tuple.__new__:
         from ember.capture.variables.new_object import TupleNewFunction
         return TupleNewFunction()
+    if value is list.__new__ or value is dict.__new__ or value is collections.OrderedDict.__new__:
+        from ember.capture.variables.new_object import ContainerNewFunction
+        return ContainerNewFunction(value.__self__)
 
     if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(value, "__self__", None), torch.Tensor):

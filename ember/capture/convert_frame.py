@@ -670,7 +670,7 @@ class _ReturnPlan:
             if t is None or t is tuple:
                 return inner
             name = bind(s, t, "tuple_type")
-            return f"{name}({inner})" if hasattr(t, "n_fields") else f"{name}(*{inner})"
+            return f"{name}(*{inner})" if hasattr(t, "_fields") else f"{name}({inner})"  # (a namedtuple's fields)
         if isinstance(vt, ListVariable):
             inner = "[" + ", ".join(self.expr(i) for i in vt.items) + "]"
             return inner if vt.list_cls is list else f"{bind(s, vt.list_cls, 'list_type')}({inner})"

@@ -118,3 +118,59 @@ def test_dict_keyed_by_tensors_order_guarded():
     d2 = {3: z, x: y}
     assert_same(opt(d2, x), fn(d2, x))
     assert counter.frame_count == 2
+
+
+class PlainTuple(tuple):
+    def total(self):
+        return sum(self)
+
+
+class GrandchildTuple(PlainTuple):
+    pass
+
+
+class PlainList(list):
+    def first(self):
+        return self[0]
+
+
+class MyDict(dict):
+    pass
+
+
+def plain_tuple_subclasses(x):
+    t = GrandchildTuple([1, 2, 3])
+    u = GrandchildTuple.__new__(GrandchildTuple, (x, x + 1))
+    return t, u, type(t) is GrandchildTuple, t.total(), tuple(t) == (1, 2, 3), t + (4,), t[1:], len(u)
+
+
+def container_new_calls(x):
+    lst = list.__new__(list, [1, 2], extra="ignored")  # list.__new__ ignores what __init__ would take
+    lst.append(x)
+    sub = PlainList.__new__(PlainList, [9])
+    sub.append(x + 1)
+    d = dict.__new__(MyDict)
+    d["x"] = x * 2
+    plain = dict.__new__(dict)
+    plain["y"] = 1
+    return lst, sub, type(sub) is PlainList, sub.first(), d, type(d) is MyDict, plain
+
+
+def test_tuple_and_list_subclasses_made_in_frame():
+    check_same(plain_tuple_subclasses, torch.randn(2))
+    check_same(container_new_calls, torch.randn(2))
+
+
+def tuple_new_errors(x):
+    out = []
+    for call in (lambda: tuple.__new__(tuple, [1, 2], extra=1), lambda: tuple.__new__(PlainTuple, [1], [2]),
+                 lambda: list.__new__(dict)):
+        try:
+            call()
+        except TypeError as e:
+            out.append(str(e))
+    return x + 1, out
+
+
+def test_container_new_errors_as_eager():
+    check_same(tuple_new_errors, torch.randn(2))

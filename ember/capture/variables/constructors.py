@@ -178,6 +178,8 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             lst = ListVariable(items)
             lst.list_cls = cls
             return lst
+        if base is tuple:
+            return TupleVariable(items, tuple_type=cls)
         return SetVariable(items, set_cls=cls)
     if isinstance(cls, type) and issubclass(cls, BaseException) and _constants(args) \
             and _constants(kwargs.values()) and plain_exception_class(cls):

@@ -16,12 +16,12 @@ _HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "_
 
 
 def plain_subclass(cls: type) -> type | None:
-    """The builtin base (set, frozenset, list) of a subclass whose instances behave as the base type
+    """The builtin base (set, frozenset, list, tuple) of a subclass whose instances behave as the base type
     does: no slot of its own (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder
     methods, which are inlined. None for any other class."""
-    if type(cls) is not type or cls in (set, frozenset, list):
+    if type(cls) is not type or cls in (set, frozenset, list, tuple) or hasattr(cls, "_fields"):
         return None
-    base = next((b for b in (frozenset, set, list) if issubclass(cls, b)), None)
+    base = next((b for b in (frozenset, set, list, tuple) if issubclass(cls, b)), None)
     if base is None:
         return None
     for klass in cls.__mro__:

@@ -195,10 +195,18 @@ class TupleVariable(BaseSequence):
     def as_constant(self):
         values = tuple(i.as_constant() for i in self.items)
         if self.tuple_type is not None and self.tuple_type is not tuple:
-            return self.tuple_type(values) if hasattr(self.tuple_type, "n_fields") else self.tuple_type(*values)
+            # (a namedtuple takes its fields as arguments; a structseq or a plain subclass, one iterable)
+            return self.tuple_type(*values) if hasattr(self.tuple_type, "_fields") else self.tuple_type(values)
         return values
 
     def getattr(self, tx, name):
+        t = self.tuple_type
+        if t is not None and t is not tuple and not hasattr(t, "_fields") and not hasattr(t, "n_fields"):
+            # a plain subclass made in the frame (`container_methods.plain_subclass`): its methods inlined
+            method = _subclass_method(t, tuple, name)
+            if method is not None:
+                from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(method), self)
         fields = getattr(self.tuple_type, "_fields", None)
         if fields and name in fields:
             return self.items[fields.index(name)]

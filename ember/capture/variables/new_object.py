@@ -71,6 +71,8 @@ def constructible(cls: type, any_new: bool = False) -> bool:
         return False
     new = object.__new__ if any_new else cls.__new__
     dict_base = next((b for b in cls.__mro__ if b in _DICT_BASES), None)
+    if any_new and dict_base is not None:  # (its Python __new__ reaches dict's: see ContainerNewFunction)
+        new = dict_base.__new__
     if new is object.__new__:
         return dict_base is None and all(b.__module__ != "builtins" or b is object for b in cls.__mro__)
     return dict_base is not None and new in (dict.__new__, collections.OrderedDict.__new__) and all(
@@ -473,10 +475,58 @@ class TupleNewFunction(VariableTracker):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.containers import TupleVariable
         from ember.capture.variables.objects import ClassVariable
+        if kwargs and args and isinstance(args[0], ClassVariable):
+            raise PythonException(TypeError("tuple() takes no keyword arguments"))
+        if len(args) > 2 and isinstance(args[0], ClassVariable):
+            raise PythonException(TypeError(f"tuple expected at most 1 argument, got {len(args) - 1}"))
         if not args or not isinstance(args[0], ClassVariable) or kwargs or len(args) > 2:
             raise unsupported("EB0042", "tuple.__new__ with these arguments")
         cls = args[0].value
-        if not (isinstance(cls, type) and issubclass(cls, tuple)) or (cls is not tuple and not hasattr(cls, "_fields")):
+        from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
+        plain = isinstance(cls, type) and plain_subclass(cls) is tuple
+        if not (isinstance(cls, type) and issubclass(cls, tuple)) or \
+                (cls is not tuple and not hasattr(cls, "_fields") and not plain):
             raise unsupported("EB0042", f"tuple.__new__({getattr(cls, '__qualname__', cls)})")
+        if plain:
+            guard_class_layout(tx, cls)  # (its methods are inlined)
         items = args[1].iter(tx).unpack(tx) if len(args) > 1 else []
         return TupleVariable(items, tuple_type=None if cls is tuple else cls)
+
+
+class ContainerNewFunction(VariableTracker):
+    """``list.__new__(cls, ...)`` / ``dict.__new__(cls, ...)`` / ``OrderedDict.__new__(cls, ...)``
+    (also what ``super().__new__(cls, *args)`` in a subclass's ``__new__`` reaches): a new, empty
+    container of ``cls``; the other arguments are ignored, as the C ``__new__`` ignores them
+    (``__init__`` fills it)."""
+
+    def __init__(self, base: type):
+        self.base = base
+
+    def describe(self):
+        return f"{self.base.__name__}.__new__"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
+        from ember.capture.variables.containers import ListVariable
+        from ember.capture.variables.objects import ClassVariable
+        if not args or not isinstance(args[0], ClassVariable) or not isinstance(args[0].value, type):
+            raise unsupported("EB0042", f"{self.describe()} of something other than a class")
+        cls = args[0].value
+        if not issubclass(cls, self.base):
+            raise PythonException(TypeError(f"{self.describe()}({cls.__name__}): {cls.__name__} is not a subtype "
+                                            f"of {self.base.__name__}"))
+        if self.base is list:
+            if cls is list:
+                return ListVariable([])
+            if plain_subclass(cls) is list:
+                guard_class_layout(tx, cls)
+                lst = ListVariable([])
+                lst.list_cls = cls
+                return lst
+            raise unsupported("EB0042", f"list.__new__({cls.__qualname__})")
+        if cls in _DICT_BASES:
+            return DictVariable({}, dict_cls=cls)
+        if constructible(cls, any_new=True):  # (OrderedDict's __new__ is dict's)
+            check_instantiable(cls)
+            return NewObjectVariable(cls)
+        raise unsupported("EB0042", f"{self.describe()}({cls.__qualname__})")
