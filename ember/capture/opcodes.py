@@ -24,7 +24,8 @@ from ember.capture.variables.mapping_proxy import proxy_operands
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable
-from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable, binary as numpy_binary, unary as numpy_unary
+from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable
+from ember.capture.variables.numpy_bridge import binary as numpy_binary, unary as numpy_unary
 
 _BINARY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,

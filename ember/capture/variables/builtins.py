@@ -117,6 +117,9 @@ class BuiltinVariable(VariableTracker):
             result = handler(tx, *args, **kwargs)
             if result is not NotImplemented:
                 return result
+        if fn in _TENSOR_OPERATORS and fn not in _ITEM_OPERATORS and len(args) == 2 and not kwargs \
+                and any(type(a).__name__ == "NumpyNdarrayVariable" for a in args):
+            return tx.binary_op(fn, args[0], args[1])  # (an ndarray: NumPy's rules, numpy_arrays.binary)
         if fn in _TENSOR_OPERATORS and _has_tensor(args) and (
                 fn not in _ITEM_OPERATORS or isinstance(args[0], TensorVariable)):
             # `operator.setitem(d, k, tensor)` acts on the dict, not the graph: only an item
@@ -386,7 +389,7 @@ def _abs(tx, x):
     if isinstance(x, TensorVariable):
         return tx.output.call_function(operator.abs, [x], {})
     if type(x).__name__ == "NumpyNdarrayVariable":  # through torch._numpy
-        from ember.capture.variables.numpy_arrays import unary
+        from ember.capture.variables.numpy_bridge import unary
         return unary(tx, operator.abs, x)
     from ember.capture.variables.user_operators import user_unary_op
     result = user_unary_op(tx, operator.abs, x)  # a user class's __abs__
@@ -654,7 +657,7 @@ class ConstantMethodVariable(VariableTracker):
 def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     value = cvt.value
     if type(value).__module__ == "numpy":  # a NumPy scalar or dtype: see numpy_arrays.constant_attribute
-        from ember.capture.variables.numpy_arrays import constant_attribute as numpy_attribute
+        from ember.capture.variables.numpy_callables import constant_attribute as numpy_attribute
         return numpy_attribute(tx, value, name)
     try:
         attr = getattr(value, name)

@@ -111,6 +111,7 @@ def wrap_numpy(tx, value, source) -> VariableTracker:
         return ConstantVariable(value, source)
     if source is not None:
         guards.id_match(source, value)
+    from ember.capture.variables.numpy_callables import NumpyCallableVariable
     return NumpyCallableVariable(value, source)  # (np.random.*: a break at the call)
 
 
@@ -209,6 +210,14 @@ class _Slot:
         self.i = i
 
 
+class _SymSlot:
+    """Where the i-th node argument, a symbolic int, goes (``np.ones((2, n))``)."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+
 class NumpyCall:
     """An fx call target: rebuild the arguments (tensors as ``torch._numpy`` arrays), call the
     ``torch._numpy`` function / method / operator, and return tensors."""
@@ -230,12 +239,18 @@ class NumpyCall:
         def rebuild(s):
             if isinstance(s, _Slot):
                 return tnp.ndarray(tensors[s.i])
+            if isinstance(s, _SymSlot):
+                return tensors[s.i]
             if isinstance(s, _NpScalar):
                 return tnp.asarray(s.value, dtype=s.dtype)
-            if isinstance(s, tuple):
-                return tuple(rebuild(x) for x in s)
-            if isinstance(s, list):
-                return [rebuild(x) for x in s]
+            if isinstance(s, (tuple, list)):
+                if self.kind == "fn" and s and all(isinstance(x, _Slot) for x in s):
+                    # a sequence of arrays (np.array([a, b]), np.stack): as tensors, which
+                    # torch._numpy stacks (its ndarrays it would read element by element)
+                    items = [tensors[x.i] for x in s]
+                else:
+                    items = [rebuild(x) for x in s]
+                return tuple(items) if isinstance(s, tuple) else items
             if isinstance(s, slice):
                 return slice(rebuild(s.start), rebuild(s.stop), rebuild(s.step))
             return s
@@ -308,6 +323,9 @@ class NumpyNdarrayVariable(VariableTracker):
             from ember.capture.variables.objects import ClassVariable
             return ClassVariable(self.python_type())
         if name in _META_ATTRS:
+            from ember.fake.symbolic import has_symbols
+            if name in ("shape", "size", "nbytes") and has_symbols(tuple(fake.shape)):
+                return self._symbolic_meta(tx, name)  # (a dynamic size: computed by the graph)
             shape = tuple(int(s) for s in fake.shape)
             dt = self.np_dtype()
             value = {"shape": shape, "ndim": len(shape), "size": math.prod(shape), "dtype": dt,
@@ -319,6 +337,11 @@ class NumpyNdarrayVariable(VariableTracker):
         import inspect
         if name.startswith("_") and name not in ("__getitem__", "__setitem__", "__len__") or \
                 name in _BREAKING_METHODS or not inspect.isfunction(inspect.getattr_static(_tnp().ndarray, name, None)):
+            if not name.startswith("_") and _is_method(self.python_type(), name):
+                # (`a.tobytes()`: the break comes at the call, which eager runs, and the rest of
+                # the frame compiles again)
+                from ember.capture.variables.functions import BoundMethodVariable
+                return BoundMethodVariable(self, name)
             # (properties other than the ones above — strides, flags, base — are NumPy's layout,
             # which torch's need not match)
             raise unsupported("EB0053", f"ndarray.{name} ({'a NumPy scalar' if self.scalar else 'an ndarray'} "
@@ -326,11 +349,25 @@ class NumpyNdarrayVariable(VariableTracker):
         from ember.capture.variables.functions import BoundMethodVariable
         return BoundMethodVariable(self, name)
 
+    def _symbolic_meta(self, tx, name):
+        from ember.capture.variables.containers import TupleVariable
+        out = tx.output
+        if name == "shape":
+            return TupleVariable([out.call_method("size", [self.tensor, ConstantVariable(i)], {})
+                                  for i in range(self.tensor.fake.dim())])
+        size = out.call_method("numel", [self.tensor], {})
+        if name == "size":
+            return size
+        return out.call_function(operator.mul, [size, ConstantVariable(self.np_dtype().itemsize)], {})
+
     def call_method(self, tx, name, args, kwargs):
         if name == "__len__" and not args and not kwargs:
             if self.tensor.fake.dim() == 0:
                 from ember.exc import PythonException
                 raise PythonException(TypeError("len() of unsized object"))
+            from ember.fake.symbolic import has_symbols
+            if has_symbols(self.tensor.fake.shape[0]):
+                return tx.output.call_method("size", [self.tensor, ConstantVariable(0)], {})
             return ConstantVariable(int(self.tensor.fake.shape[0]))
         import inspect
         if name in _BREAKING_METHODS or name.startswith("_") and name not in ("__getitem__", "__setitem__") \
@@ -370,155 +407,11 @@ class NumpyNdarrayVariable(VariableTracker):
         return name
 
 
-class NumpyCallableVariable(VariableTracker):
-    """A NumPy function, ufunc or scalar type (``np.sum``, ``np.add``, ``np.float32``)."""
-
-    def __init__(self, fn, source=None):
-        self.fn = fn
-        self.source = source
-
-    def describe(self):
-        return f"numpy.{getattr(self.fn, '__name__', self.fn)}"
-
-    def python_type(self):
-        return type(self.fn)
-
-    def is_constant(self):
-        return isinstance(self.fn, type) and self.fn is not _np().dtype  # np.float32 as a dtype argument
-
-    def as_constant(self):
-        if self.is_constant():
-            return self.fn
-        return super().as_constant()
-
-    def truth(self, tx):
-        return True
-
-    def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__"):
-            return ConstantVariable(getattr(self.fn, name))
-        raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
-
-    def call(self, tx, args, kwargs):
-        fn = self.fn
-        np = _np()
-        is_type = isinstance(fn, type)
-        if fn is np.dtype:
-            consts = _constants(args, kwargs)
-            if consts is None:
-                raise unsupported("EB0053", "np.dtype of a traced value")
-            try:
-                return ConstantVariable(np.dtype(*consts[0], **consts[1]))
-            except Exception as e:
-                from ember.exc import PythonException
-                raise PythonException(e) from None
-        tnp_fn = None if is_type else _tnp_equivalent(fn)
-        if not is_type and tnp_fn is None:
-            if "random" in (getattr(fn, "__module__", "") or ""):
-                raise unsupported("EB0053", f"{self.describe()} draws from NumPy's global RNG (runs eagerly)")
-            if isinstance(fn, types.FunctionType):
-                # NumPy's Python helpers without a torch._numpy counterpart (np.isscalar): traced as
-                # Python, what they call going through here again
-                from ember.capture.variables.functions import UserFunctionVariable
-                return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
-            raise unsupported("EB0053", f"{self.describe()} has no torch._numpy equivalent (runs eagerly)")
-        consts = _constants(args, kwargs)
-        if consts is not None:
-            cargs, ckwargs = consts
-            try:
-                import warnings
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error")  # (a warning eager would print: let eager run it)
-                    result = fn(*cargs, **ckwargs)
-            except Warning:
-                raise unsupported("EB0053", f"{self.describe()} warns on these constants (runs eagerly)") from None
-            except Exception as e:
-                from ember.exc import PythonException
-                raise PythonException(e) from None
-            if _constant_result(result):
-                from ember.capture.variables.builtins import wrap_constant
-                return wrap_constant(result)
-            if is_type or not isinstance(result, np.ndarray):
-                raise unsupported("EB0053", f"{self.describe()} returned a {type(result).__name__}")
-        elif is_type:
-            raise unsupported("EB0053", f"{self.describe()} of a traced value")
-        return numpy_call(tx, "fn", tnp_fn, args, kwargs, label=fn.__name__, np_callable=fn)
-
-
-def constant_attribute(tx, value, name):
-    """An attribute of a NumPy scalar or dtype constant (``np.float32(2).item()``, ``dt.itemsize``):
-    computed now when it is a constant; methods run on constants only, and only those that return
-    constants (``.reshape`` makes an array, ``.tofile`` writes a file: they run eagerly)."""
-    try:
-        attr = getattr(value, name)
-    except AttributeError as e:
-        from ember.capture.variables.objects import MissingAttribute
-        raise MissingAttribute(str(e)) from None
-    if callable(attr) and not isinstance(attr, type):
-        return _ConstantNumpyMethod(value, name)
-    if not _constant_result(attr) and not isinstance(attr, type):
-        raise unsupported("EB0031", f"attribute {name!r} of a NumPy {type(value).__name__}")
-    from ember.capture.variables.builtins import wrap_constant
-    return wrap_constant(attr)
-
-
-class _ConstantNumpyMethod(VariableTracker):
-    def __init__(self, value, name):
-        self.value, self.name = value, name
-
-    def describe(self):
-        return f"{type(self.value).__name__}.{self.name}"
-
-    def truth(self, tx):
-        return True
-
-    def reconstruct(self, plan) -> str:
-        """At a break before the call: the same method of the same constant."""
-        return f"___getattr({plan.expr(ConstantVariable(self.value))}, {self.name!r})"
-
-    def call(self, tx, args, kwargs):
-        consts = _constants(args, kwargs)
-        if consts is None or self.name in _BREAKING_METHODS - {"item", "tolist", "__bool__", "__int__", "__float__",
-                                                                "__index__", "__complex__"}:
-            raise unsupported("EB0053", f"{self.describe()} (runs eagerly)")
-        try:
-            result = getattr(self.value, self.name)(*consts[0], **consts[1])
-        except Exception as e:
-            from ember.exc import PythonException
-            raise PythonException(e) from None
-        if not _constant_result(result):
-            raise unsupported("EB0053", f"{self.describe()} returned a {type(result).__name__} (runs eagerly)")
-        from ember.capture.variables.builtins import wrap_constant
-        return wrap_constant(result)
-
-
-def _constant_result(value) -> bool:
-    np = _np()
-    if isinstance(value, (tuple, list)):
-        return all(_constant_result(v) for v in value)
-    return isinstance(value, (np.generic, np.dtype, int, float, bool, complex, str, type(None)))
-
-
-def _constants(args, kwargs):
-    """(args, kwargs) as Python values when every argument is a constant, else None."""
-    try:
-        return [_constant(a) for a in args], {k: _constant(v) for k, v in kwargs.items()}
-    except _NotConstant:
-        return None
-
-
-class _NotConstant(Exception):
-    pass
-
-
-def _constant(vt):
-    from ember.capture.variables.containers import ListVariable, TupleVariable
-    if isinstance(vt, (ListVariable, TupleVariable)):
-        items = [_constant(i) for i in vt.items]
-        return items if isinstance(vt, ListVariable) else tuple(items)
-    if vt.is_constant():
-        return vt.as_constant()
-    raise _NotConstant
+def _is_method(cls, name) -> bool:
+    """A method (not a property) of NumPy's class ``cls``."""
+    import inspect
+    attr = inspect.getattr_static(cls, name, None)
+    return type(attr).__name__ in ("method_descriptor", "function", "builtin_function_or_method")
 
 
 def _np_dtype(torch_dtype):
@@ -545,8 +438,11 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
             return items if isinstance(vt, ListVariable) else tuple(items)
         if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
             return slice(*[spec(i) for i in vt.items])
-        if isinstance(vt, SymNodeVariable):
-            raise unsupported("EB0053", "a symbolic size as a NumPy argument")
+        if isinstance(vt, SymNodeVariable) and _symbolic(vt):
+            if not isinstance(vt.sym, torch.SymInt):
+                raise unsupported("EB0053", "a symbolic float as a NumPy argument")
+            tensors.append(vt)  # (an argument of the node: torch._numpy gets the SymInt, then the int)
+            return _SymSlot(len(tensors) - 1)
         if vt.is_constant():
             c = vt.as_constant()
             return _spec_constant(c)
@@ -613,7 +509,7 @@ def _stand_in(vt, budget):
     from ember.capture.variables.containers import ListVariable, TupleVariable
     if isinstance(vt, NumpyNdarrayVariable):
         fake = vt.tensor.fake
-        shape = tuple(int(s) for s in fake.shape)
+        shape = tuple(_hint(s) for s in fake.shape)
         budget[0] += math.prod(shape)
         if budget[0] > _PROBE_LIMIT:
             raise unsupported("EB0053", "NumPy arrays too large to check torch._numpy's result against")
@@ -624,7 +520,26 @@ def _stand_in(vt, budget):
         return items if isinstance(vt, ListVariable) else tuple(items)
     if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
         return slice(*[_stand_in(i, budget) for i in vt.items])
+    if _symbolic(vt):
+        return _hint(vt.sym)  # (its value now, no guard: NumPy's result types do not depend on it)
     return vt.as_constant()
+
+
+def _symbolic(vt) -> bool:
+    from ember.capture.variables.symbolic import SymNodeVariable
+    from ember.fake.symbolic import has_symbols
+    return isinstance(vt, SymNodeVariable) and has_symbols(vt.sym)
+
+
+def _hint(v):
+    """A size or symbolic int's value for the current inputs, recording no guard."""
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        node = v.node
+        hint = node.hint if node.has_hint() else None
+        if hint is None:
+            raise unsupported("EB0053", "a NumPy argument of an unbacked size")
+        return hint
+    return v
 
 
 def _probe(kind, target, args, kwargs, np_callable):
@@ -671,13 +586,15 @@ def _agree(expected, fake, label):
     """The probe's real NumPy result and the fake's: the same structure, types, dtypes, shapes."""
     np = _np()
     if isinstance(expected, np.ndarray):
-        ok = isinstance(fake, torch.Tensor) and tuple(fake.shape) == expected.shape and \
+        ok = isinstance(fake, torch.Tensor) and tuple(_hint(s) for s in fake.shape) == expected.shape and \
             fake.dtype is not torch.bfloat16 and _np_dtype(fake.dtype) == expected.dtype
     elif isinstance(expected, np.generic):
         ok = isinstance(fake, torch.Tensor) and fake.dim() == 0 and fake.dtype is not torch.bfloat16 \
             and _np_dtype(fake.dtype) == expected.dtype
     elif isinstance(expected, (tuple, list)):
-        ok = type(fake) is type(expected) and len(fake) == len(expected) and \
+        # (a list where NumPy returns a tuple, np.meshgrid: built as NumPy's, see _wrap)
+        ok = (type(fake) is type(expected) or type(expected) in (tuple, list) and type(fake) in (tuple, list)) \
+            and len(fake) == len(expected) and \
             all(_agree(e, f, label) is None for e, f in zip(expected, fake))
     else:
         ok = not isinstance(fake, torch.Tensor) and type(fake) is type(expected) and fake == expected
@@ -717,7 +634,7 @@ def _wrap(result, expected, label, kind, target, args, kwargs):
             return NumpyNdarrayVariable(r, scalar=isinstance(e, np.generic))
         if isinstance(r, (TupleVariable, ListVariable)):
             items = [build(i, x) for i, x in zip(r.items, e)]
-            return ListVariable(items) if isinstance(r, ListVariable) else TupleVariable(items)
+            return ListVariable(items) if type(e) is list else TupleVariable(items)
         return r
     return build(result, expected)
 
@@ -733,52 +650,3 @@ def _fakes(vt):
     if vt.is_constant():
         return vt.as_constant()
     raise unsupported("EB0053", f"torch._numpy returned {vt.describe()}")
-
-
-# -- operators and the torch <-> numpy bridges ---------------------------------------------------
-
-def binary(tx, fn, a, b):
-    """``a <op> b`` where one side is an ndarray/NumPy scalar tracker (the other a constant or one)."""
-    from ember.capture.variables.tensor import TensorVariable
-    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-        raise unsupported("EB0053", "an operator between a tensor and an ndarray")
-    if fn in _INPLACE_OPS and not isinstance(a, NumpyNdarrayVariable):
-        from ember.capture.opcodes import _INPLACE_TO_PLAIN
-        fn = _INPLACE_TO_PLAIN[fn]
-    if fn in _INPLACE_OPS and a.scalar:
-        from ember.capture.opcodes import _INPLACE_TO_PLAIN
-        fn = _INPLACE_TO_PLAIN[fn]  # numpy scalars are immutable: `s += 1` rebinds
-    return numpy_call(tx, "op", fn, [a, b], {}, label=fn.__name__)
-
-
-def unary(tx, fn, v):
-    return numpy_call(tx, "op", fn, [v], {}, label=fn.__name__)
-
-
-def tensor_numpy(tx, tensor, args, kwargs):
-    """``t.numpy()`` in the frame: the same memory as an array (eager refuses what it refuses)."""
-    fake = tensor.fake
-    if args or kwargs:
-        raise unsupported("EB0052", "Tensor.numpy(force=...)")
-    if fake.requires_grad or fake.device.type != "cpu" or fake.is_conj() or fake.is_neg() \
-            or fake.dtype is torch.bfloat16 or fake.layout is not torch.strided or tensor.cls is not torch.Tensor:
-        raise unsupported("EB0052", "Tensor.numpy() of a tensor eager cannot convert without a copy (runs eagerly)")
-    return NumpyNdarrayVariable(tensor)
-
-
-def torch_call_with_numpy(tx, fn, args, kwargs):
-    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.tensor(a)`` of a traced array;
-    None when this is no such call (other torch functions taking an ndarray break)."""
-    if len(args) != 1 or kwargs or not isinstance(args[0], NumpyNdarrayVariable):
-        return None
-    a = args[0]
-    if fn is torch.from_numpy or fn is torch.as_tensor or fn is torch.asarray:
-        if a.scalar:
-            if fn is torch.from_numpy:
-                return None  # eager raises TypeError
-            return tx.output.call_function(torch.clone, [a.tensor], {})
-        return a.tensor  # shares the array's memory, as eager's
-    if fn is torch.tensor:
-        return tx.output.call_function(torch.clone, [a.tensor],
-                                       {"memory_format": ConstantVariable(torch.contiguous_format)})
-    return None

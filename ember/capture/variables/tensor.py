@@ -232,7 +232,7 @@ class TensorVariable(VariableTracker):
                 return tx.output.call_method("item", [self], {})
             return self._tolist(tx)
         if name == "numpy":  # an ndarray sharing the tensor's memory, traced as torch._numpy
-            from ember.capture.variables.numpy_arrays import tensor_numpy
+            from ember.capture.variables.numpy_bridge import tensor_numpy
             return tensor_numpy(tx, self, args, kwargs)
         if name in _BREAKING_METHODS:
             if name in ("item", "tolist", "__int__", "__float__", "__index__"):

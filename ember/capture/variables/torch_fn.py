@@ -153,7 +153,7 @@ class TorchFunctionVariable(VariableTracker):
             tx.guards.global_state(key, fn, fn(), f"torch.{fn.__name__}()")
             return ConstantVariable(fn())
         if any(type(a).__name__ == "NumpyNdarrayVariable" for a in (*args, *kwargs.values())):
-            from ember.capture.variables.numpy_arrays import torch_call_with_numpy
+            from ember.capture.variables.numpy_bridge import torch_call_with_numpy
             converted = torch_call_with_numpy(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.tensor(a)
             if converted is None:
                 raise unsupported("EB0053", f"torch.{getattr(fn, '__name__', fn)} of an ndarray")

@@ -1,0 +1,117 @@
+"""Where NumPy meets torch in captured code: operators with an ndarray operand,
+``t.numpy()``, and ``torch.from_numpy`` / ``torch.as_tensor`` / ``torch.tensor`` of a traced array
+(see numpy_arrays.py for arrays and NumPy calls themselves).
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+
+from ember.capture.variables.base import ConstantVariable, unsupported
+from ember.capture.variables.numpy_arrays import _INPLACE_OPS, NumpyNdarrayVariable, numpy_call
+
+
+def binary(tx, fn, a, b):
+    """``a <op> b`` where one side is an ndarray/NumPy scalar tracker (the other a constant or one)."""
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return _tensor_and_array(tx, fn, a, b)
+    if fn in _INPLACE_OPS and not isinstance(a, NumpyNdarrayVariable):
+        from ember.capture.opcodes import _INPLACE_TO_PLAIN
+        fn = _INPLACE_TO_PLAIN[fn]
+    if fn in _INPLACE_OPS and a.scalar:
+        from ember.capture.opcodes import _INPLACE_TO_PLAIN
+        fn = _INPLACE_TO_PLAIN[fn]  # numpy scalars are immutable: `s += 1` rebinds
+    return numpy_call(tx, "op", fn, [a, b], {}, label=fn.__name__)
+
+
+# `tensor <op> ndarray` that eager computes as the torch operation on ``torch.from_numpy(array)``
+# (a new tensor; an in-place operator rebinds: Tensor.__iadd__ refuses an ndarray). Eager takes
+# other paths elsewhere — NumPy's own arithmetic wrapped back into a tensor where the dtypes differ,
+# for bool, pow, true division, matmul; a TypeError for <, <=, >, >= — which break.
+_TENSOR_ARRAY_OPS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod, operator.and_,
+                     operator.or_, operator.xor, operator.lshift, operator.rshift}
+
+
+def _tensor_and_array(tx, fn, a, b):
+    from ember.capture.opcodes import _INPLACE_TO_PLAIN
+    from ember.capture.variables.tensor import TensorVariable
+    plain = _INPLACE_TO_PLAIN.get(fn, fn)
+    tensor_left = isinstance(a, TensorVariable)
+    t, arr = (a, b) if tensor_left else (b, a)
+    ok = isinstance(arr, NumpyNdarrayVariable) and not arr.scalar and arr.tensor.fake.dim() >= 1 \
+        and t.fake.dim() >= 1 and t.fake.device.type == "cpu" and t.fake.dtype == arr.tensor.fake.dtype \
+        and t.fake.dtype is not torch.bool and getattr(t, "cls", None) in (torch.Tensor, torch.nn.Parameter) \
+        and (plain in _TENSOR_ARRAY_OPS and tensor_left or plain is operator.eq)
+    if not ok:
+        raise unsupported("EB0053", f"{fn.__name__} of a tensor and an ndarray (eager mixes torch's and NumPy's rules)")
+    return tx.output.call_function(plain, [a.tensor if a is arr else a, b.tensor if b is arr else b], {})
+
+
+def unary(tx, fn, v):
+    return numpy_call(tx, "op", fn, [v], {}, label=fn.__name__)
+
+
+def tensor_numpy(tx, tensor, args, kwargs):
+    """``t.numpy()`` / ``t.numpy(force=...)`` in the frame: an array over the same memory, as eager's
+    (``force=True``: of ``t.detach()``, a copy only where eager copies: a conjugate or negative
+    bit); what eager refuses breaks, and eager raises. As in torch.compile, the graph holds a node
+    for it (``view_as``: the ndarray is a view of the tensor), so the frame compiles a graph."""
+    fake = tensor.fake
+    force = False
+    if args or set(kwargs) - {"force"}:
+        raise unsupported("EB0052", "Tensor.numpy() with positional or unknown arguments (eager raises)")
+    if "force" in kwargs:
+        flag = kwargs["force"]
+        if not flag.is_constant():
+            raise unsupported("EB0052", "Tensor.numpy(force=<a traced value>)")
+        force = bool(flag.as_constant())
+    if fake.device.type != "cpu" or fake.dtype is torch.bfloat16 or fake.layout is not torch.strided \
+            or tensor.cls is not torch.Tensor or not force and (fake.requires_grad or fake.is_conj() or fake.is_neg()):
+        raise unsupported("EB0052", "Tensor.numpy() of a tensor eager cannot convert without a copy (runs eagerly)")
+    out = tx.output
+    if force:
+        view = out.call_method("detach", [tensor], {})
+        if fake.is_conj():
+            view = out.call_method("resolve_conj", [view], {})
+        if fake.is_neg():
+            view = out.call_method("resolve_neg", [view], {})
+    else:
+        view = out.call_method("view_as", [tensor, tensor], {})
+    return NumpyNdarrayVariable(view)
+
+
+def torch_call_with_numpy(tx, fn, args, kwargs):
+    """``torch.from_numpy(a)`` / ``torch.as_tensor(a, dtype=)`` / ``torch.tensor(a, dtype=)`` of a
+    traced array; None when this is no such call (other torch functions taking an ndarray break)."""
+    if len(args) != 1 or not isinstance(args[0], NumpyNdarrayVariable):
+        return None
+    a = args[0]
+    options = {}
+    for k, v in kwargs.items():
+        if k not in ("dtype", "device") or fn is torch.from_numpy or not v.is_constant():
+            return None
+        options[k] = v.as_constant()
+    dtype = options.get("dtype")
+    device = options.get("device")
+    if dtype is not None and not isinstance(dtype, torch.dtype) or \
+            device is not None and torch.device(device).type != "cpu":
+        return None
+    out = tx.output
+    if fn is torch.from_numpy or fn is torch.as_tensor or fn is torch.asarray:
+        if fn is torch.asarray and kwargs:
+            return None
+        if a.scalar:
+            if fn is torch.from_numpy:
+                return None  # eager raises TypeError
+            t = out.call_function(torch.clone, [a.tensor], {})
+        else:
+            t = a.tensor  # shares the array's memory, as eager's
+    elif fn is torch.tensor:
+        t = out.call_function(torch.clone, [a.tensor], {})  # (eager keeps a dense layout's strides too)
+    else:
+        return None
+    if dtype is not None and dtype != t.fake.dtype:  # (a copy in eager too)
+        t = out.call_method("to", [t], {"dtype": ConstantVariable(dtype)})
+    return t
