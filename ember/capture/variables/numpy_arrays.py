@@ -101,6 +101,9 @@ def wrap_numpy(tx, value, source) -> VariableTracker:
     if isinstance(value, np.generic):
         if source is not None:
             from ember.capture.sources import CallSource
+            unspecialized = _unspecialized_scalar(tx, value, source)
+            if unspecialized is not None:
+                return unspecialized
             # type and exact bits (-0.0 and nan payloads included)
             guards.equals(CallSource(scalar_key, source, ()), scalar_key(value))
         return ConstantVariable(value, source)
@@ -117,6 +120,48 @@ def wrap_numpy(tx, value, source) -> VariableTracker:
 
 def scalar_key(v):
     return (type(v), v.tobytes())
+
+
+def scalar_tensor(v) -> torch.Tensor:
+    """The 0-d graph input of an unspecialized NumPy scalar argument."""
+    return torch.from_numpy(_np().asarray(v))
+
+
+def _unspecialized_scalar(tx, value, source):
+    """A NumPy scalar argument whose value changed since the frame last compiled (with
+    ``dynamic=True``: from the start) is a 0-d graph input, traced as a NumPy scalar (torch.compile
+    makes every NumPy scalar argument one), so a scale or an index that changes every call costs
+    one recompile. Where the trace needs its value (a branch, a shape, a torch function taking a
+    Python number) it is specialised there, guarded by its bits (see NumpyNdarrayVariable)."""
+    np = _np()
+    out = tx.output
+    if type(value) not in (np.float64, np.float32, np.float16, np.int64, np.int32, np.int16, np.int8,
+                           np.uint8, np.uint16, np.uint32) or out.frame_sizes is None:
+        return None
+    from ember.capture.builder import _argument_item
+    if not _argument_item(tx, source):
+        return None  # (globals and module attributes stay constants, as ints do)
+    memo = out.__dict__.setdefault("numpy_scalar_inputs", {})
+    hit = memo.get(source.name())
+    if hit is not None:
+        return hit
+    if not out.frame_sizes.int_is_dynamic(source.name(), scalar_key(value)) or out.fake.shape_env is None:
+        return None  # (the value is recorded: a later compile with another one makes it an input)
+    import functools
+    from ember.capture.sources import CallSource
+    from ember.capture.variables.tensor import TensorVariable
+    real = scalar_tensor(value)
+    tensor_source = CallSource(scalar_tensor, source, ())
+    tx.guards.type_match(source, value)
+    tx.guards.tensor_match(tensor_source, real)
+    fake = out.fake.fake(real)
+    node = out._placeholder(tensor_source, real, fake)
+    tvt = TensorVariable(node, fake, tensor_source, cls=torch.Tensor, real=real)
+    out._by_tensor[id(real)] = tvt
+    guard_bits = functools.partial(tx.guards.equals, CallSource(scalar_key, source, ()), scalar_key(value))
+    vt = NumpyNdarrayVariable(tvt, source=source, scalar=True, specialize=(value, guard_bits))
+    memo[source.name()] = vt
+    return vt
 
 
 def _wrap_array(tx, value, source) -> VariableTracker:
@@ -292,10 +337,23 @@ class _NpScalar:
 class NumpyNdarrayVariable(VariableTracker):
     """An ndarray (or, ``scalar=True``, a NumPy scalar that eager has here) backed by a tensor."""
 
-    def __init__(self, tensor, source=None, scalar: bool = False):
+    def __init__(self, tensor, source=None, scalar: bool = False, specialize=None):
         self.tensor = tensor  # TensorVariable
         self.source = source  # the array's own source (an input array), else None
         self.scalar = scalar
+        # an unspecialized NumPy scalar argument: (its value, the guard on it) for the uses that
+        # need a Python value (see _unspecialized_scalar)
+        self._specialize = specialize
+
+    def is_constant(self):
+        return self._specialize is not None
+
+    def as_constant(self):
+        if self._specialize is None:
+            return super().as_constant()
+        value, guard_bits = self._specialize
+        guard_bits()
+        return value
 
     def describe(self):
         kind = "numpy scalar" if self.scalar else "ndarray"
@@ -309,6 +367,8 @@ class NumpyNdarrayVariable(VariableTracker):
         return self.np_dtype().type if self.scalar else np.ndarray
 
     def truth(self, tx):
+        if self._specialize is not None:
+            return bool(self.as_constant())
         raise unsupported("EB0016", "the truth value of an ndarray reads its data")
 
     def hash_key(self):
@@ -448,7 +508,7 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
             return _spec_constant(c)
         raise unsupported("EB0053", f"passing {vt.describe()} to NumPy")
 
-    if label in _INT_DIVISIONS and _integer_division_by_data(args, kwargs):
+    if label in _INT_DIVISIONS and _integer_division_by_data(tx, args, kwargs):
         # NumPy gives 0 (and a warning) for an integer division by zero, torch raises: unless the
         # divisor is a non-zero constant, eager runs it
         raise unsupported("EB0053", f"integer {label} by an array (NumPy and torch differ on division by zero)")
@@ -468,7 +528,7 @@ _INT_DIVISIONS = {"floordiv", "ifloordiv", "mod", "imod", "floor_divide", "remai
                   "pow", "ipow", "power", "float_power"}
 
 
-def _integer_division_by_data(args, kwargs) -> bool:
+def _integer_division_by_data(tx, args, kwargs) -> bool:
     """An integer array meets a divisor (or exponent) that is not a constant (non-zero,
     non-negative); a method's or operator's left operand is args[0]."""
     def integer(vt):
@@ -478,8 +538,25 @@ def _integer_division_by_data(args, kwargs) -> bool:
     if not any(integer(v) for v in operands):
         return False
     rest = operands[1:]
-    return not all(v.is_constant() and isinstance(v.as_constant(), (int, float)) and v.as_constant() > 0
+    return not all(_positive_input_scalar(tx, v) or not isinstance(v, NumpyNdarrayVariable) and v.is_constant()
+                   and isinstance(v.as_constant(), (int, float)) and v.as_constant() > 0
                    and not isinstance(v.as_constant(), bool) for v in rest)
+
+
+def _positive(v) -> bool:
+    return bool(v > 0)
+
+
+def _positive_input_scalar(tx, v) -> bool:
+    """An unspecialized NumPy scalar argument that is positive now: guarded to stay so (an integer
+    division by it is then the same in NumPy and torch)."""
+    if not isinstance(v, NumpyNdarrayVariable) or v._specialize is None or v.np_dtype().kind not in "iu":
+        return False
+    if not v._specialize[0] > 0:
+        return False
+    from ember.capture.sources import ApplySource
+    tx.guards.equals(ApplySource(_positive, (v.source,)), True)
+    return True
 
 
 def _spec_constant(c):

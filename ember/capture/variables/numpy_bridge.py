@@ -40,13 +40,40 @@ def _tensor_and_array(tx, fn, a, b):
     plain = _INPLACE_TO_PLAIN.get(fn, fn)
     tensor_left = isinstance(a, TensorVariable)
     t, arr = (a, b) if tensor_left else (b, a)
-    ok = isinstance(arr, NumpyNdarrayVariable) and not arr.scalar and arr.tensor.fake.dim() >= 1 \
-        and t.fake.dim() >= 1 and t.fake.device.type == "cpu" and t.fake.dtype == arr.tensor.fake.dtype \
-        and t.fake.dtype is not torch.bool and getattr(t, "cls", None) in (torch.Tensor, torch.nn.Parameter) \
-        and (plain in _TENSOR_ARRAY_OPS and tensor_left or plain is operator.eq)
+    fake = t.fake
+    plain_tensor = isinstance(arr, NumpyNdarrayVariable) and fake.device.type == "cpu" and fake.dim() >= 1 \
+        and getattr(t, "cls", None) in (torch.Tensor, torch.nn.Parameter)
+    if plain_tensor and arr.scalar:
+        return _tensor_and_scalar(tx, plain, t, arr, tensor_left)
+    ok = plain_tensor and arr.tensor.fake.dim() >= 1 and fake.dtype == arr.tensor.fake.dtype \
+        and fake.dtype is not torch.bool and (plain in _TENSOR_ARRAY_OPS and tensor_left or plain is operator.eq)
     if not ok:
         raise unsupported("EB0053", f"{fn.__name__} of a tensor and an ndarray (eager mixes torch's and NumPy's rules)")
     return tx.output.call_function(plain, [a.tensor if a is arr else a, b.tensor if b is arr else b], {})
+
+
+# `tensor <op> numpy_scalar` (either side): eager reads the NumPy scalar as the Python number it
+# holds (a wrapped number: it takes part in type promotion by its kind only)
+_TENSOR_SCALAR_OPS = {operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+                      operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne}
+
+
+def _tensor_and_scalar(tx, fn, t, s, tensor_left):
+    """A traced NumPy scalar (a 0-d tensor in the graph) with a tensor of at least one dimension.
+    The 0-d tensor promotes like the Python number (checked against eager for every dtype pair)
+    where it is cast to the dtype a Python number would give, when it would promote further;
+    half-precision tensors (eager computes the scalar at a different precision) break."""
+    fake, sfake = t.fake, s.tensor.fake
+    if fn not in _TENSOR_SCALAR_OPS or fake.dtype in (torch.float16, torch.bfloat16, torch.bool) or fake.is_complex() \
+            or sfake.dtype.is_complex or sfake.dtype is torch.bool:
+        raise unsupported("EB0030", f"a NumPy scalar in {fn.__name__} with a {fake.dtype} tensor")
+    python_number = 1.0 if sfake.dtype.is_floating_point else 1
+    expected = torch.result_type(fake, python_number)
+    scalar = s.tensor
+    if torch.result_type(fake, sfake) != expected:
+        scalar = tx.output.call_method("to", [scalar], {"dtype": ConstantVariable(expected)})
+    args = [t, scalar] if tensor_left else [scalar, t]
+    return tx.output.call_function(fn, args, {})
 
 
 def unary(tx, fn, v):

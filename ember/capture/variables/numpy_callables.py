@@ -157,7 +157,8 @@ class _NotConstant(Exception):
 
 def _constant(vt):
     from ember.capture.variables.containers import ListVariable, TupleVariable
-    if _symbolic(vt):
+    from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable
+    if _symbolic(vt) or isinstance(vt, NumpyNdarrayVariable):
         raise _NotConstant  # (np.ones([2, n]) of a dynamic n: traced, not folded at n's value)
     if isinstance(vt, (ListVariable, TupleVariable)):
         items = [_constant(i) for i in vt.items]

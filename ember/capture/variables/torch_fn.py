@@ -155,9 +155,11 @@ class TorchFunctionVariable(VariableTracker):
         if any(type(a).__name__ == "NumpyNdarrayVariable" for a in (*args, *kwargs.values())):
             from ember.capture.variables.numpy_bridge import torch_call_with_numpy
             converted = torch_call_with_numpy(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.tensor(a)
-            if converted is None:
+            if converted is not None:
+                return converted
+            if not all(a.is_constant() for a in (*args, *kwargs.values()) if type(a).__name__ == "NumpyNdarrayVariable"):
                 raise unsupported("EB0053", f"torch.{getattr(fn, '__name__', fn)} of an ndarray")
-            return converted
+            # (a NumPy scalar argument, unspecialized: its value here, guarded)
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
