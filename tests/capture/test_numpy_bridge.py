@@ -156,3 +156,14 @@ def test_tensor_with_ndarray_eager_paths_break(case):
         return
     same(compiled(*args), expected)
     assert stats()["graph_breaks"] >= 1
+
+
+def test_tensor_from_a_list_of_numpy_scalars():
+    def fn(x):
+        y = [x[0], x[2], x[4]]
+        return (torch.LongTensor(y), torch.tensor(y), torch.tensor(y, dtype=torch.float32),
+                torch.FloatTensor([x[1] / 2, x[3] / 3]), torch.tensor([x[0] * 1.5, x[1] - 0.5]))
+    check(fn, np.array([1, 2, 3, 4, 5, 6], dtype=np.int64))
+    check(fn, np.array([1, -2, 3, 4, 5, 6], dtype=np.int32))
+    # mixed dtypes: eager's inference rules, runs eagerly
+    check(lambda x: torch.tensor([x[0], x[1] / 2]), np.arange(3), graphs=1, breaks=1)

@@ -363,9 +363,12 @@ def test_layout_properties_and_integer_division_by_arrays_break():
 
 def test_torch_numpy_differences_from_numpy_break():
     # torch._numpy gives float32 for int / int and int64 for a uint8 sum; NumPy float64 / uint64
-    # (torch.compile returns those wrong dtypes): ember runs them eagerly
-    out = check(lambda a: a / 2, AI, graphs=0, breaks=1)(AI.copy())
-    assert out.dtype == np.float64
+    # (torch.compile returns those wrong dtypes). Integer true division converts the operands to
+    # float64 first (NumPy's computation); where that is not NumPy's dtype (uint8 / np.float32 is
+    # float32) and for the sum, ember runs them eagerly
+    out = check(lambda a: (a / 2, a / a[:1], np.true_divide(a, 3), a[0, 0] / 2), AI)(AI.copy())
+    assert out[0].dtype == np.float64 and type(out[3]) is np.float64
+    check(lambda a: a / np.float32(2), AI.astype(np.uint8), graphs=0, breaks=1)
     out = check(lambda a: a.sum(), AI.astype(np.uint8), graphs=0, breaks=1)(AI.astype(np.uint8))
     assert type(out) is np.uint64
 

@@ -150,6 +150,11 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                 raise PythonException(e) from None
     if cls is object and not args:
         raise unsupported("EB0042", "creating new objects in the frame (side effects) is not supported yet")
+    if type(cls) is type(torch.FloatTensor) and not getattr(cls, "is_cuda", True) and len(args) == 1 and not kwargs:
+        from ember.capture.variables.numpy_bridge import tensor_of_scalars
+        made = tensor_of_scalars(tx, args[0], cls.dtype)  # torch.LongTensor([a[0], a[2]]) of NumPy scalars
+        if made is not None:
+            return made
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
             cls not in (object,):
         try:

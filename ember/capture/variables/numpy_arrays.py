@@ -269,6 +269,9 @@ class NumpyCall:
 
     def __init__(self, kind: str, target, spec_args: tuple, spec_kwargs: dict, label: str):
         self.kind, self.target = kind, target
+        # NumPy divides integers in float64; torch._numpy in torch's default dtype: integer
+        # operands are converted first (what NumPy computes; the probe still checks the result)
+        self.float64_operands = label in _TRUE_DIVISIONS
         self.spec_args, self.spec_kwargs = spec_args, spec_kwargs
         self.__name__ = f"wrapped_{label}"
         self.__qualname__ = self.__name__
@@ -280,6 +283,9 @@ class NumpyCall:
 
     def __call__(self, *tensors):
         tnp = _tnp()
+        if self.float64_operands:
+            tensors = tuple(t.to(torch.float64) if isinstance(t, torch.Tensor) and not t.is_floating_point()
+                            and not t.is_complex() else t for t in tensors)
 
         def rebuild(s):
             if isinstance(s, _Slot):
@@ -524,6 +530,7 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
     return _wrap(result, expected, label, kind, target, args, kwargs)
 
 
+_TRUE_DIVISIONS = {"truediv", "true_divide", "divide"}
 _INT_DIVISIONS = {"floordiv", "ifloordiv", "mod", "imod", "floor_divide", "remainder", "fmod", "divmod",
                   "pow", "ipow", "power", "float_power"}
 

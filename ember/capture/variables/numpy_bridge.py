@@ -142,3 +142,21 @@ def torch_call_with_numpy(tx, fn, args, kwargs):
     if dtype is not None and dtype != t.fake.dtype:  # (a copy in eager too)
         t = out.call_method("to", [t], {"dtype": ConstantVariable(dtype)})
     return t
+
+
+def tensor_of_scalars(tx, seq, dtype=None):
+    """``torch.tensor([s0, s1, ...])`` / ``torch.LongTensor([...])`` of NumPy scalars the graph
+    computed (``[a[0], a[2]]``), all of one dtype: eager's tensor has that dtype (or ``dtype``,
+    converted as ``.to`` converts). None: another list (eager's other inference rules)."""
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    if not isinstance(seq, (ListVariable, TupleVariable)) or not seq.items:
+        return None
+    items = seq.items
+    if not all(isinstance(i, NumpyNdarrayVariable) and i.scalar for i in items) \
+            or len({i.tensor.fake.dtype for i in items}) != 1 or dtype is not None and not isinstance(dtype, torch.dtype):
+        return None
+    out = tx.output
+    t = out.call_function(torch.stack, [ListVariable([i.tensor for i in items])], {})
+    if dtype is not None and dtype != t.fake.dtype:
+        t = out.call_method("to", [t], {"dtype": ConstantVariable(dtype)})
+    return t

@@ -152,6 +152,14 @@ class TorchFunctionVariable(VariableTracker):
                 return ConstantVariable(value)
             tx.guards.global_state(key, fn, fn(), f"torch.{fn.__name__}()")
             return ConstantVariable(fn())
+        if fn is torch.tensor and len(args) == 1 and set(kwargs) <= {"dtype"} and hasattr(args[0], "items") \
+                and any(type(i).__name__ == "NumpyNdarrayVariable" for i in args[0].items):
+            from ember.capture.variables.numpy_bridge import tensor_of_scalars
+            dtype = kwargs["dtype"].as_constant() if "dtype" in kwargs and kwargs["dtype"].is_constant() else None
+            if "dtype" not in kwargs or dtype is not None:
+                converted = tensor_of_scalars(tx, args[0], dtype)  # torch.tensor([a[0], a[1]])
+                if converted is not None:
+                    return converted
         if any(type(a).__name__ == "NumpyNdarrayVariable" for a in (*args, *kwargs.values())):
             from ember.capture.variables.numpy_bridge import torch_call_with_numpy
             converted = torch_call_with_numpy(tx, fn, args, kwargs)  # torch.from_numpy(a), torch.tensor(a)
