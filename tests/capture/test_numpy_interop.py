@@ -369,6 +369,11 @@ def test_torch_numpy_differences_from_numpy_break():
     out = check(lambda a: (a / 2, a / a[:1], np.true_divide(a, 3), a[0, 0] / 2), AI)(AI.copy())
     assert out[0].dtype == np.float64 and type(out[3]) is np.float64
     check(lambda a: a / np.float32(2), AI.astype(np.uint8), graphs=0, breaks=1)
+    # same dtype and shape, other values: torch._numpy's round returns an integer array unchanged
+    # (the probe runs both on test data and compares values)
+    out = check(lambda a: np.around(a, -1), AI * 7, graphs=0, breaks=1)(AI * 7)
+    assert out[0, 1] == 10
+    check(lambda a, i: (np.take_along_axis(a, i, 1), a[:, i[:, 0]]), A64, np.array([[2], [0]]))  # (indices)
     out = check(lambda a: a.sum(), AI.astype(np.uint8), graphs=0, breaks=1)(AI.astype(np.uint8))
     assert type(out) is np.uint64
 

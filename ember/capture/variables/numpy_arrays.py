@@ -17,10 +17,14 @@ itself. ``np.random`` and anything outside the pure math API stay graph breaks.
 
 **Never a different answer.** ``torch._numpy`` is not NumPy: before a call is
 put in the graph, ember runs the real NumPy function on stand-in arrays of the
-same shapes and dtypes (zeros) — a *probe* — and keeps the node only if
+same shapes and dtypes (deterministic test data) — a *probe* — and keeps the node only if
 ``torch._numpy`` gives the same result structure: the same dtypes and shapes,
 and a NumPy scalar (``np.float64``) exactly where NumPy returns one rather than
-a 0-d array (``np.sum(a)`` is a scalar, ``a.reshape(())`` is not). Any
+a 0-d array (``np.sum(a)`` is a scalar, ``a.reshape(())`` is not) — and, run on
+real tensors of the same data, the same values and the same writes into its
+arguments (``np.round(int_array, -1)``: torch._numpy returns its input). Where
+NumPy raises on the test data (indices out of range) the stand-ins are zeros and
+values are not compared. Any
 difference, or a probe that raises, is a graph break: NumPy runs it eagerly.
 NumPy 2's dtype rules (NEP 50) depend on dtypes, never on values, so the probe
 decides for every call with these guards. Arrays larger than ``_PROBE_LIMIT``
@@ -520,8 +524,9 @@ def numpy_call(tx, kind, target, args, kwargs, label, np_callable=None):
         raise unsupported("EB0053", f"integer {label} by an array (NumPy and torch differ on division by zero)")
     spec_args = tuple(spec(a) for a in args)
     spec_kwargs = {k: spec(v) for k, v in kwargs.items()}
-    expected = _probe(kind, target, args, kwargs, np_callable)
     call = NumpyCall(kind, target, spec_args, spec_kwargs, label)
+    from ember.capture.variables.numpy_probe import _agree, _probe
+    expected = _probe(kind, target, args, kwargs, np_callable, call)
     if kind == "setitem":
         result = tx.output.call_function(call, tensors, {})
         _agree(expected, None, label)
@@ -587,28 +592,6 @@ def _spec_constant(c):
     raise unsupported("EB0053", f"a {type(c).__name__} constant in NumPy code")
 
 
-def _stand_in(vt, budget):
-    """A real NumPy value with ``vt``'s type, dtype and shape (zeros)."""
-    np = _np()
-    from ember.capture.variables.containers import ListVariable, TupleVariable
-    if isinstance(vt, NumpyNdarrayVariable):
-        fake = vt.tensor.fake
-        shape = tuple(_hint(s) for s in fake.shape)
-        budget[0] += math.prod(shape)
-        if budget[0] > _PROBE_LIMIT:
-            raise unsupported("EB0053", "NumPy arrays too large to check torch._numpy's result against")
-        arr = np.zeros(shape, dtype=vt.np_dtype())
-        return arr[()] if vt.scalar else arr
-    if isinstance(vt, (ListVariable, TupleVariable)):
-        items = [_stand_in(i, budget) for i in vt.items]
-        return items if isinstance(vt, ListVariable) else tuple(items)
-    if type(vt).__name__ == "SliceVariable" and hasattr(vt, "items"):
-        return slice(*[_stand_in(i, budget) for i in vt.items])
-    if _symbolic(vt):
-        return _hint(vt.sym)  # (its value now, no guard: NumPy's result types do not depend on it)
-    return vt.as_constant()
-
-
 def _symbolic(vt) -> bool:
     from ember.capture.variables.symbolic import SymNodeVariable
     from ember.fake.symbolic import has_symbols
@@ -626,82 +609,15 @@ def _hint(v):
     return v
 
 
-def _probe(kind, target, args, kwargs, np_callable):
-    """What NumPy itself returns for stand-ins of these arguments (see the module docstring)."""
-    np = _np()
-    budget = [0]
-    real_args = [_stand_in(a, budget) for a in args]
-    real_kwargs = {k: _stand_in(v, budget) for k, v in kwargs.items()}
-    import warnings
-    try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
-            if kind == "fn":
-                out = np_callable(*real_args, **real_kwargs)
-            elif kind == "op":
-                out = target(*real_args)
-            elif kind == "method":
-                out = getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
-            elif kind == "attr":
-                out = getattr(real_args[0], target)
-            else:
-                real_args[0][real_args[1]] = real_args[2]
-                out = None
-    except Exception as e:
-        raise unsupported("EB0053", f"NumPy {getattr(target, '__name__', target)} raised {type(e).__name__} on these "
-                          "shapes and dtypes (runs eagerly)") from None
-    for key, arg in [*enumerate(real_args), *real_kwargs.items()]:
-        if out is arg and isinstance(arg, np.ndarray):
-            return _Same(key)  # `a += 1`, `np.add(a, 1, out=a)`, `np.asarray(a)`: that very array
-    return out
-
-
-class _Same:
-    """The operation returned one of its (array) arguments: its tracker, identity kept."""
-
-    def __init__(self, key):
-        self.key = key
 _INPLACE_OPS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                 operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
                 operator.ilshift, operator.irshift, operator.imatmul}
 
 
-def _agree(expected, fake, label):
-    """The probe's real NumPy result and the fake's: the same structure, types, dtypes, shapes."""
-    np = _np()
-    if isinstance(expected, np.ndarray):
-        ok = isinstance(fake, torch.Tensor) and tuple(_hint(s) for s in fake.shape) == expected.shape and \
-            fake.dtype is not torch.bfloat16 and _np_dtype(fake.dtype) == expected.dtype
-    elif isinstance(expected, np.generic):
-        ok = isinstance(fake, torch.Tensor) and fake.dim() == 0 and fake.dtype is not torch.bfloat16 \
-            and _np_dtype(fake.dtype) == expected.dtype
-    elif isinstance(expected, (tuple, list)):
-        # (a list where NumPy returns a tuple, np.meshgrid: built as NumPy's, see _wrap)
-        ok = (type(fake) is type(expected) or type(expected) in (tuple, list) and type(fake) in (tuple, list)) \
-            and len(fake) == len(expected) and \
-            all(_agree(e, f, label) is None for e, f in zip(expected, fake))
-    else:
-        ok = not isinstance(fake, torch.Tensor) and type(fake) is type(expected) and fake == expected
-    if not ok:
-        raise unsupported("EB0053", f"torch._numpy's {label} differs from NumPy's on these dtypes/shapes "
-                          f"(NumPy: {_kind(expected)}; torch._numpy: {_kind(fake)}): runs eagerly")
-    return None
-
-
-def _kind(v):
-    np = _np()
-    if isinstance(v, np.ndarray):
-        return f"ndarray {v.dtype} {v.shape}"
-    if isinstance(v, np.generic):
-        return f"{type(v).__name__}"
-    if isinstance(v, torch.Tensor):
-        return f"tensor {v.dtype} {tuple(v.shape)}"
-    return type(v).__name__
-
-
 def _wrap(result, expected, label, kind, target, args, kwargs):
     """The graph's result as NumPy trackers, shaped as the probe's."""
     from ember.capture.variables.containers import ListVariable, TupleVariable
+    from ember.capture.variables.numpy_probe import _agree, _Same
     from ember.capture.variables.tensor import TensorVariable
     np = _np()
     if isinstance(expected, _Same):
