@@ -665,6 +665,8 @@ def _has_numpy_scalar(values) -> bool:
                 return True
         elif type(v) is ConstantVariable and type(v.value).__module__ == "numpy":  # (how numpy_arrays wraps one)
             return True
+        elif type(v).__name__ == "NumpyNdarrayVariable":  # (a NumPy scalar argument, unspecialized)
+            return True
     return False
 
 

@@ -58,6 +58,9 @@ def test_uses_that_need_the_value_are_specialised():
         (lambda x, n: sum(x * i for i in range(n)), lambda v: (torch.ones(2), np.int64(v))),
         (lambda x, s: x + 1 if s > 2 else x - 1, lambda v: (torch.ones(2), np.float64(v))),
         (lambda x, s: torch.tensor(s) + x, lambda v: (torch.ones(2), np.float32(v))),
+        # eager infers float64 from the np.float64 in the list (a Python float would give float32)
+        (lambda x, s: torch.tensor([s, 1.0]) + x, lambda v: (torch.ones(2), np.float64(v))),
+        (lambda x, s: (torch.full((2,), s), torch.arange(s), x.new_tensor([s])), lambda v: (torch.ones(2), np.int8(v))),
         (lambda x, s: (x * float(s), int(s)), lambda v: (torch.ones(2), np.float64(v + 0.5))),
     ]
     for fn, make in cases:
