@@ -620,9 +620,14 @@ _LIST_ITERATOR = type(iter([]))
 
 
 def _already_wrapped(tx, obj) -> bool:
+    return tracker_of(tx, obj) is not None
+
+
+def tracker_of(tx, obj):
+    """The tracker this trace made for the mutable object ``obj`` (however it was reached), or None."""
     seen = tx.output.source_memo.get(("object", type(obj)), {})
     hit = seen.get(id(obj))
-    return hit is not None and hit[0] is obj
+    return hit[1] if hit is not None and hit[0] is obj else None
 
 
 def list_iterator_state(it) -> tuple:

@@ -87,6 +87,10 @@ class SideEffects:
             raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object after deleting an attribute")
         return pending
 
+    def written_names(self, obj: Any) -> list[str]:
+        """The attribute names of ``obj`` the frame wrote (or deleted)."""
+        return [name for (oid, name) in self._attrs if oid == id(obj)]
+
     def has_attrs(self, obj: Any) -> bool:
         """Whether the frame wrote any attribute of ``obj``."""
         return any(key[0] == id(obj) for key in self._attrs)
@@ -111,6 +115,10 @@ class SideEffects:
         if container.source is None:
             raise unsupported("EB0032", "mutating a container ember cannot name")
         self._containers.setdefault(id(container), container)
+
+    def is_mutated(self, container: VariableTracker) -> bool:
+        """Whether the frame mutated this outside container (its real object is not yet changed)."""
+        return id(container) in self._containers
 
     def live_values(self) -> list:
         """Every tracker the recorded effects keep alive (roots for closing unreachable generators)."""

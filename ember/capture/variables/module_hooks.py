@@ -8,6 +8,7 @@ import torch
 
 from ember.capture.sources import AttrSource, ConstSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, unsupported
+from ember.capture.variables.module_state import HOOK_DICTS, check_dicts, check_global_hooks
 
 
 def untraced_hooks(m: torch.nn.Module) -> bool:
@@ -62,6 +63,8 @@ def call_with_hooks(tx, module_vt, args, kwargs):
     if untraced_hooks(m):
         raise unsupported("EB0043", f"backward or always-called module hooks on {type(m).__name__}")
     src = module_vt.source
+    check_dicts(tx, m, HOOK_DICTS)  # (a hook the frame removed or added is not in them yet)
+    check_global_hooks(tx)
     tx.guards.global_module_hooks()
     if src is not None:
         tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))

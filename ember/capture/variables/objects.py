@@ -19,6 +19,7 @@ from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMem
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.deferred_calls import LOGGING_METHODS, DeferredCallVariable
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
+from ember.capture.variables.module_state import MEMBER_DICTS, check_dicts, check_members_written, check_tree
 from ember.exc import PythonException
 
 
@@ -255,6 +256,8 @@ class NNModuleVariable(VariableTracker):
     def guard_structure(self, tx) -> None:
         """The trace measured, indexed or iterated this container module: modules are guarded by
         type, not identity, so pin its members (their names, in order)."""
+        check_dicts(tx, self.module)
+        check_members_written(tx, self.module)
         if self.source is None:
             return
         d = self.module.__dict__
@@ -294,6 +297,8 @@ class NNModuleVariable(VariableTracker):
         if on_class and _is_data_descriptor(_static_lookup(m, name)):
             return _class_attribute(tx, self, m, name)
         if name in d:
+            if name in MEMBER_DICTS:
+                check_members_written(tx, m)
             return wrap(tx, d[name], self._sub(name))
         pending_cls = pending_class_attribute(tx, type(m), name)
         if pending_cls is not None:  # a class attribute the frame assigned (`Cls.count += 1`)
@@ -306,6 +311,7 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if on_class:
             return _class_attribute(tx, self, m, name)
+        check_dicts(tx, m)
         for kind in ("_parameters", "_buffers", "_modules"):
             members = d.get(kind)
             if members is not None and name in members:
@@ -323,6 +329,7 @@ class NNModuleVariable(VariableTracker):
         """``nn.Module.__getattr__``: a parameter, buffer or submodule, else AttributeError."""
         from ember.capture.builder import wrap
         d = self.module.__dict__
+        check_dicts(tx, self.module)
         for kind in ("_parameters", "_buffers", "_modules"):
             members = d.get(kind)
             if members is not None and name in members:
@@ -358,6 +365,8 @@ class NNModuleVariable(VariableTracker):
         if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
                                                   torch.nn.ModuleDict, torch.nn.ParameterList,
                                                   torch.nn.ParameterDict)):
+            check_dicts(tx, m)
+            check_members_written(tx, m)
             key = args[0].as_constant()
             if isinstance(key, slice) or (isinstance(key, int) and key < 0):
                 self.guard_structure(tx)  # which members these are depends on how many there are
@@ -387,6 +396,7 @@ class NNModuleVariable(VariableTracker):
         from ember.capture.builder import wrap
         from ember.capture.variables.containers import TupleVariable
         m = self.module
+        check_tree(tx, m)
         cargs = [a.as_constant() for a in args]
         ckw = {k: v.as_constant() for k, v in kwargs.items()}
         items = list(getattr(m, name)(*cargs, **ckw))

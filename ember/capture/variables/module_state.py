@@ -1,0 +1,66 @@
+"""A module's internal dicts (``_parameters``, ``_buffers``, ``_modules``, its hook dicts) read by the
+tracer straight from the module, after the frame changed them.
+
+The frame's writes to outside objects only happen after the graph (see side_effects): a write
+through a tracker of one of those dicts (``self._buffers["b"] = t``, ``handle.remove()`` deleting
+from ``_forward_hooks``, ``ModuleList.append`` filling ``_modules``) or an attribute write that lands
+in one of them (``self.b = t`` for a buffer ``b``) is not in the real dict yet. Where the tracer
+reads those dicts directly (a member's value, the hooks a call runs, a listing, a container's
+length), such a read is refused instead: the graph breaks there and the rest runs after the
+writes.
+"""
+from __future__ import annotations
+
+import torch
+
+from ember.capture.variables.base import unsupported
+
+MEMBER_DICTS = ("_parameters", "_buffers", "_modules")
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+              "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called", "_backward_hooks",
+              "_backward_pre_hooks")
+GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                     "_global_backward_pre_hooks", "_global_forward_hooks_with_kwargs",
+                     "_global_forward_hooks_always_called")
+
+
+def _changed(tx, real) -> bool:
+    from ember.capture.builder import tracker_of
+    if real is None:
+        return False
+    vt = tracker_of(tx, real)
+    return vt is not None and tx.side_effects.is_mutated(vt)
+
+
+def check_dicts(tx, m: torch.nn.Module, kinds=MEMBER_DICTS) -> None:
+    """Refuse a direct read of ``m``'s dicts ``kinds`` once the frame changed one of them."""
+    d = m.__dict__
+    for kind in kinds:
+        if _changed(tx, d.get(kind)):
+            raise unsupported("EB0032", f"reading {type(m).__name__}.{kind} after the frame changed it "
+                              "(the change happens after the graph)")
+
+
+def check_global_hooks(tx) -> None:
+    mm = torch.nn.modules.module
+    for name in GLOBAL_HOOK_DICTS:
+        if _changed(tx, getattr(mm, name, None)):
+            raise unsupported("EB0032", f"calling a module after the frame changed torch.nn.modules.module.{name}")
+
+
+def check_members_written(tx, m: torch.nn.Module) -> None:
+    """Refuse reading ``m``'s member dicts (or a listing of them) once the frame assigned one of its
+    parameters, buffers or submodules by attribute (``self.b = t``): the dicts do not have it yet."""
+    d = m.__dict__
+    members = [d.get(kind) or {} for kind in MEMBER_DICTS]
+    for name in tx.side_effects.written_names(m):
+        if any(name in ms for ms in members):
+            raise unsupported("EB0032", f"reading the members of {type(m).__name__} after assigning "
+                              f"{type(m).__name__}.{name} in the frame")
+
+
+def check_tree(tx, m: torch.nn.Module) -> None:
+    """Both checks, for ``m`` and every module under it (a listing such as ``parameters()``)."""
+    for sub in m.modules():
+        check_dicts(tx, sub)
+        check_members_written(tx, sub)

@@ -1,0 +1,155 @@
+"""A module's internal dicts changed by the frame, then read by it: each compared with eager.
+
+The frame's writes to a module's ``_buffers`` / ``_modules`` / hook dicts happen after the graph;
+before, a later read of the module in the same frame (a member, the hooks of a call, a listing,
+a ModuleList's items) saw the old dict: wrong answers. Now such a read breaks the graph, and the
+rest runs after the writes.
+"""
+import copy
+
+import torch
+import torch.nn as nn
+
+from ember_test_helpers import CompileCounter, assert_same, compile
+
+mm = torch.nn.modules.module
+
+
+def _compare(make, steps=2, between=None):
+    """``make()`` -> (fn, state): run fn eagerly on one world and compiled on an identical one."""
+    torch.manual_seed(0)
+    fn_e, state_e = make()
+    torch.manual_seed(0)
+    fn_c, state_c = make()
+    compiled = compile(fn_c, backend=CompileCounter())
+    for step in range(steps):
+        x = torch.randn(3, 4)
+        expected, actual = fn_e(x.clone()), compiled(x.clone())
+        assert_same(actual, expected, f"step {step}")
+        assert_same(dict(state_c.named_buffers()), dict(state_e.named_buffers()), f"buffers step {step}")
+        assert [n for n, _ in state_c.named_modules()] == [n for n, _ in state_e.named_modules()]
+        assert len(getattr(state_c, "_forward_hooks", {})) == len(getattr(state_e, "_forward_hooks", {}))
+
+
+class BufferDictWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(4))
+
+    def forward(self, x):
+        self._buffers["b"] = self.b * 2
+        return x * self.b
+
+
+class BufferThenListing(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(4))
+
+    def forward(self, x):
+        self.b = self.b * 2
+        d = dict(self.named_buffers())
+        return x * d["b"] + self._buffers["b"]
+
+
+class AppendToModuleList(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ls = nn.ModuleList([nn.Linear(4, 4)])
+        self.extra = nn.Tanh()
+
+    def forward(self, x):
+        if len(self.ls) < 3:
+            self.ls.append(self.extra)
+        for layer in self.ls:
+            x = layer(x)
+        return x, len(self.ls)
+
+
+class DeleteSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.a(x)
+        if "b" in self._modules:
+            del self._modules["b"]
+        return y + (self.b(x) if hasattr(self, "b") else 0)
+
+
+class HookForOneCall(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        handle = self.lin.register_forward_hook(lambda mod, args, out: out * 2)
+        y = self.lin(x)
+        handle.remove()
+        return y + self.lin(x)
+
+
+def _module_case(cls):
+    def make():
+        m = cls()
+        return m, m
+    return make
+
+
+def test_buffer_written_through_buffers_dict():
+    _compare(_module_case(BufferDictWrite), steps=3)
+
+
+def test_buffer_assigned_then_listed():
+    _compare(_module_case(BufferThenListing), steps=2)
+
+
+def test_module_list_appended_then_iterated():
+    _compare(_module_case(AppendToModuleList), steps=3)
+
+
+def test_submodule_deleted_from_modules_dict():
+    _compare(_module_case(DeleteSubmodule), steps=2)
+
+
+def test_hook_registered_and_removed_in_forward():
+    _compare(_module_case(HookForOneCall), steps=2)
+
+
+def test_hook_handle_removed_between_two_calls_in_frame():
+    def make():
+        m = nn.Linear(4, 4)
+        handles = [m.register_forward_hook(lambda mod, args, out: out * 2)]
+
+        def fn(x):
+            y = m(x)
+            if handles:
+                handles.pop().remove()
+            return y + m(x)
+        return fn, m
+    _compare(make, steps=2)
+
+
+def test_global_hook_removed_between_two_calls_in_frame():
+    torch.manual_seed(0)
+    eager = nn.Linear(4, 4)
+    comp = copy.deepcopy(eager)
+    results = []
+    for m, compiled in ((eager, False), (comp, True)):
+        handles = [mm.register_module_forward_hook(lambda mod, args, out: out * 2)]
+        try:
+            def fn(x, m=m, handles=handles):
+                y = m(x)
+                if handles:
+                    handles.pop().remove()
+                return y + m(x)
+            run = compile(fn, backend=CompileCounter()) if compiled else fn
+            torch.manual_seed(1)
+            results.append([run(torch.randn(3, 4)) for _ in range(2)])
+        finally:
+            for h in handles:
+                h.remove()
+    assert_same(results[1], results[0])
+    assert not mm._global_forward_hooks
