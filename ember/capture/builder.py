@@ -244,6 +244,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         items = [wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(value)]
         return DequeVariable(items, value.maxlen, source=source)
 
+    if isinstance(value, list) and t is not list and source is not None:
+        from ember.capture.variables.container_methods import list_subclass_input
+        vt = list_subclass_input(tx, value, source)
+        if vt is not None:
+            return vt
+
     if t in (tuple, list) or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
             guards.type_match(source, value)

@@ -510,7 +510,7 @@ def _made_in_frame(vt) -> bool:
     from ember.capture.variables.new_object import NewObjectVariable
     if isinstance(vt, (ListVariable, DictVariable, SetVariable, TupleVariable)):
         return vt.source is None
-    if isinstance(vt, NewObjectVariable) or getattr(vt, "rebuilt_once", False):
+    if isinstance(vt, NewObjectVariable) or getattr(vt, "rebuilt_once", False) or getattr(vt, "created_in_frame", False):
         return True
     if type(vt).__name__ == "DequeVariable":
         return vt.source is None
@@ -737,6 +737,11 @@ class _ReturnPlan:
                 NNModuleVariable: "module", UserObjectVariable: "obj"}.get(type(vt))
         if real is not None:
             if getattr(vt, "created_in_frame", False):
-                raise unsupported("EB0015", f"a {type(vt.module).__name__} built in the frame escapes it")
+                if getattr(vt, "constructor", None) is None:
+                    raise unsupported("EB0015", f"a {type(vt.module).__name__} built in the frame escapes it")
+                cls, cargs, ckwargs = vt.constructor  # a stateless torch module from constants: a new one
+                parts = [codegen.literal(a, s, bind) for a in cargs] + \
+                    [f"{k}={codegen.literal(v, s, bind)}" for k, v in ckwargs.items()]
+                return f"{bind(s, cls, 'module_cls')}({', '.join(parts)})"
             return bind(s, getattr(vt, real), "value")
         raise unsupported("EB0015", f"returning {vt.describe()} from the compiled frame")

@@ -361,6 +361,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         if name in b:
             # a global of that name defined later shadows the builtin
             self.guards.not_in_dict(ConstSource(g, f"<globals of {g.get('__name__', '?')}>"), name)
+            # ... and the builtin itself may be monkeypatched (`builtins.isinstance = patched`)
+            self.guards.id_match(GlobalSource(b, name, top=False), b[name])
             return wrap(self, b[name], None)
         raise unsupported("EB0002", f"name {name!r} is not defined (NameError)")
 

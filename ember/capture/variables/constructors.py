@@ -168,11 +168,14 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         # it holds only the constants it was given, so one instance serves every call.
         from ember.capture.builder import _stateless
         from ember.capture.variables.objects import NNModuleVariable
+        cargs, ckwargs = [a.as_constant() for a in args], {k: v.as_constant() for k, v in kwargs.items()}
         with torch.random.fork_rng(devices=[]):  # its parameter init must not advance the program's RNG
-            module = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+            module = cls(*cargs, **ckwargs)
         if _stateless(module):
             vt = NNModuleVariable(module, None)
             vt.created_in_frame = True
+            # (if it escapes the frame, each call hands out a new one, as eager does)
+            vt.constructor = (cls, tuple(cargs), ckwargs)
             return vt
     from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
     base = plain_subclass(cls)

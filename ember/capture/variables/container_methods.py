@@ -15,10 +15,16 @@ _HARMLESS_CLASS_NAMES = {"__module__", "__qualname__", "__doc__", "__dict__", "_
                          "__slotnames__"}  # (copyreg caches __slotnames__ on the class)
 
 
+#: dunders CPython calls on an instance only when the program calls them by that name (never from a
+#: builtin operation of the base type): a subclass defining them still behaves as its base does
+#: (transformers' LogitsProcessorList: a list with a ``__call__``)
+_EXPLICIT_DUNDERS = {"__call__"}
+
+
 def plain_subclass(cls: type) -> type | None:
-    """The builtin base (set, frozenset, list, tuple) of a subclass whose instances behave as the base type
-    does: no slot of its own (``__init__``, ``__eq__``, ``__contains__`` ...), only plain non-dunder
-    methods, which are inlined. None for any other class."""
+    """The builtin base (set, frozenset, list, tuple) of a subclass whose instances behave as the base
+    type does: no slot of its own (``__init__``, ``__eq__``, ``__contains__`` ...), only plain Python
+    methods, which are inlined (non-dunder ones, and ``__call__``). None for any other class."""
     if type(cls) is not type or cls in (set, frozenset, list, tuple) or hasattr(cls, "_fields"):
         return None
     base = next((b for b in (frozenset, set, list, tuple) if issubclass(cls, b)), None)
@@ -32,9 +38,19 @@ def plain_subclass(cls: type) -> type | None:
         for name, value in klass.__dict__.items():
             if name in _HARMLESS_CLASS_NAMES:
                 continue
-            if name.startswith("__") or not isinstance(value, types.FunctionType):
+            if (name.startswith("__") and name not in _EXPLICIT_DUNDERS) or not isinstance(value, types.FunctionType):
                 return None
     return None
+
+
+def call_subclass_instance(tx, vt, cls: type, base: type, args: list, kwargs: dict):
+    """``obj(*args)`` for an instance of a `plain_subclass` ``cls`` of ``base``: its ``__call__``."""
+    from ember.capture.variables.containers import _subclass_method
+    from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+    method = _subclass_method(cls, base, "__call__") if cls is not base else None
+    if method is None:
+        raise PythonException(TypeError(f"'{cls.__name__}' object is not callable"))
+    return UserMethodVariable(UserFunctionVariable(method), vt).call(tx, args, kwargs)
 
 
 # Builtin container methods read off their class (``set.add``, ``frozenset.__and__``), called with
@@ -114,3 +130,22 @@ def guard_class_layout(tx, cls: type) -> None:
     from ember.capture.sources import CallSource
     from ember.capture.variables.objects import class_source
     tx.guards.equals(CallSource(class_layout, class_source(cls), ()), class_layout(cls))
+
+
+def list_subclass_input(tx, value: list, source):
+    """The tracker of a `plain_subclass` of list from outside the frame (a processor list passed in):
+    a list tracker of that class (its mutations replayed like a list's), guarded by type, length,
+    the class's methods, and an empty instance ``__dict__`` (an instance attribute would shadow a
+    method). None for any other list subclass."""
+    from ember.capture.builder import wrap
+    from ember.capture.sources import AttrSource, ItemSource
+    cls = type(value)
+    if plain_subclass(cls) is not list or getattr(value, "__dict__", None):
+        return None
+    tx.guards.type_match(source, value)
+    tx.guards.length(source, len(value))
+    tx.guards.length(AttrSource(source, "__dict__"), 0)
+    guard_class_layout(tx, cls)
+    lst = ListVariable([wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(value)], source)
+    lst.list_cls = cls
+    return lst

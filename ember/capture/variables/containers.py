@@ -293,6 +293,10 @@ class ListVariable(BaseSequence):
     def iter(self, tx):
         return ListIteratorVariable(self)
 
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.container_methods import call_subclass_instance
+        return call_subclass_instance(tx, self, self.list_cls, list, args, kwargs)
+
     def _mutable(self, what: str, tx=None):
         if tx is not None:
             tx.side_effects.container_writes.append(self.born)

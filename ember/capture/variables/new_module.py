@@ -5,8 +5,10 @@ A module built in the frame (``ACT2FN["silu"]`` builds ``SiLUActivation()`` on e
 a `NewModuleVariable`: an object made in the frame whose ``__init__`` is inlined, with
 ``nn.Module.__init__`` standing for the empty module state (no parameters, buffers or
 submodules, ``training=True``). Calling it runs its ``forward`` — a fresh module has no hooks
-(global hooks make the call unsupported). Only stateless modules are modelled: assigning a
-tensor or a module to it is unsupported, and so is letting it escape the frame.
+(global hooks make the call unsupported). Only modules without parameters, buffers or submodules
+are modelled: assigning a Parameter or a module to it is unsupported (a plain tensor is a plain
+attribute, as ``Module.__setattr__`` stores it). If it escapes the frame, the generated code builds
+it after the graph: ``object.__new__(cls)``, ``nn.Module.__init__``, then the traced ``__dict__``.
 """
 from __future__ import annotations
 
@@ -36,14 +38,19 @@ class NewModuleVariable(NewObjectVariable):
     def describe(self):
         return f"new {self.cls.__qualname__} module"
 
+    module_initialized = False  # nn.Module.__init__ ran (what rebuilding it after the graph repeats)
+
     def init_module_state(self):
         """``nn.Module.__init__()``: the state a fresh module has that the trace can see."""
         self.attrs.setdefault("training", ConstantVariable(True))
+        self.module_initialized = True
 
     def setattr(self, tx, name, value):
         from ember.capture.variables.objects import NNModuleVariable
         from ember.capture.variables.tensor import TensorVariable
-        if isinstance(value, (TensorVariable, NNModuleVariable, NewModuleVariable)):
+        if isinstance(value, TensorVariable) and not _is_parameter(value):
+            pass  # a plain tensor: Module.__setattr__ keeps it in the instance __dict__
+        elif isinstance(value, (TensorVariable, NNModuleVariable, NewModuleVariable)):
             raise unsupported("EB0042", f"a module built in the frame holding {value.describe()} (stateful module)")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
@@ -60,7 +67,27 @@ class NewModuleVariable(NewObjectVariable):
         return self.getattr(tx, "forward").call(tx, args, kwargs)
 
     def reconstruct(self, plan) -> str:
-        raise unsupported("EB0015", f"a {self.describe()} escapes the frame")
+        if not self.module_initialized:  # (eager's object lacks the module state: not modelled)
+            raise unsupported("EB0015", f"a {self.describe()} whose __init__ skipped nn.Module.__init__ escapes the frame")
+        attrs = "{" + ", ".join(f"{k!r}: {plan.expr(v)}" for k, v in self.attrs.items()) + "}"
+        from ember.capture.sources import bind
+        return f"{bind(plan.scope, rebuild_module, 'rebuild_module')}({bind(plan.scope, self.cls, 'cls')}, {attrs})"
+
+
+def _is_parameter(vt) -> bool:
+    try:
+        return issubclass(vt.python_type(), torch.nn.Parameter)
+    except Exception:  # noqa: BLE001 - cannot tell: treat as one (refused)
+        return True
+
+
+def rebuild_module(cls, attrs: dict):
+    """Runtime helper for generated code: the module the trace described (its ``__init__`` already
+    ran in the trace; ``module_constructible`` classes use object.__new__ and Module.__setattr__)."""
+    obj = object.__new__(cls)
+    torch.nn.Module.__init__(obj)
+    obj.__dict__.update(attrs)
+    return obj
 
 
 def construct_module(tx, cls: type, args: list, kwargs: dict) -> NewModuleVariable:

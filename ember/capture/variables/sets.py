@@ -104,6 +104,10 @@ class SetVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         return super().getattr(tx, name)
 
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.container_methods import call_subclass_instance
+        return call_subclass_instance(tx, self, self.set_cls, self.base_cls, args, kwargs)
+
     def _new(self, shadow: set, *others) -> "SetVariable":
         out = SetVariable([], set_cls=self.base_cls)
         out.shadow = shadow

@@ -1,0 +1,231 @@
+"""Objects and builtins inside the frame: monkeypatched builtins, list subclasses made in the frame
+or passed in, objects the frame constructs, pure builtins and descriptors on constants."""
+import builtins
+
+import torch
+
+from ember_test_helpers import CompileCounter, check_same, compile
+
+
+class Tagged:
+    pass
+
+
+def branch_on_isinstance(x, y):
+    if isinstance(y, Tagged):
+        return x + 1
+    return x - 1
+
+
+def test_monkeypatched_builtin_is_guarded():
+    """A builtin the frame looked up may be replaced on the builtins module: the cached code must
+    not keep using the one it traced (it would give the other branch's answer)."""
+    original = builtins.isinstance
+
+    def patched(obj, classinfo):
+        return False if original(obj, Tagged) else original(obj, classinfo)
+
+    x, y = torch.ones(2), Tagged()
+    counter = CompileCounter()
+    fn = compile(branch_on_isinstance, backend=counter, fullgraph=True)
+    assert torch.equal(fn(x, y), x + 1)
+    try:
+        builtins.isinstance = patched
+        expected = branch_on_isinstance(x, y)
+        actual = fn(x, y)
+    finally:
+        builtins.isinstance = original
+    assert torch.equal(expected, x - 1)
+    assert torch.equal(actual, expected)
+    assert torch.equal(fn(x, y), x + 1)  # unpatched again: the first entry serves
+    assert counter.frame_count == 2
+
+
+class ProcessorList(list):
+    """transformers' LogitsProcessorList: a list with a ``__call__`` and helper methods."""
+
+    def __call__(self, x):
+        for processor in self:
+            x = processor(x)
+        return x
+
+    def length_times_10(self):
+        return len(self) * 10
+
+    def append_twice(self, x):
+        self.extend([x, x])
+
+
+def build_and_return_list_subclass(a, b):
+    l1 = ProcessorList([a + 1])
+    l2 = ProcessorList([b + 2])
+    l1.extend(l2)
+    l1.append(l1.length_times_10())
+    return l1
+
+
+def test_list_subclass_with_call_made_in_frame():
+    counter = check_same(build_and_return_list_subclass, torch.randn(3), torch.randn(3))
+    out = compile(build_and_return_list_subclass)(torch.randn(3), torch.randn(3))
+    assert type(out) is ProcessorList and out[2] == 20
+    assert counter.frame_count == 1
+
+
+def call_list_subclass(x, procs):
+    return procs(x) + len(procs)
+
+
+def test_list_subclass_input_called():
+    procs = ProcessorList([torch.nn.ReLU(), torch.nn.Sigmoid(), torch.tanh])
+    check_same(call_list_subclass, torch.randn(4), procs)
+
+
+def merge_processors(x, left, right):
+    for default in left:
+        for custom in right:
+            if type(custom) is type(default):
+                raise ValueError
+    left.extend(right)
+    left.append_twice(torch.nn.Identity())
+    return left(x)
+
+
+def test_list_subclass_input_mutated_and_replayed():
+    x = torch.randn(5)
+    eager_l, comp_l = ProcessorList([torch.nn.ReLU()]), ProcessorList([torch.nn.ReLU()])
+    right = ProcessorList([torch.nn.Sigmoid()])
+    counter = CompileCounter()
+    expected = merge_processors(x, eager_l, right)
+    actual = compile(merge_processors, backend=counter, fullgraph=True)(x, comp_l, right)
+    assert torch.equal(actual, expected)
+    assert type(comp_l) is ProcessorList and [type(p) for p in comp_l] == [type(p) for p in eager_l]
+    assert len(comp_l) == 4 and counter.frame_count == 1
+
+
+def aliased_list_subclass(a, b):
+    a.extend(b)
+    a.append_twice(b[1] + 1)
+    return b
+
+
+def test_list_subclass_input_aliased():
+    x, y = torch.randn(3), torch.randn(3)
+    l = ProcessorList([x, y])
+    out = compile(aliased_list_subclass, fullgraph=True)(l, l)
+    assert out is l and len(l) == 6
+    assert l[0] is x and l[1] is y and l[2] is x and l[3] is y
+    assert torch.equal(l[4], y + 1) and l[5] is l[4]
+
+
+def test_list_subclass_input_instance_attribute_and_class_change():
+    """An instance attribute would shadow the class's method, and the class's methods may be
+    replaced between calls: neither may reuse the traced method."""
+    def fn(x, procs):
+        return x + procs.length_times_10()
+
+    compiled = compile(fn, fullgraph=False)
+    x = torch.zeros(1)
+    procs = ProcessorList([1, 2])
+    assert compiled(x, procs).item() == 20
+    shadowed = ProcessorList([1, 2])
+    shadowed.length_times_10 = lambda: 7
+    assert compiled(x, shadowed).item() == 7
+
+    class Other(list):
+        def length_times_10(self):
+            return len(self) * 10
+
+    other = Other([1])
+    assert compiled(x, other).item() == 10
+    Other.length_times_10 = lambda self: -1
+    assert compiled(x, other).item() == -1
+
+
+def test_calling_a_plain_list_raises_type_error():
+    def fn(x, l):
+        return l(x)
+
+    try:
+        fn(torch.ones(1), [1])
+    except TypeError as e:
+        expected = str(e)
+    try:
+        compile(fn)(torch.ones(1), [1])
+    except TypeError as e:
+        assert str(e) == expected
+    else:
+        raise AssertionError("no TypeError")
+
+
+def return_new_torch_module(x):
+    act = torch.nn.LeakyReLU(0.2)
+    return act, act(x), act
+
+
+def test_stateless_torch_module_made_in_frame_escapes():
+    fn = compile(return_new_torch_module, fullgraph=True)
+    x = torch.randn(4)
+    a1, y, a1_again = fn(x)
+    a2, _, _ = fn(x)
+    assert type(a1) is torch.nn.LeakyReLU and a1.negative_slope == 0.2
+    assert a1 is a1_again and a1 is not a2  # one object per call, as in eager
+    assert torch.equal(y, torch.nn.functional.leaky_relu(x, 0.2))
+
+
+class Gelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = torch.nn.functional.gelu
+
+    def forward(self, x):
+        return self.act(x)
+
+
+class Matrix(torch.nn.Module):
+    def __init__(self, data):
+        super().__init__()
+        self._data = data
+        self.foo = 10 * self.blocking
+
+    @property
+    def data(self):
+        return self._data
+
+    @property
+    def blocking(self):
+        return self.data.shape[1]
+
+    def forward(self, x):
+        return x @ self._data
+
+
+def return_new_user_modules(x):
+    g = Gelu()
+    m = Matrix(x.t() * 2)
+    return g, g(x), m, m(x)
+
+
+def test_user_module_made_in_frame_escapes():
+    x = torch.randn(3, 5)
+    g, y, m, z = compile(return_new_user_modules, fullgraph=True)(x)
+    eg, ey, em, ez = return_new_user_modules(x)
+    assert type(g) is Gelu and g.act is torch.nn.functional.gelu and g.training
+    assert torch.equal(y, ey) and torch.allclose(z, ez)
+    assert type(m) is Matrix and m.foo == em.foo == 30 and torch.equal(m.data, em.data)
+    assert list(m.parameters()) == [] and list(m.buffers()) == [] and hasattr(m, "_buffers")
+    assert torch.allclose(m(x), em(x))
+
+
+class HoldsParameter(torch.nn.Module):
+    def __init__(self, t):
+        super().__init__()
+        self.w = torch.nn.Parameter(t)
+
+
+def module_with_parameter_made_in_frame(x):
+    m = HoldsParameter(torch.ones(2))
+    return x + 1, len(list(m.parameters()))
+
+
+def test_module_made_in_frame_with_parameter_still_breaks():
+    check_same(module_with_parameter_made_in_frame, torch.randn(2), fullgraph=False, graphs=None)
