@@ -229,3 +229,130 @@ def module_with_parameter_made_in_frame(x):
 
 def test_module_made_in_frame_with_parameter_still_breaks():
     check_same(module_with_parameter_made_in_frame, torch.randn(2), fullgraph=False, graphs=None)
+
+
+def scalar_type_methods(x):
+    return (x + 1, bool.__new__(bool), bool.__new__(bool, 1), int.__new__(int, 42), bool.from_bytes(b"ab", "little"),
+            int.from_bytes(b"\xff", byteorder="big", signed=True), float.fromhex("0x1.ffffp10"),
+            str.__new__(str, 12), complex.__new__(complex, 1, 2))
+
+
+def test_scalar_type_methods_fold():
+    out = check_same(scalar_type_methods, torch.randn(2))
+    assert out.frame_count == 1
+    res = compile(scalar_type_methods, fullgraph=True)(torch.randn(2))
+    assert res[1] is False and res[2] is True and type(res[3]) is int
+
+
+def scalar_type_method_raises(x):
+    return x + int.from_bytes(b"\x01", "sideways")
+
+
+def test_scalar_type_method_raises_like_eager():
+    from ember_test_helpers import check_raises_same
+    check_raises_same(scalar_type_method_raises, torch.randn(2))
+
+
+def make_fn_and_name():
+    def another_fn():
+        pass
+
+    def fn(x):
+        return x + 1, str(another_fn), "another_fn" in repr(another_fn)
+
+    return fn
+
+
+def test_str_of_function_names_that_function():
+    fn = make_fn_and_name()
+    compiled = compile(fn, fullgraph=True)
+    x = torch.randn(2)
+    assert compiled(x)[1:] == fn(x)[1:]
+    fn2 = make_fn_and_name()  # same code, another function object (another address)
+    assert compile(fn2, fullgraph=True)(x)[1:] == fn2(x)[1:]
+    assert compiled(x)[1:] == fn(x)[1:]
+
+
+def partial_attributes(x, p):
+    import functools
+    q = functools.partial(torch.add, other=1)
+    return x + 1, hasattr(p, "__name__"), hasattr(q, "__name__"), hasattr(p, "func"), getattr(p, "tag", None)
+
+
+def test_partial_has_no_name_attribute():
+    import functools
+    p = functools.partial(torch.mul, other=2)
+    check_same(partial_attributes, torch.randn(2), p)
+    tagged = functools.partial(torch.mul, other=2)
+    tagged.tag = "t"
+    tagged.__name__ = "named"
+    check_same(partial_attributes, torch.randn(2), tagged, graphs=None)
+
+
+def weakref_made_in_frame(x, y):
+    import weakref
+    r = weakref.ref(x)
+    return r() * y, r
+
+
+def test_weakref_made_in_frame():
+    import weakref
+    x, y = torch.randn(4), torch.randn(4)
+    out, r = compile(weakref_made_in_frame, fullgraph=True)(x, y)
+    assert torch.equal(out, x * y)
+    assert type(r) is weakref.ref and r() is x and r is weakref.ref(x)
+
+
+def test_thread_local_attributes_read_and_written():
+    import threading
+    loc = threading.local()
+    loc.scale = torch.full((1,), 3.0)
+
+    def fn(x, l):
+        l.last = x
+        if hasattr(l, "scale"):
+            return torch.cat([x, l.scale]), hasattr(l, "missing")
+        return x, False
+
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    x = torch.ones(2)
+    out, missing = compiled(x, loc)
+    assert torch.equal(out, torch.tensor([1.0, 1.0, 3.0])) and missing is False
+    assert loc.last is x and counter.frame_count == 1
+    seen = {}
+
+    def other_thread():  # another thread's local has none of these attributes
+        seen["out"] = compiled(x, loc)
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    t.join()
+    assert seen["out"][0] is x and seen["out"][1] is False
+    assert not hasattr(threading.local(), "last")
+
+
+class TanhPlusOne(torch.nn.Module):
+    def forward(self, x):
+        return torch.tanh(x + 1)
+
+
+class Factory(torch.nn.Module):
+    def __new__(cls, kind="tanh"):  # a module class whose construction hands out another module
+        return TanhPlusOne() if kind == "tanh" else torch.nn.Identity()
+
+
+class UsesFactory(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 2)
+
+    def forward(self, x):
+        other = Factory()
+        ident = Factory("id")
+        return self.layer(x) + other(x) + ident(x), type(other).__name__
+
+
+def test_module_with_python_new_returning_another_module():
+    from ember_test_helpers import check_module_same
+    check_module_same(UsesFactory, torch.randn(2, 2))

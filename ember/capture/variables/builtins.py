@@ -597,6 +597,11 @@ def _user_text(tx, kind, args, kwargs):
     """``str(obj)`` / ``repr(obj)`` of a user object with its own ``__str__``/``__repr__``."""
     if len(args) != 1 or kwargs:
         return NotImplemented
+    fn_vt = args[0]
+    if type(fn_vt).__name__ == "UserFunctionVariable" and fn_vt.source is not None:
+        # `str(fn)`: "<function f at 0x...>" names the very object: pinned by identity
+        tx.guards.id_match(fn_vt.source, fn_vt.fn)
+        return ConstantVariable(str(fn_vt.fn) if kind == "str" else repr(fn_vt.fn))
     from ember.capture.variables.user_operators import user_str
     result = user_str(tx, kind, args[0])
     return NotImplemented if result is None else result

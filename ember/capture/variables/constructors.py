@@ -148,6 +148,12 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                 cls(value)
             except Exception as e:
                 raise PythonException(e) from None
+    import weakref
+    if cls is weakref.ref:
+        from ember.capture.variables.weakrefs import construct_weakref
+        ref = construct_weakref(tx, args, kwargs)
+        if ref is not None:
+            return ref
     if cls is object and not args:
         raise unsupported("EB0042", "creating new objects in the frame (side effects) is not supported yet")
     if type(cls) is type(torch.FloatTensor) and not getattr(cls, "is_cuda", True) and len(args) == 1 and not kwargs:
@@ -204,6 +210,11 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         check_instantiable(cls)  # an abstract class: eager's TypeError, whatever else the class is
     if module_constructible(cls):
         return construct_module(tx, cls, args, kwargs)
+    from ember.capture.variables.new_module import module_python_new
+    module_new = module_python_new(cls)
+    if module_new is not None:  # (object.__new__(cls) inside it is refused: a module is not a plain object)
+        from ember.capture.variables.new_object import construct_with_new
+        return construct_with_new(tx, cls, module_new, args, kwargs)
     from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new
     if constructible(cls):
         return construct_object(tx, cls, args, kwargs)

@@ -1,6 +1,7 @@
 """Callables: user functions (inlined), nested functions, methods, partials, cells."""
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -412,6 +413,20 @@ class PartialVariable(VariableTracker):
         if name == "keywords":
             from ember.capture.variables.containers import DictVariable
             return DictVariable.read_only_of(self.kwargs.items(), "changing a partial's keywords through its dict")
+        real = getattr(self, "real", None)
+        from ember.capture.guards import on_mro
+        if not on_mro(type(real) if real is not None else functools.partial, name):
+            # not a partial's attribute (`__name__`: hasattr is False): only its instance dict may have it
+            from ember.capture.variables.objects import MissingAttribute
+            if self.source is None and real is None:  # made in the frame: its __dict__ is empty
+                raise MissingAttribute(f"'functools.partial' object has no attribute '{name}'")
+            if real is not None and self.source is not None:
+                if name in real.__dict__:  # (its key is re-read by the attribute's guard)
+                    from ember.capture.builder import wrap
+                    from ember.capture.sources import AttrSource
+                    return wrap(tx, real.__dict__[name], AttrSource(self.source, name))
+                tx.guards.no_attribute(self.source, real, name)
+                raise MissingAttribute(f"'functools.partial' object has no attribute '{name}'")
         return super().getattr(tx, name)
 
 

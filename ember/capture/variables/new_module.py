@@ -21,10 +21,21 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.new_object import NewObjectVariable, _lookup
 
 
-def module_constructible(cls: type) -> bool:
+def module_python_new(cls: type):
+    """The Python ``__new__`` of a module class otherwise `module_constructible` (``__new__`` that
+    returns another module: it runs inlined, see `construct_with_new`), or None."""
+    if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module) or cls.__new__ is object.__new__:
+        return None
+    raw = _lookup(cls, "__new__")
+    fn = raw.__func__ if isinstance(raw, staticmethod) else raw
+    return fn if isinstance(fn, types.FunctionType) and module_constructible(cls, any_new=True) else None
+
+
+def module_constructible(cls: type, any_new: bool = False) -> bool:
     if not issubclass(cls, torch.nn.Module) or type(cls) is not type:
         return False
-    if cls.__new__ is not object.__new__ or _lookup(cls, "__setattr__") is not torch.nn.Module.__setattr__:
+    if (cls.__new__ is not object.__new__ and not any_new) or \
+            _lookup(cls, "__setattr__") is not torch.nn.Module.__setattr__:
         return False
     if _lookup(cls, "__getattr__") is not torch.nn.Module.__getattr__:
         return False

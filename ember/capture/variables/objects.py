@@ -42,6 +42,15 @@ def raw_attribute(obj, name, default=None):
         return default
 
 
+def thread_local(obj) -> bool:
+    """A ``threading.local`` whose attribute access is local's own (a per-thread ``__dict__``)."""
+    import _thread
+    t = type(obj)
+    return isinstance(obj, _thread._local) and t.__getattribute__ is _thread._local.__getattribute__ and \
+        t.__setattr__ is _thread._local.__setattr__ and t.__delattr__ is _thread._local.__delattr__ and \
+        not any("__getattr__" in k.__dict__ for k in t.__mro__)
+
+
 def _static_lookup(obj, name):
     """Find ``name`` on ``type(obj)``'s MRO without running descriptors."""
     for klass in type(obj).__mro__:
@@ -538,6 +547,8 @@ class UserObjectVariable(VariableTracker):
         if pending is not None:
             return pending
         d = raw_attribute(obj, "__dict__")
+        if d is None and thread_local(obj):
+            d = obj.__dict__  # (this thread's: the compiled code runs in the caller's thread too)
         if name == "__class__":
             return ClassVariable(type(obj), class_source(type(obj)))
         if name == "__dict__":
@@ -662,6 +673,11 @@ class UserObjectVariable(VariableTracker):
             # in object.__setattr__ (super().__setattr__), which is `generic_setattr`.
             from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
             UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name), value], {})
+            return
+        if thread_local(obj) and _static_lookup(obj, name) is None and self.source is not None:
+            # threading.local: its C __setattr__ writes this thread's dict; replayed with setattr
+            # in the caller's thread
+            tx.side_effects.store_attr(self, obj, name, value)
             return
         if custom not in (None, object.__setattr__):
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} with a custom __setattr__")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import weakref
 
-from ember.capture.variables.base import unsupported
+from ember.capture.variables.base import VariableTracker, unsupported
 from ember.capture.variables.objects import UserObjectVariable
 
 
@@ -39,3 +39,46 @@ class WeakRefVariable(UserObjectVariable):
         if self.source is None:
             raise unsupported("EB0033", "calling a weakref that was not read from outside the frame")
         return wrap(tx, self.obj(), CallSource(call_weakref, self.source, ()))
+
+
+class NewWeakRefVariable(VariableTracker):
+    """``weakref.ref(obj)`` made in the frame, of an object from outside it (an argument, a global:
+    the caller keeps it alive while the frame runs), so calling it gives ``obj`` back. If it escapes
+    the frame, a new reference to the same object is made after the graph."""
+
+    def __init__(self, referent):
+        self.referent = referent
+        self.source = None
+
+    def python_type(self):
+        return weakref.ref
+
+    def describe(self):
+        return f"weakref to {self.referent.describe()}"
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        raise unsupported("EB0031", f"attribute {name!r} of a weakref made in the frame")
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:
+            from ember.exc import PythonException
+            raise PythonException(TypeError(f"weakref() takes no arguments ({len(args) + len(kwargs)} given)"))
+        return self.referent
+
+    def hash_key(self):
+        raise unsupported("EB0035", "a weakref made in the frame as a dict key or set element")
+
+    def reconstruct(self, plan) -> str:
+        from ember.capture.sources import bind
+        return f"{bind(plan.scope, weakref.ref, 'weakref_ref')}({plan.expr(self.referent)})"
+
+
+def construct_weakref(tx, args, kwargs):
+    """``weakref.ref(obj)`` with no callback: a `NewWeakRefVariable` when ``obj`` comes from outside
+    the frame (one made in it may die as soon as the frame drops it); None otherwise."""
+    if len(args) != 1 or kwargs or getattr(args[0], "source", None) is None:
+        return None
+    return NewWeakRefVariable(args[0])
