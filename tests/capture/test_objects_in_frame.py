@@ -356,3 +356,13 @@ class UsesFactory(torch.nn.Module):
 def test_module_with_python_new_returning_another_module():
     from ember_test_helpers import check_module_same
     check_module_same(UsesFactory, torch.randn(2, 2))
+
+
+def format_tuple_of_dataclasses(x):
+    from torch.utils._pytree import MappingKey, SequenceKey
+    path = (MappingKey("a"), SequenceKey(0))
+    return x * 2, f"path={path}", str([SequenceKey(1), 2.5, None]), repr((MappingKey("b"),))
+
+
+def test_formatting_tuple_of_frozen_dataclasses():
+    check_same(format_tuple_of_dataclasses, torch.randn(2))

@@ -133,16 +133,24 @@ def user_unary_op(tx, fn, v: VariableTracker):
 
 
 def user_str(tx, kind: str, v: VariableTracker):
-    """``str(v)`` / ``repr(v)`` of a user object with a Python ``__str__``/``__repr__``, or None."""
+    """``str(v)`` / ``repr(v)`` of a user object with a Python ``__str__``/``__repr__`` (or of a plain
+    tuple/list of such objects and constants), or None."""
     cls = _user_class(v)
     if cls is None:
-        return None
+        return _sequence_repr(tx, v)
     name = "__repr__" if kind == "repr" else ("__str__" if _python_method(cls, "__str__") is not None
                                              or hasattr(cls, "__str__") and cls.__str__ is not object.__str__
                                              else "__repr__")
-    if _python_method(cls, name) is None:
+    meth = _python_method(cls, name)
+    if meth is None:
         return None
-    result = v.call_method(tx, name, [], {})
+    if _dataclass_repr(meth):
+        # dataclasses' generated __repr__ inside its recursion guard (thread id, a shared set): the
+        # generated function itself (a self-referencing dataclass recurses in the trace: a break)
+        from ember.capture.variables.functions import UserFunctionVariable
+        result = UserFunctionVariable(meth.__wrapped__).call(tx, [v], {})
+    else:
+        result = v.call_method(tx, name, [], {})
     if not (result.is_constant() and isinstance(result.as_constant(), str)):
         raise PythonException(TypeError(f"{name} returned non-string (type {result.python_type().__name__})"))
     return ConstantVariable(result.as_constant())
@@ -326,3 +334,34 @@ def format_objects(tx, template: str, args, kwargs) -> VariableTracker:
     except Exception as e:
         raise PythonException(e) from None  # eager raises this very exception
     return ConstantVariable(text)
+
+
+def _sequence_repr(tx, v: VariableTracker):
+    """``repr`` of a plain tuple or list (``str`` is the same) whose items are constants or user
+    objects with a Python ``__repr__``: the items' reprs, as tuple/list's own repr joins them (a
+    pytree path of frozen dataclasses in an f-string). None for anything else."""
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    if type(v) is TupleVariable and v.tuple_type in (None, tuple):
+        opening, closing = "(", ",)" if len(v.items) == 1 else ")"
+    elif type(v) is ListVariable and v.list_cls is list:
+        opening, closing = "[", "]"
+    else:
+        return None
+    parts = []
+    for item in v.items:
+        if item.is_constant() and type(item.as_constant()) in (int, float, bool, str, bytes, complex, type(None)):
+            parts.append(repr(item.as_constant()))
+            continue
+        text = user_str(tx, "repr", item) if _user_class(item) is not None else _sequence_repr(tx, item)
+        if text is None:
+            return None
+        parts.append(text.as_constant())
+    return ConstantVariable(opening + ", ".join(parts) + closing)
+
+
+def _dataclass_repr(fn) -> bool:
+    """``fn`` is dataclasses' ``_recursive_repr`` wrapper around a generated ``__repr__``."""
+    import dataclasses
+    wrapped = getattr(fn, "__wrapped__", None)
+    return fn.__code__.co_filename == dataclasses.__file__ and isinstance(wrapped, types.FunctionType) and \
+        wrapped.__code__.co_filename == "<string>" and wrapped.__name__ == "__repr__"
