@@ -366,3 +366,34 @@ def format_tuple_of_dataclasses(x):
 
 def test_formatting_tuple_of_frozen_dataclasses():
     check_same(format_tuple_of_dataclasses, torch.randn(2))
+
+
+class SetOnlyField:
+    """A descriptor with __set__ but no __get__: reads find the instance dict first."""
+
+    def __set__(self, obj, value):
+        obj.__dict__["field"] = obj.__dict__.get("field", 0) + value * 2
+
+
+class HasSetOnlyField:
+    field = SetOnlyField()
+
+    def __init__(self):
+        self.__dict__["field"] = 3
+
+
+def read_set_only_descriptor(x, foo):
+    before = foo.field
+    foo.field = 10
+    return x + foo.field, before == 3, isinstance(HasSetOnlyField.field, SetOnlyField)
+
+
+def test_descriptor_without_get_reads_instance_dict():
+    x = torch.zeros(2)
+    compiled = compile(read_set_only_descriptor, fullgraph=True)
+    for _ in range(2):
+        eager_foo, comp_foo = HasSetOnlyField(), HasSetOnlyField()
+        expected = read_set_only_descriptor(x, eager_foo)
+        actual = compiled(x, comp_foo)
+        assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:] == (True, True)
+        assert comp_foo.field == eager_foo.field == 23

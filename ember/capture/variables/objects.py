@@ -561,8 +561,11 @@ class UserObjectVariable(VariableTracker):
         if isinstance(obj, logging.Logger) and name in LOGGING_METHODS and self.source is not None:
             return DeferredCallVariable(self, name)
         cls_attr = _static_lookup(obj, name)
-        if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)):
-            return _class_attribute(tx, self, obj, name)  # data descriptors win over the instance dict
+        if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)
+                                              and hasattr(type(cls_attr), "__get__")):
+            # data descriptors win over the instance dict (one without __get__ does not: CPython
+            # reads the instance dict, and only then hands out the descriptor itself)
+            return _class_attribute(tx, self, obj, name)
         tracked = self._tracked_instance_dict(tx)
         if tracked is not None:
             # the trace holds `obj.__dict__` as a dict tracker (and may have written into it):
