@@ -149,3 +149,37 @@ def list_subclass_input(tx, value: list, source):
     lst = ListVariable([wrap(tx, v, ItemSource(source, i)) for i, v in enumerate(value)], source)
     lst.list_cls = cls
     return lst
+
+
+_SCALAR_TYPES = (int, float, bool, str, bytes, complex)  # (their builtin methods are pure)
+
+
+def _plain_value(v) -> bool:
+    return type(v) in (*_SCALAR_TYPES, type(None)) or (type(v) is tuple and all(_plain_value(i) for i in v))
+
+
+def fold_scalar_type_method(fn, args, kwargs):
+    """A builtin method of a scalar type (``int.from_bytes``, ``bool.__new__(bool, 1)``,
+    ``float.fromhex``) called with plain constants: computed now (they read nothing else and change
+    nothing). None for anything else."""
+    owner = getattr(fn, "__self__", None)
+    if not isinstance(fn, types.BuiltinMethodType) or owner not in _SCALAR_TYPES:
+        return None
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        return None
+    values = [a.as_constant() for a in args]
+    kw = {k: v.as_constant() for k, v in kwargs.items()}
+    if fn.__name__ == "__new__":  # its first argument is the class to make: a scalar type, exactly
+        if not values or values[0] not in _SCALAR_TYPES or not all(_plain_value(v) for v in values[1:]):
+            return None
+    elif not all(_plain_value(v) for v in [*values, *kw.values()]):
+        return None
+    from ember.exc import PythonException
+    try:
+        result = fn(*values, **kw)
+    except Exception as e:  # noqa: BLE001 - eager raises this very exception
+        raise PythonException(e) from None
+    if not _plain_value(result):
+        return None
+    from ember.capture.variables.builtins import wrap_constant
+    return wrap_constant(result)
