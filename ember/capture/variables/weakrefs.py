@@ -81,4 +81,10 @@ def construct_weakref(tx, args, kwargs):
     the frame (one made in it may die as soon as the frame drops it); None otherwise."""
     if len(args) != 1 or kwargs or getattr(args[0], "source", None) is None:
         return None
+    from ember.capture.variables.objects import NNModuleVariable
+    from ember.capture.variables.tensor import TensorVariable
+    if type(args[0]) not in (TensorVariable, NNModuleVariable, UserObjectVariable):
+        # (a container, such as a module's hook dict behind a RemovableHandle: writes through the
+        # reference would bypass what tracks that container's owner)
+        return None
     return NewWeakRefVariable(args[0])
