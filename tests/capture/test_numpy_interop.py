@@ -419,3 +419,37 @@ def test_inductor_backend():
         return np.sum(a * 2, axis=0), np.exp(a).mean()
 
     check(f, A64, backend="inductor", again=False)
+
+
+def test_read_only_array_inputs():
+    # np.broadcast_to, np.frombuffer, np.asarray(PIL image) give read-only arrays: traced (never
+    # written: a write raises NumPy's ValueError, as in eager), results read-only where eager's are
+    import warnings
+    bcast = np.broadcast_to(np.arange(3.0), (2, 3))
+    buf = np.frombuffer(np.arange(6, dtype=np.float32).tobytes(), dtype=np.float32).reshape(2, 3)
+
+    def reads(a):
+        return a * 2 + a.sum(), a.T, a[0], np.broadcast_to(a[0], (4, 3))
+
+    def writes(a):
+        v = a[0]
+        v[0] = 5
+        return a
+
+    for a in (bcast, buf):
+        reset()
+        compiled = compile(reads, backend="aot_eager")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)  # (torch.from_numpy's warning: not shown)
+            actual = compiled(a)
+        expected = reads(a)
+        same(actual, expected)
+        assert [x.flags.writeable for x in actual] == [x.flags.writeable for x in expected]
+        assert stats()["graphs"] == 1 and stats()["graph_breaks"] == 0
+        assert compile(lambda a: a)(a) is a
+        reset()
+        with pytest.raises(ValueError, match="read-only"):
+            compile(writes, backend="aot_eager")(a)
+        with pytest.raises(ValueError, match="read-only"):
+            compile(lambda a: np.add(a, 1, out=a))(a)
+    assert not bcast.flags.writeable and bcast.tolist() == [[0.0, 1.0, 2.0]] * 2

@@ -174,12 +174,14 @@ def _wrap_array(tx, value, source) -> VariableTracker:
         raise unsupported("EB0052", f"a {type(value).__name__} (an ndarray subclass) in the compiled region")
     if source is None:
         raise unsupported("EB0052", "an np.ndarray ember cannot name (a constant array)")
-    if not value.flags.writeable or value.dtype.byteorder not in ("=", "|") or value.dtype.kind not in "biufc" \
+    if value.dtype.byteorder not in ("=", "|") or value.dtype.kind not in "biufc" \
             or any(s < 0 or s % value.itemsize for s in value.strides):
-        raise unsupported("EB0052", f"an np.ndarray of dtype {value.dtype} / strides {value.strides} / read-only "
+        raise unsupported("EB0052", f"an np.ndarray of dtype {value.dtype} / strides {value.strides} "
                           "(torch.from_numpy cannot share it)")
+    readonly = not value.flags.writeable
+    convert = readonly_from_numpy if readonly else torch.from_numpy
     try:
-        real = torch.from_numpy(value)
+        real = convert(value)
     except Exception as e:
         raise unsupported("EB0052", f"torch.from_numpy of an np.ndarray raised {type(e).__name__}") from None
     out = tx.output
@@ -193,7 +195,7 @@ def _wrap_array(tx, value, source) -> VariableTracker:
     guards = tx.guards
     guards.type_match(source, value)
     guards.equals(AttrSource(source, "dtype"), value.dtype)
-    guards.constant_match(AttrSource(AttrSource(source, "flags"), "writeable"), True)
+    guards.constant_match(AttrSource(AttrSource(source, "flags"), "writeable"), not readonly)
     for other, _vt, other_source in list(memo.values()):
         if _shares_memory(value, other):
             raise unsupported("EB0052", "two np.ndarray inputs over the same memory (from_numpy would make two "
@@ -202,18 +204,29 @@ def _wrap_array(tx, value, source) -> VariableTracker:
         # unrelated graph inputs (a write through one unseen by the other): guarded apart
         guards.equals(ApplySource(_shares_memory, (source, other_source)), False)
     for t_source, t in zip(list(out.input_sources), list(out.input_values)):
-        if isinstance(t, torch.Tensor) and not (isinstance(t_source, CallSource) and t_source.func is torch.from_numpy):
+        if isinstance(t, torch.Tensor) and not (isinstance(t_source, CallSource)
+                                                and t_source.func in (torch.from_numpy, readonly_from_numpy)):
             guard_apart(guards, value, source, t, t_source)
-    tensor_source = CallSource(torch.from_numpy, source, ())
+    tensor_source = CallSource(convert, source, ())
     guards.tensor_match(tensor_source, real)  # dtype, shape, strides: static (recompile per shape)
     fake = out.fake.fake(real)
     node = out._placeholder(tensor_source, real, fake)
     from ember.capture.variables.tensor import TensorVariable
     tvt = TensorVariable(node, fake, tensor_source, cls=torch.Tensor, real=real)
     out._by_tensor[id(real)] = tvt
-    vt = NumpyNdarrayVariable(tvt, source=source)
+    vt = NumpyNdarrayVariable(tvt, source=source, readonly=readonly)
     memo[id(value)] = (value, vt, source)
     return vt
+
+
+def readonly_from_numpy(a) -> torch.Tensor:
+    """``torch.from_numpy`` of a read-only array, without torch's warning about it: the graph never
+    writes it (its probe stand-ins are read-only too, so a write raises there: a break, and eager
+    raises NumPy's ValueError)."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(a)
 
 
 def _shares_memory(a, b) -> bool:
@@ -347,10 +360,11 @@ class _NpScalar:
 class NumpyNdarrayVariable(VariableTracker):
     """An ndarray (or, ``scalar=True``, a NumPy scalar that eager has here) backed by a tensor."""
 
-    def __init__(self, tensor, source=None, scalar: bool = False, specialize=None):
+    def __init__(self, tensor, source=None, scalar: bool = False, specialize=None, readonly: bool = False):
         self.tensor = tensor  # TensorVariable
         self.source = source  # the array's own source (an input array), else None
         self.scalar = scalar
+        self.readonly = readonly  # NumPy's writeable flag is False (a read-only input, a view of one)
         # an unspecialized NumPy scalar argument: (its value, the guard on it) for the uses that
         # need a Python value (see _unspecialized_scalar)
         self._specialize = specialize
@@ -473,6 +487,8 @@ class NumpyNdarrayVariable(VariableTracker):
         name = plan._fresh("___np")
         tensor = plan.expr(self.tensor)
         plan.prelude.append(f"{name} = {tensor}.numpy(){'[()]' if self.scalar else ''}")
+        if self.readonly:  # (a view of a read-only array is read-only in eager)
+            plan.prelude.append(f"{name}.setflags(write=False)")
         memo[id(self)] = name
         return name
 
@@ -631,7 +647,8 @@ def _wrap(result, expected, label, kind, target, args, kwargs):
 
     def build(r, e):
         if isinstance(r, TensorVariable):
-            return NumpyNdarrayVariable(r, scalar=isinstance(e, np.generic))
+            return NumpyNdarrayVariable(r, scalar=isinstance(e, np.generic),
+                                        readonly=isinstance(e, np.ndarray) and not e.flags.writeable)
         if isinstance(r, (TupleVariable, ListVariable)):
             items = [build(i, x) for i, x in zip(r.items, e)]
             return ListVariable(items) if type(e) is list else TupleVariable(items)

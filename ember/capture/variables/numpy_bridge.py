@@ -45,7 +45,7 @@ def _tensor_and_array(tx, fn, a, b):
         and getattr(t, "cls", None) in (torch.Tensor, torch.nn.Parameter)
     if plain_tensor and arr.scalar:
         return _tensor_and_scalar(tx, plain, t, arr, tensor_left)
-    ok = plain_tensor and arr.tensor.fake.dim() >= 1 and fake.dtype == arr.tensor.fake.dtype \
+    ok = plain_tensor and arr.tensor.fake.dim() >= 1 and fake.dtype == arr.tensor.fake.dtype and not arr.readonly \
         and fake.dtype is not torch.bool and (plain in _TENSOR_ARRAY_OPS and tensor_left or plain is operator.eq)
     if not ok:
         raise unsupported("EB0053", f"{fn.__name__} of a tensor and an ndarray (eager mixes torch's and NumPy's rules)")
@@ -127,8 +127,8 @@ def torch_call_with_numpy(tx, fn, args, kwargs):
         return None
     out = tx.output
     if fn is torch.from_numpy or fn is torch.as_tensor or fn is torch.asarray:
-        if fn is torch.asarray and kwargs:
-            return None
+        if fn is torch.asarray and kwargs or a.readonly:
+            return None  # (of a read-only array: eager warns, and shares it writeable)
         if a.scalar:
             if fn is torch.from_numpy:
                 return None  # eager raises TypeError

@@ -24,6 +24,8 @@ def _stand_in(vt, budget, slots, zeros=False):
         if budget[0] > _PROBE_LIMIT:
             raise unsupported("EB0053", "NumPy arrays too large to check torch._numpy's result against")
         arr = _np().zeros(shape, vt.np_dtype()) if zeros else _test_values(shape, vt.np_dtype())
+        if vt.readonly:
+            arr.setflags(write=False)  # (a write into it raises in NumPy: the probe breaks)
         slots.append(arr)
         return arr[()] if vt.scalar else arr
     if isinstance(vt, (ListVariable, TupleVariable)):
