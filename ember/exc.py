@@ -61,6 +61,37 @@ class Unsupported(RuntimeError):
         return self
 
 
+class ForbiddenCallable(AssertionError):
+    """The traced program called a function marked never to be traced (``forbid_in_graph``: the
+    compiler's own ``mark_dynamic``, ``mark_unbacked``, ``maybe_mark_dynamic``, ...). As in
+    torch.compile, the call propagates this error to the caller rather than breaking the graph:
+    marking an input inside the region that compiles it cannot take effect."""
+
+
+def raise_to_caller(e: BaseException) -> BaseException:
+    """Mark an error met while tracing as the program's own, raised to the compiled function's
+    caller as torch.compile raises it (rather than a fallback to eager): a forbidden callable, a
+    branch on a data-dependent value under ``no_data_dependent_graph_break``."""
+    try:
+        e.ember_raise_to_caller = True
+    except AttributeError:
+        pass
+    return e
+
+
+def raised_to_caller(e: BaseException) -> bool:
+    return isinstance(e, ForbiddenCallable) or getattr(e, "ember_raise_to_caller", False) is True
+
+
+def forbidden_to_trace(fn) -> bool:
+    """Whether ``fn`` carries the ``forbid_in_graph`` mark (read without running descriptors)."""
+    import inspect
+    try:
+        return bool(inspect.getattr_static(fn, "_dynamo_forbidden", False))
+    except Exception:  # noqa: BLE001 — an object whose attribute lookup itself fails is not marked
+        return False
+
+
 class BackendCompilerFailed(RuntimeError):
     """A backend raised while compiling a graph."""
 

@@ -66,14 +66,21 @@ def _hints(values) -> tuple:
     return tuple(v.node.hint if isinstance(v, torch.SymInt) else v for v in values)
 
 
+def _agree(fake_values, real_values) -> bool:
+    """Sizes (or strides) of a fake and a real tensor agree: equal, or the fake's is an unbacked
+    symbol (no hint: it stands for any value)."""
+    hints = _hints(fake_values)
+    return len(hints) == len(real_values) and all(h is None or h == r for h, r in zip(hints, real_values))
+
+
 def _describes(fake, real: torch.Tensor) -> bool:
     """``fake`` stands for ``real`` as the graph receives it (metadata and autograd flags)."""
     return (isinstance(fake, FakeTensor)
             and fake.dtype == real.dtype and fake.device == real.device
             and fake.requires_grad == real.requires_grad
-            and _hints(fake.shape) == tuple(real.shape)
-            and _hints(fake.stride()) == real.stride()
-            and _hints((fake.storage_offset(),)) == (real.storage_offset(),))
+            and _agree(fake.shape, tuple(real.shape))
+            and _agree(fake.stride(), real.stride())
+            and _agree((fake.storage_offset(),), (real.storage_offset(),)))
 
 
 def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mode: FakeTensorMode) -> list | None:

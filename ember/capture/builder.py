@@ -19,6 +19,7 @@ import weakref
 
 import torch
 
+from ember.capture.dynamic_dims import named_dynamic
 from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, GlobalSource, ItemSource,
                                    LocalSource)
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
@@ -185,8 +186,9 @@ def _wrap(tx, value, source) -> VariableTracker:
                 guards.type_match(source, value)
                 # (an int: an argument of the frame, or an item of a tuple/list/dict argument such as
                 # *args: torch specialises globals and attributes; a finite float from anywhere)
-                eligible = _argument_item(tx, source) if t is int else \
-                    math.isfinite(value) and _float_source(source)
+                eligible = (_argument_item(tx, source) if t is int else
+                            math.isfinite(value) and _float_source(source)) or \
+                    ((t is int or math.isfinite(value)) and named_dynamic(source, value))
                 symbolic = tx.output.symbolic_int(source, value) if eligible else None
                 if not eligible and tx.output.frame_sizes is not None:
                     # seen all the same (a global int that changed, then a float there, is a symbol at

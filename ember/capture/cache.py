@@ -30,7 +30,7 @@ from ember.capture import trace_hooks
 from ember import trace_log
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import InjectedFault, RunEagerly, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import InjectedFault, RunEagerly, raised_to_caller, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -268,7 +268,7 @@ class FrameCache:
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None
         except Exception as e:
-            if config.strict or _violates_mark_dynamic(e):
+            if config.strict or _violates_mark_dynamic(e) or raised_to_caller(e):
                 raise  # (the program marked a dimension dynamic that it specialises: torch raises too)
             failure = e
         self._give_up("compiling" if not self.is_resume else "compiling a resume function", failure)
@@ -288,6 +288,8 @@ class FrameCache:
             self.sizes.begin(bound)
             return self._trace_floats_or_constants(bound)
         except Exception as e:
+            if raised_to_caller(e):  # (torch.compile raises it to the caller too)
+                raise
             if _violates_mark_dynamic(e):
                 return self._relax_marks(bound, e)
             if not self.sizes.symbolic or isinstance(e, InjectedFault) or \
@@ -313,7 +315,7 @@ class FrameCache:
                            self.offset_map, self.sizes)
         except Exception as e:
             if not (isinstance(e, SpecializeFloats) or self.sizes.float_symbols) \
-                    or isinstance(e, InjectedFault) or _violates_mark_dynamic(e):
+                    or isinstance(e, InjectedFault) or raised_to_caller(e) or _violates_mark_dynamic(e):
                 raise
             log_recompiles.info("%s: %s: %s; tracing again with float arguments as constants",
                                 self.label, type(e).__name__, e)

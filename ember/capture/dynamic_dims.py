@@ -20,6 +20,8 @@ reason compiles with static shapes from then on (see ``FrameCache._capture``).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import re
 
 import torch
 
@@ -37,7 +39,104 @@ _DYNAMIC = "_dynamo_dynamic_indices"
 _MAYBE = "_dynamo_weak_dynamic_indices"
 _STATIC = "_dynamo_static_indices"
 _RANGES = "_dynamo_dynamic_range"
+_UNBACKED = "_dynamo_unbacked_indices"  # torch's mark_unbacked
+_STRICT_UNBACKED = "_dynamo_strict_unbacked_indices"
 _SOFT = "_ember_soft_dynamic_indices"  # marked by ember.mark_dynamic: a warning outside fullgraph
+
+
+@functools.lru_cache(maxsize=16)
+def _source_entries(text: str) -> tuple:
+    """``torch.compiler.config.dynamic_sources`` / ``unbacked_sources`` parsed: (pattern, dim or
+    None) per comma-separated entry; an entry is a source name or a regex (``re.match``), with an
+    optional ``:N`` naming one dimension of a tensor."""
+    out = []
+    for entry in text.replace(" ", "").split(","):
+        if not entry:
+            continue
+        m = re.match(r"^(.+):(\d+)$", entry)
+        out.append((m.group(1), int(m.group(2))) if m else (entry, None))
+    return tuple(out)
+
+
+def _config_text(name: str) -> str:
+    cfg = getattr(torch.compiler, "config", None)
+    text = getattr(cfg, name, "") if cfg is not None else ""
+    return text if isinstance(text, str) else ""
+
+
+def _matches(pattern: str, name: str) -> bool:
+    if pattern == name:
+        return True
+    try:
+        return re.match(pattern, name) is not None
+    except re.error:
+        return False
+
+
+def config_marked(kind: str, name: str, dim: int | None = None) -> bool:
+    """Whether ``torch.compiler.config.<kind>_sources`` (kind "dynamic" or "unbacked") names the
+    source ``name`` (in torch's spelling, `ember.capture.sources.config_name`), for dimension ``dim``
+    (None: any dimension, or a scalar source). These lists win over ``dynamic=False``, static marks
+    and parameters' static shapes, as in torch."""
+    text = _config_text(f"{kind}_sources")
+    if not text:
+        return False
+    return any(_matches(p, name) and (dim is None or d is None or d == dim) for p, d in _source_entries(text))
+
+
+def config_dynamic_value(value: int) -> bool:
+    """Whether ``torch.compiler.config.dynamic_values`` lists ``value`` (an int or a size equal to
+    it is a symbol)."""
+    text = _config_text("dynamic_values")
+    if not text:
+        return False
+    try:
+        return value in {int(v) for v in text.replace(" ", "").split(",") if v}
+    except ValueError:
+        return False
+
+
+def config_sources_set() -> bool:
+    """Whether any source or value is named dynamic/unbacked by torch.compiler.config (traces then
+    use a ShapeEnv from the first compile)."""
+    return bool(_config_text("dynamic_sources") or _config_text("unbacked_sources")
+                or _config_text("dynamic_values"))
+
+
+def named_dynamic(source, value: int) -> bool:
+    """Whether torch.compiler.config makes the scalar at ``source`` a symbol (dynamic_sources,
+    unbacked_sources — an unbacked int is traced as a backed symbol: no guard on its value either
+    way for a program that only computes with it — or dynamic_values)."""
+    if not config_sources_set():
+        return False
+    from ember.capture.sources import config_name
+    name = config_name(source)
+    return config_marked("dynamic", name) or config_marked("unbacked", name) or \
+        (type(value) is int and config_dynamic_value(value))
+
+
+def named_dynamic_dims(source, real: torch.Tensor) -> frozenset:
+    """The dimensions of the tensor at ``source`` that torch.compiler.config makes symbols."""
+    if not config_sources_set() or not isinstance(real, torch.Tensor):
+        return frozenset()
+    from ember.capture.sources import config_name
+    name = config_name(source)
+    return frozenset(d for d in range(real.dim())
+                     if config_marked("dynamic", name, d) or config_marked("unbacked", name, d)
+                     or config_dynamic_value(real.shape[d]))
+
+
+def unbacked_dims(source, real: torch.Tensor) -> frozenset:
+    """The dimensions of the tensor at ``source`` to trace as unbacked symbols: marked by torch's
+    ``mark_unbacked`` (the strict form included), or named by torch.compiler.config.unbacked_sources."""
+    if not isinstance(real, torch.Tensor) or type(real) not in (torch.Tensor, torch.nn.Parameter):
+        return frozenset()
+    marked = _marked(real, _UNBACKED) | _marked(real, _STRICT_UNBACKED)
+    if _config_text("unbacked_sources"):
+        from ember.capture.sources import config_name
+        name = config_name(source)
+        marked |= {d for d in range(real.dim()) if config_marked("unbacked", name, d)}
+    return frozenset(d for d in marked if 0 <= d < real.dim())
 
 
 def _mark(t: torch.Tensor, attr: str, index) -> None:
@@ -99,7 +198,7 @@ def has_marks(values) -> bool:
     while stack:
         v = stack.pop()
         if isinstance(v, torch.Tensor):
-            if _marked(v, _DYNAMIC) or _marked(v, _MAYBE):
+            if _marked(v, _DYNAMIC) or _marked(v, _MAYBE) or _marked(v, _UNBACKED) or _marked(v, _STRICT_UNBACKED):
                 return True
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
@@ -178,7 +277,8 @@ class FrameSizes:
         """A compile of the frame starts (its traces, a graph break's re-trace included, agree on
         whether some dimension may be a symbol: then they trace with a ShapeEnv)."""
         self.symbolic = self.static_only is None and (
-            self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values()))
+            self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values())
+            or config_sources_set())
         self.traces += 1
 
     def agree_with_other_ranks(self) -> bool:
@@ -191,17 +291,19 @@ class FrameSizes:
         self.seen, self.ints = seen, ints
         return again and self.dynamic is not False and self.static_only is None
 
-    def int_is_dynamic(self, name: str, value: int) -> bool:
+    def int_is_dynamic(self, name: str, value: int, forced: bool = False) -> bool:
         """Whether the int read at source ``name`` is a symbol in this trace: it had another value
-        when the frame compiled before (or ``dynamic=True``); and record it."""
+        when the frame compiled before (or ``dynamic=True``), or ``forced`` (torch.compiler.config
+        names it); and record it."""
         prev = self.ints.get(name, value)
         changed = prev is None or prev != value
         self.ints[name] = None if changed else value
-        return self.symbolic and self.dynamic is not False and (changed or self.dynamic is True)
+        return self.symbolic and (forced or self.dynamic is not False and (changed or self.dynamic is True))
 
-    def dims(self, name: str, real: torch.Tensor) -> frozenset:
+    def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset()) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
-        sizes for the next compile)."""
+        sizes for the next compile); ``forced``: ones torch.compiler.config names, symbols whatever
+        else says (dynamic=False, mark_static, a parameter)."""
         shape = tuple(real.shape)
         known = name in self.seen
         prev = self.seen.get(name)
@@ -229,4 +331,4 @@ class FrameSizes:
         else:
             auto = set()
         marked = _marked(real, _DYNAMIC) | _marked(real, _MAYBE)
-        return frozenset(d for d in (auto | marked) - _marked(real, _STATIC) if 0 <= d < n)
+        return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)

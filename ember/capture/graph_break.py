@@ -252,6 +252,18 @@ class ResumeCache:
         return {b.offset: a.offset for a, b in zip(orig, body)}
 
 
+def _after_dead_store(resumes: "ResumeCache", offset: int) -> int | None:
+    """Where the frame goes on when the call at ``offset`` stores its result in a plain local that
+    nothing reads afterwards (liveness counts ``del`` and ``locals()`` as reads); None otherwise."""
+    ins = resumes.instructions
+    idx = find_offset(ins, offset)
+    if idx + 2 >= len(ins) or ins[idx + 1].opname != "STORE_FAST":
+        return None
+    if ins[idx + 1].argval in resumes.live_at(ins[idx + 2].offset):
+        return None
+    return ins[idx + 2].offset
+
+
 def _load_arguments(rc, stack_values: list[str]) -> list:
     """Push a resume function's arguments in its parameter order: ``stack_values`` are the
     residual's locals holding the passed stack items (bottom first); live locals keep their names."""
@@ -324,9 +336,13 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # A callee marked `eager_rest` (`__build_class__`: a class statement makes a new class on every
     # call, and any trace of what follows would guard on its identity and recompile every call):
     # the rest of the frame runs eagerly after it, as its own uncompiled resume function.
-    eager_rest = bp.opname in ("CALL", "CALL_KW") and \
+    # A call whose result goes straight into a local that nothing reads again (`class C: ...` with
+    # C unused, `_ = f(x)`): the residual drops the result and the frame resumes after the store,
+    # so the compiled rest takes (and guards) nothing about the new object.
+    after_store = _after_dead_store(resumes, bp.offset) if bp.opname in ("CALL", "CALL_KW") else None
+    eager_rest = bp.opname in ("CALL", "CALL_KW") and after_store is None and \
         getattr(stack[callee_position(stack, n_consumed)], "eager_rest", False)
-    depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS else 0)
+    depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS and after_store is None else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
@@ -392,7 +408,9 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         else:
             breaking = [create_instruction("CALL_FUNCTION_EX", arg=1 if n_consumed == 4 else 0)]
         ins += breaking
-        ins += continue_at(after_offsets[0])
+        if after_store is not None:
+            ins.append(create_instruction("POP_TOP"))
+        ins += continue_at(after_offsets[0] if after_store is None else after_store)
     else:
         taken = continue_at(after_offsets[1])
         generic = bp.opname.replace("_FORWARD", "").replace("_BACKWARD", "")

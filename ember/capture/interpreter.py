@@ -33,7 +33,7 @@ from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
                                                UserFunctionVariable, bind_arguments)
 from ember.capture.variables.objects import ClassVariable
-from ember.exc import PythonException, Unsupported
+from ember.exc import ForbiddenCallable, PythonException, Unsupported, forbidden_to_trace, raise_to_caller
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard
 
 MAX_INLINE_DEPTH = 64
@@ -120,6 +120,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
                 except Exception as e:
                     if not is_data_dependent_guard(e):
                         raise
+                    if _no_data_dependent_graph_break():
+                        raise raise_to_caller(e)  # (torch's strict mode: fail, do not break)
                     raise unsupported("EB0018", data_dependent_reason(e)) from None
             except PythonException as e:
                 self.chain_exception(e)
@@ -510,6 +512,11 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         self.release_references(fn, args_vt, kwargs_vt)
 
     def call(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        target = getattr(fn, "fn", None)
+        if target is None:
+            target = getattr(fn, "value", None)
+        if isinstance(target, types.FunctionType) and forbidden_to_trace(target):
+            raise ForbiddenCallable(f"Attempt to trace forbidden callable {target}")
         return fn.call(self, args, kwargs)
 
     def MAKE_FUNCTION(self, inst):
@@ -744,3 +751,10 @@ def _decode(code):
         _DECODED[code] = hit
     return hit
 
+
+
+def _no_data_dependent_graph_break() -> bool:
+    """torch.fx.experimental's debug flag: a branch on a data-dependent value fails the compile
+    (torch.compile raises the ShapeEnv's error) instead of breaking the graph."""
+    cfg = sys.modules.get("torch.fx.experimental._config")
+    return bool(getattr(cfg, "no_data_dependent_graph_break", False))

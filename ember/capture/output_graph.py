@@ -24,7 +24,8 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.config import config
-from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation
+from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation, named_dynamic, named_dynamic_dims, \
+    unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
 from ember.fake.snapshot import entry_stand_in
@@ -115,7 +116,7 @@ class OutputGraph:
     def symbolic_int(self, source, value: int | float) -> SymNodeVariable | None:
         """An int or float read from outside the frame whose value changed since the frame last
         compiled (automatic dynamic): a graph input and a ShapeEnv symbol. None: a constant as before."""
-        if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(source.name(), value) \
+        if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(source.name(), value, named_dynamic(source, value)) \
                 or self.fake.shape_env is None:
             return None
         hit = self._int_inputs.get(source)
@@ -142,11 +143,13 @@ class OutputGraph:
         guard without sizes and strides (the ShapeEnv's guards check those); None: a static input."""
         if self.frame_sizes is None:
             return None
-        dims = self.frame_sizes.dims(source.name(), real)
+        unbacked = unbacked_dims(source, real)
+        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked)
         if not dims or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
-        fake = self.fake.symbolic(real, expr, dims, constraints(real, dims, self.frame_sizes.relaxed_marks))
+        fake = self.fake.symbolic(real, expr, dims, constraints(real, dims, self.frame_sizes.relaxed_marks),
+                                  unbacked & dims)
         if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
                 or has_symbols(fake.storage_offset())):
             return None  # every dynamic dimension had size 0 or 1 (specialised)

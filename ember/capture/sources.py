@@ -227,3 +227,15 @@ class ApplySource(Source):
         f = bind(scope, self.fn, "func")
         inner = ", ".join(p.expr(scope) if isinstance(p, Source) else bind(scope, p, "arg") for p in self.parts)
         return f"{f}({inner})"
+
+
+def config_name(source: Source) -> str:
+    """``source`` spelled as torch names sources (``L['self']._modules['inner'].x``): what
+    ``torch.compiler.config.dynamic_sources`` / ``unbacked_sources`` entries are matched against."""
+    if isinstance(source, ModuleMemberSource):
+        return f"{config_name(source.base)}.{source.kind}[{source.key!r}]"
+    if isinstance(source, AttrSource):
+        return f"{config_name(source.base)}.{source.attr}"
+    if isinstance(source, ItemSource):
+        return f"{config_name(source.base)}[{source.index!r}]"
+    return source.name()

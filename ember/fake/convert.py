@@ -37,14 +37,15 @@ class FakeContext:
         self._memo[id(real)] = (weakref.ref(real), fake)
         return fake
 
-    def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset, constraints=None) -> FakeTensor:
+    def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset, constraints=None,
+                 unbacked: frozenset = frozenset()) -> FakeTensor:
         """The fake twin of a graph input whose dimensions ``dims`` are symbols (``expr`` names the
-        input in the guard function)."""
+        input in the guard function; ``unbacked`` ones of them unbacked symbols)."""
         from ember.fake.symbolic import symbolic_fake
         hit = self._memo.get(id(real))
         if hit is not None and hit[0]() is real:
             return hit[1]
-        fake, context = symbolic_fake(self.mode, real, expr, dims, constraints)
+        fake, context = symbolic_fake(self.mode, real, expr, dims, constraints, unbacked)
         self._memo[id(real)] = (weakref.ref(real), fake)
         self.contexts[id(fake)] = context
         return fake

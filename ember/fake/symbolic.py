@@ -12,8 +12,10 @@ and two dimensions of equal size share a symbol until a call tells them apart.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
+import threading
 
 import torch
 from torch._guards import GuardSource
@@ -35,10 +37,33 @@ class ExprSource(_ShapeSource):
         return GuardSource.LOCAL
 
 
+_ONE_GRAPH = threading.local()
+
+
+@contextlib.contextmanager
+def one_graph(on: bool):
+    """A ``fullgraph=True`` trace: as in torch.compile, ``.item()`` / ``.tolist()`` of a computed
+    tensor are unbacked symbols of the graph (``capture_scalar_outputs`` on), since a graph break
+    there could only be an error."""
+    prev = getattr(_ONE_GRAPH, "on", False)
+    _ONE_GRAPH.on = on
+    try:
+        yield
+    finally:
+        _ONE_GRAPH.on = prev
+
+
+def scalar_outputs_captured() -> bool:
+    """Whether ``.item()`` of a computed tensor is an unbacked symbol (config.capture_scalar_outputs,
+    or a fullgraph trace) rather than a graph break."""
+    from ember.config import config
+    return config.capture_scalar_outputs or getattr(_ONE_GRAPH, "on", False)
+
+
 def data_dependent_capture() -> bool:
     """Whether traces put data-dependent values in the graph as unbacked symbols (a config flag)."""
     from ember.config import config
-    return config.capture_scalar_outputs or config.capture_dynamic_output_shape_ops
+    return scalar_outputs_captured() or config.capture_dynamic_output_shape_ops
 
 
 def is_data_dependent_guard(error: BaseException) -> bool:
@@ -69,7 +94,7 @@ def new_shape_env():
     unbacked symbols where ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
     say so (fake tensors raise otherwise: a graph break, as in static tracing)."""
     from ember.config import config
-    return _shape_env_class()(allow_scalar_outputs=config.capture_scalar_outputs,
+    return _shape_env_class()(allow_scalar_outputs=scalar_outputs_captured(),
                               allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
 
 
@@ -104,13 +129,21 @@ def _shape_env_class():
     return _SHAPE_ENV_CLASS
 
 
-def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None):
+def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None,
+                  unbacked: frozenset = frozenset()):
     """The fake twin of ``real`` whose dimensions ``dims`` are symbols (the others static), and its
     symbolic context; ``constraints``: per dimension, a ShapeEnv constraint the trace must keep
-    (or None), checked by `shape_guard_code` given the context."""
+    (or None), checked by `shape_guard_code` given the context. Dimensions in ``unbacked`` are
+    unbacked symbols (no hint: nothing is guarded on them, sizes 0 and 1 included; a branch on
+    one cannot be decided by the trace)."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
-    sizes = [DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC for i in range(real.dim())]
+    sizes = [DimDynamic.UNBACKED if i in unbacked else DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC
+             for i in range(real.dim())]
     context = StatelessSymbolicContext(dynamic_sizes=sizes, constraint_sizes=constraints or [None] * real.dim())
+    if unbacked and mode.shape_env is not None:
+        # (a graph input's unbacked sizes are bound by the input itself, not by an op's output)
+        with mode.shape_env.ignore_fresh_unbacked_symbols():
+            return mode.from_tensor(real, source=ExprSource(expr), symbolic_context=context), context
     return mode.from_tensor(real, source=ExprSource(expr), symbolic_context=context), context
 
 

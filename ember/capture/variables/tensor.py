@@ -13,7 +13,7 @@ import operator
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.fake.symbolic import has_symbols, plain
+from ember.fake.symbolic import has_symbols, plain, scalar_outputs_captured
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -256,9 +256,8 @@ class TensorVariable(VariableTracker):
         return tx.output.call_method(name, [self, *args], kwargs)
 
     def _unbacked_scalars(self, tx) -> bool:
-        from ember.config import config
         fake = self.fake
-        return (config.capture_scalar_outputs and tx.output.fake.shape_env is not None
+        return (scalar_outputs_captured() and tx.output.fake.shape_env is not None
                 and type(fake).__name__ == "FakeTensor" and fake.layout is torch.strided
                 and not fake.is_complex() and fake.dtype is not torch.bfloat16 and fake.dtype is not torch.float16
                 and not has_symbols(fake.shape))
