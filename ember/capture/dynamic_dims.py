@@ -265,6 +265,7 @@ class FrameSizes:
         self.dynamic = dynamic
         self.seen: dict[str, tuple] = {}   # source name -> sizes, None where two calls differed
         self.ints: dict[str, int | None] = {}  # source name -> int value, None once it changed
+        self.strides: dict[str, tuple] = {}  # source name -> strides, None where two calls differed
         self.traces = 0
         self.static_only: str | None = None  # why symbolic traces are off for this frame
 
@@ -332,3 +333,22 @@ class FrameSizes:
             auto = set()
         marked = _marked(real, _DYNAMIC) | _marked(real, _MAYBE)
         return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)
+
+    def stride_dims(self, name: str, real: torch.Tensor) -> frozenset:
+        """The dimensions of the input ``real`` at source ``name`` whose stride is a symbol of its own
+        (and record its strides): under automatic dynamic, one whose stride changed while the rank
+        stayed (``x[:, :1]`` of inputs of different widths), as torch does; other strides follow the
+        sizes (contiguous ones are products of them)."""
+        if type(real) not in (torch.Tensor, torch.nn.Parameter) or real.layout is not torch.strided:
+            return frozenset()
+        stride = tuple(real.stride())
+        prev = self.strides.get(name)
+        if prev is None or len(prev) != len(stride):
+            self.strides[name] = stride
+            return frozenset()
+        now = tuple(None if p is None or p != s else s for p, s in zip(prev, stride))
+        self.strides[name] = now
+        if not self.symbolic or self.dynamic is not None or isinstance(real, torch.nn.Parameter) \
+                or _marked(real, _STATIC):
+            return frozenset()
+        return frozenset(i for i, p in enumerate(now) if p is None)

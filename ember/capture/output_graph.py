@@ -145,11 +145,12 @@ class OutputGraph:
             return None
         unbacked = unbacked_dims(source, real)
         dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked)
-        if not dims or self.fake.shape_env is None:
+        strides = self.frame_sizes.stride_dims(source.name(), real)
+        if not (dims or strides) or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
         fake = self.fake.symbolic(real, expr, dims, constraints(real, dims, self.frame_sizes.relaxed_marks),
-                                  unbacked & dims)
+                                  unbacked & dims, strides)
         if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
                 or has_symbols(fake.storage_offset())):
             return None  # every dynamic dimension had size 0 or 1 (specialised)

@@ -38,14 +38,15 @@ class FakeContext:
         return fake
 
     def symbolic(self, real: torch.Tensor, expr: str, dims: frozenset, constraints=None,
-                 unbacked: frozenset = frozenset()) -> FakeTensor:
+                 unbacked: frozenset = frozenset(), strides: frozenset = frozenset()) -> FakeTensor:
         """The fake twin of a graph input whose dimensions ``dims`` are symbols (``expr`` names the
-        input in the guard function; ``unbacked`` ones of them unbacked symbols)."""
+        input in the guard function; ``unbacked`` ones of them unbacked symbols; ``strides``: the
+        dimensions whose stride is a symbol of its own)."""
         from ember.fake.symbolic import symbolic_fake
         hit = self._memo.get(id(real))
         if hit is not None and hit[0]() is real:
             return hit[1]
-        fake, context = symbolic_fake(self.mode, real, expr, dims, constraints, unbacked)
+        fake, context = symbolic_fake(self.mode, real, expr, dims, constraints, unbacked, strides)
         self._memo[id(real)] = (weakref.ref(real), fake)
         self.contexts[id(fake)] = context
         return fake

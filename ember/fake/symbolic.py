@@ -130,16 +130,19 @@ def _shape_env_class():
 
 
 def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None,
-                  unbacked: frozenset = frozenset()):
+                  unbacked: frozenset = frozenset(), strides: frozenset = frozenset()):
     """The fake twin of ``real`` whose dimensions ``dims`` are symbols (the others static), and its
     symbolic context; ``constraints``: per dimension, a ShapeEnv constraint the trace must keep
     (or None), checked by `shape_guard_code` given the context. Dimensions in ``unbacked`` are
     unbacked symbols (no hint: nothing is guarded on them, sizes 0 and 1 included; a branch on
-    one cannot be decided by the trace)."""
+    one cannot be decided by the trace). Dimensions in ``strides`` get a stride symbol of their own
+    (the others' strides are inferred from the sizes)."""
     from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
     sizes = [DimDynamic.UNBACKED if i in unbacked else DimDynamic.DYNAMIC if i in dims else DimDynamic.STATIC
              for i in range(real.dim())]
-    context = StatelessSymbolicContext(dynamic_sizes=sizes, constraint_sizes=constraints or [None] * real.dim())
+    context = StatelessSymbolicContext(dynamic_sizes=sizes, constraint_sizes=constraints or [None] * real.dim(),
+                                       dynamic_strides=[DimDynamic.DYNAMIC if i in strides else DimDynamic.INFER_STRIDE
+                                                        for i in range(real.dim())])
     if unbacked and mode.shape_env is not None:
         # (a graph input's unbacked sizes are bound by the input itself, not by an op's output)
         with mode.shape_env.ignore_fresh_unbacked_symbols():

@@ -58,16 +58,16 @@ def test_is_compiling_is_true_inside():
     assert_same(compile(fn)(x), x + 1)
 
 
-def test_mark_dynamic_inside_runs_eagerly():
-    if REFERENCE:
-        pytest.skip("torch.compile refuses mark_dynamic inside a compiled region; ember runs it at a break")
+def test_mark_dynamic_inside_raises_as_torch_does():
+    # torch's marks are forbid_in_graph: tracing one is the caller's error (AssertionError), as in
+    # torch.compile, not a graph break
     def fn(x):
         y = x * 2
         torch._dynamo.maybe_mark_dynamic(y, 0)
         return y + 1
 
-    x = torch.randn(3)
-    assert_same(compile(fn)(x), fn(x))
+    with pytest.raises(AssertionError, match="forbidden callable"):
+        compile(fn)(torch.randn(3))
 
 
 def test_is_make_fx_tracing_answers_as_under_torch_compile():
