@@ -180,6 +180,30 @@ def test_item_of_computed_tensor_under_fullgraph(backend):
         assert counter.frame_count == 1
 
 
+@pytest.mark.parametrize("make", [lambda: torch.randint(3, (1,)), lambda: torch.randn(1),
+                                  lambda: torch.randn(1) > 0], ids=["int", "float", "bool"])
+def test_bool_of_item_under_fullgraph_is_a_symbolic_bool(make):
+    def fn(x):
+        return bool(x.item()), bool((x * 2).sum())
+
+    compiled = compile(fn, backend="eager", fullgraph=True)
+    for _ in range(4):
+        x = make()
+        assert_same(compiled(x), fn(x))
+
+
+def test_bool_of_tensor_under_fullgraph():
+    def fn(x):
+        return bool(x), bool((x == 0).all())
+
+    compiled = compile(fn, backend="eager", fullgraph=True)
+    for v in (42, 0, 3.14, 0.0):
+        x = torch.tensor(v)
+        assert_same(compiled(x), fn(x))
+    with pytest.raises(RuntimeError):
+        compiled(torch.tensor([1, 2, 3]))
+
+
 @pytest.mark.skipif(REFERENCE, reason="torch.compile raises its own UserError type")
 def test_branch_on_item_under_fullgraph_is_an_error():
     import ember
@@ -240,3 +264,13 @@ def test_dead_store_still_deleted_raises_like_eager():
         return y + 1
     x = torch.randn(3)
     assert_same(compile(fn, backend="eager")(x), fn(x))
+
+
+# -- round(symbolic float, ndigits) ----------------------------------------------------------------
+
+def test_round_of_a_changing_float_stays_symbolic():
+    def fn(x, p):
+        return x * (1 - p), round(p, 3)
+
+    counter = _calls(fn, [(torch.ones(3), 0.1 * n) for n in (2, 3, 4, 5, 6)])
+    assert counter.frame_count == 2  # static, then one graph for every later value

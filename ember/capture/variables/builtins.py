@@ -18,7 +18,8 @@ import types
 
 import torch
 
-from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion
+from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion, symbolic_operation
+from ember.fake.symbolic import has_symbols, has_unbacked
 from ember.capture.variables.base import derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.frame_builtins import frame_dir, frame_locals, frame_vars
@@ -129,6 +130,10 @@ class BuiltinVariable(VariableTracker):
             symbolic = symbolic_conversion(tx, fn, args[0])  # float(x.size(0)), int(n), abs(...)
             if symbolic is not None:
                 return symbolic
+        if fn is round and len(args) == 2 and not kwargs and isinstance(args[0], SymNodeVariable) \
+                and isinstance(args[0].sym, torch.SymFloat) and has_symbols(args[0].sym) \
+                and args[1].is_constant() and type(args[1].as_constant()) is int:
+            return tx.output.call_function(round, list(args), {})  # round(lr, 3): a SymFloat, unguarded
         if fn in _MUTATING_OPERATORS and not kwargs:
             # never folded: on a list/dict/set (constant or not) they act on the object itself
             if fn in (operator.setitem, operator.delitem):
@@ -426,7 +431,17 @@ def _type(tx, obj, *rest):
 
 
 def _bool(tx, x=None):
-    return ConstantVariable(False if x is None else x.truth(tx))
+    if x is None:
+        return ConstantVariable(False)
+    if isinstance(x, TensorVariable) and x.fake.numel() == 1 and not has_symbols(tuple(x.fake.shape)) \
+            and (x._input_scalar(max_numel=1) or x._unbacked_scalars(tx)):
+        x = x.call_method(tx, "item", [], {})  # (Tensor.__bool__ is `.item() != 0`)
+    if isinstance(x, SymNodeVariable) and has_unbacked(x.sym):
+        # a data-dependent value converted, not branched on: a SymBool of the graph, as torch does
+        if isinstance(x.sym, torch.SymBool):
+            return x
+        return symbolic_operation(tx, operator.ne, [x, ConstantVariable(0)])
+    return ConstantVariable(x.truth(tx))
 
 
 def _any_all(pick):
