@@ -165,7 +165,11 @@ def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:
     if info.view_metas is not None:
         try:
             out = torch._C._functionalization.apply_view_meta_sequence(base, info.view_metas)
-            if out.shape != target.shape:
+            if out.shape != target.shape or (_same_storage(base, target) and (
+                    out.stride() != target.stride() or out.storage_offset() != target.storage_offset())):
+                # the view chain replayed on a base whose metadata changed since (``y.t_()`` after
+                # ``v = y[:, 1:]``): only the view's own layout says where it is (a square ``y``
+                # gives the replay the right shape and the wrong elements)
                 out = None
         except RuntimeError:
             out = None
@@ -178,6 +182,13 @@ def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:
     elif not base.requires_grad and info.requires_grad:
         out.requires_grad_(True)
     return out
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # (a tensor without a storage: a subclass, a meta tensor)
+        return False
 
 
 def _grow_storage_for(t: torch.Tensor, size, stride, offset) -> None:

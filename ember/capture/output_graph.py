@@ -259,6 +259,12 @@ class OutputGraph:
             # already wrote; a functional graph reads the old values. Runs eagerly instead.
             raise unsupported("EB0021", f"{_describe(kind, target)} writes over memory that another of its "
                               "arguments reads (a partial overlap)")
+        if _write_after_layout_change(self, target, args):
+            # `v = y[:, :2]; y.t_(); v.mul_(3)` with grad: functionalization replays the write onto
+            # `y` with the view chain of `v` taken on the new layout, and the backward is wrong
+            # (torch.compile's too). Runs eagerly instead.
+            raise unsupported("EB0021", f"{_describe(kind, target)} writes, with grad, through a view of a tensor "
+                              "whose layout an in-place op (t_, transpose_, unsqueeze_...) changed")
         if _mask_write_needs_grad(kind, target, args, kwargs):
             # its backward reads the mask's data (`grad[mask]` has a data-dependent shape): no graph
             # can hold it, so it runs eagerly (torch.compile breaks there too)
@@ -520,6 +526,32 @@ def _writes_to_self_overlapping(kind, target, args) -> bool:
     if not args or not isinstance(args[0], TensorVariable):
         return False
     return _is_in_place(target) and torch._debug_has_internal_overlap(args[0].fake) == 1
+
+
+_LAYOUT_IN_PLACE = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "squeeze_", "unsqueeze_",
+                              "as_strided_", "resize_", "resize_as_"})
+
+
+def _write_after_layout_change(graph, target, args) -> bool:
+    """An in-place write, with grad, into a storage one of whose tensors (another one than the
+    destination) had its layout changed in place earlier in the trace. Records layout changes."""
+    if not args or not isinstance(args[0], TensorVariable):
+        return False
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    fake = args[0].fake
+    try:
+        key = fake.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 — a tensor without a storage (a subclass): no record
+        return False
+    changed = graph.__dict__.setdefault("layout_changed", {})  # storage -> ids of the tensors changed
+    if name in _LAYOUT_IN_PLACE:
+        changed.setdefault(key, set()).add(id(fake))
+        return False
+    if key not in changed or not _is_in_place(target) or changed[key] == {id(fake)}:
+        return False
+    base = getattr(fake, "_base", None)
+    return any(isinstance(a, TensorVariable) and a.fake.requires_grad for a in args) or \
+        (base is not None and base.requires_grad)
 
 
 def _is_in_place(target) -> bool:
