@@ -121,6 +121,13 @@ class CompiledFunction:
             self._cache = getattr(inner, "_cache", None)
             self._call = functools.partial(inner, *fn.args, **fn.keywords)
             return
+        from ember.capture.eager_frames import nonrecursive_disabled
+        inner = nonrecursive_disabled(fn)
+        if inner is not None:
+            # compiling a torch.compiler.disable(recursive=False) function compiles the function it
+            # marks, as torch.compile unwraps it (called from a compiled frame, it is skipped and
+            # the functions it calls are compiled: capture/eager_frames.py)
+            fn = inner
         target, lead = _frame_target(fn)
         if target is None and isinstance(fn, (types.BuiltinFunctionType, types.BuiltinMethodType)) \
                 and not compile_disabled(fn):

@@ -45,6 +45,8 @@ _nesting = threading.local()
 # Internal errors already reported (type, message): the same error hit by several frames of
 # one program (its resume functions, callees at a break) is one warning. Cleared by ember.reset().
 _REPORTED: set = set()
+#: callees compiled at a break or from a frame that runs as it is, by (function, backend, dynamic)
+_CALLEE_CACHES: "weakref.WeakValueDictionary[tuple, FrameCache]" = weakref.WeakValueDictionary()
 _CALLEE = object()  # _compile_nested's marker: a callee at a break, not a resume function
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
@@ -72,6 +74,9 @@ class FrameCache:
         self.break_reasons: list[Unsupported] = []
         self.entries: list[CacheEntry] = []
         self.run_eagerly_reason: str | None = None
+        # A skipped frame (a graph break inside a loop): runs as it is, its callees compiled
+        # (capture/eager_frames.py); None: a frame that runs eagerly runs plain self.fn.
+        self.skipped: Callable | None = None
         self.recompile_reasons: list[str] = []
         self.fallback_reasons: list[Unsupported] = []
         # one dict per compile (for reports): seq, seconds, phases (seconds per metrics phase),
@@ -85,6 +90,18 @@ class FrameCache:
         a break (a cache of their own): compiled like the function itself."""
         is_resume = offset_map is not _CALLEE
         offset_map = offset_map if is_resume else None
+        if not is_resume:
+            # One cache per callee and backend, whichever frames call it: a recursive function that
+            # runs as it is (a break in a loop) calls itself through the same cache, not a new one
+            # per level of recursion.
+            key = (id(fn), id(self.backend), self.dynamic)
+            hit = _CALLEE_CACHES.get(key)
+            if hit is not None and hit.fn is fn and hit.backend is self.backend:
+                return hit
+            hit = FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
+                             dynamic=self.dynamic)
+            _CALLEE_CACHES[key] = hit
+            return hit
         cls = ResumeFrameCache if is_resume else FrameCache
         return cls(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
                    resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
@@ -93,6 +110,7 @@ class FrameCache:
     def reset(self) -> None:
         self.entries = []
         self.run_eagerly_reason = None
+        self.skipped = None
         self.recompile_reasons = []
         self.fallback_reasons = []
         self.break_reasons = []
@@ -120,6 +138,14 @@ class FrameCache:
         self._give_up(failure.where, failure.cause)
         return self.fn(*args, **kwargs)
 
+    def skip(self, reason: str) -> None:
+        """Run the function as it is from now on, with the functions it calls compiled (as
+        torch.compile's skipped frames: capture/eager_frames.py)."""
+        from ember.capture.eager_frames import SkippedFrame
+        self.entries = []
+        self.run_eagerly_reason = reason
+        self.skipped = SkippedFrame(self.fn, self.resumes.hook)
+
     def _code_replaced(self) -> None:
         """The program assigned the function's ``__code__``: every entry was traced from the old
         code, so they all go, and the new code is compiled like a new function's."""
@@ -144,14 +170,16 @@ class FrameCache:
                 gen.__defaults__, gen.__kwdefaults__ = self._defaults
 
     def _miss(self, args, kwargs):
-        if self.run_eagerly_reason is not None or config.disable:
+        if config.disable:
             return self.fn(*args, **kwargs)
+        if self.run_eagerly_reason is not None:
+            return (self.skipped or self.fn)(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
         with compile_lock:  # one compilation at a time (ember/locking.py)
             ready = self._entry_added_meanwhile(bound)
             entry = ready if ready is not None else self._add_entry(bound)
         if entry is None or entry.eager_reason is not None:
-            return self.fn(*args, **kwargs)
+            return (self.skipped or self.fn)(*args, **kwargs) if entry is None else self.fn(*args, **kwargs)
         try:
             result = entry.run(*args, **kwargs)
         except RunEagerly as e:
@@ -223,8 +251,8 @@ class FrameCache:
             # No tensor operation traced (the frame returns its inputs or constants, or only touches
             # Python objects): torch.compile skips such a frame's code from then on, its entries
             # included, and so does ember (a later call runs eagerly: nothing to gain, no recompiles).
-            self.run_eagerly_reason = "no tensor operations traced: the function runs eagerly from now on"
-            self.entries = []
+            # The functions it calls are still compiled, as torch.compile's frame hook does.
+            self.skip("no tensor operations traced: the function runs eagerly from now on")
             log_breaks.info("%s: %s", self.label, self.run_eagerly_reason)
             return None
         self.entries.append(entry)
@@ -265,6 +293,8 @@ class FrameCache:
                 raise
             without_tracebacks(e)
             self.run_eagerly_reason = f"unsupported: {e.id}: {e.reason}"
+            if getattr(e, "skip_frame", False):
+                self.skip(self.run_eagerly_reason)
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None
         except Exception as e:
@@ -360,6 +390,7 @@ class FrameCache:
         """An ember-internal error: this function runs eagerly from now on, with one warning."""
         metrics.bump("fallbacks")
         self.entries = []
+        self.skipped = None
         self.run_eagerly_reason = f"internal error {where}: {type(cause).__name__}: {cause}"
         self.internal_error = (type(cause).__name__, self.run_eagerly_reason)  # (for EMBER_TRACE's metrics)
         at = f" ({where_raised(cause)})" if cause.__traceback__ is not None else ""

@@ -35,7 +35,10 @@ def _compiled_callee(vt, resumes, tx):
             # between them goes through ember.
             return _Rebuilt(_CallWithCompiledForward(resumes.compiled_function(forward)), bound_to=vt)
         return vt
+    from ember.capture.eager_frames import nonrecursive_disabled
     if isinstance(vt, UserFunctionVariable):
+        if nonrecursive_disabled(vt.fn) is not None:  # runs as it is, its callees compiled
+            return _Rebuilt(resumes.compiled_function(vt.fn))
         if _compile_disabled(vt.fn):
             return vt
         return _Rebuilt(resumes.compiled_function(vt.fn))
@@ -45,6 +48,8 @@ def _compiled_callee(vt, resumes, tx):
         # `functools.partial(f, ...)(x)`: f through ember, its bound arguments as they are
         return PartialVariable(_Rebuilt(resumes.compiled_function(vt.func.fn)), vt.args, vt.kwargs)
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
+        if nonrecursive_disabled(vt.func.fn) is not None:
+            return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
         if _compile_disabled(vt.func.fn):  # e.g. MyFunction.apply: the real bound method
             from ember.capture.variables.autograd_function import apply_with_compiled_forward
             rebuilt = apply_with_compiled_forward(vt, resumes)  # (its forward compiled, as a frame)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dis
 import dataclasses
 import functools
 import inspect
@@ -107,10 +108,25 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
             e.reason = f"{e.reason} (and no graph break: {why_not})"
             e.args = (e._message(),)
             raise e
+        if not getattr(e, "per_call", False) and loops_back(fn.__code__, offset, e.top_opname):
+            # As torch.compile: a break inside a loop skips the frame (it runs as it is, every
+            # iteration), and the functions it calls are compiled (eager_frames.py).
+            e.reason = f"{e.reason} (inside a loop: the frame runs as it is, the functions it calls compiled)"
+            e.args = (e._message(),)
+            e.skip_frame = True
+            raise e
         trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
         try:
             entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
         except _NotBreakable as refused:
+            if _restarted(refused, e) is not None and not getattr(e, "per_call", False):
+                # A half-run generator live across the break (a break inside its body included):
+                # as torch.compile, the frame runs as it is, the functions it calls compiled.
+                e.reason = f"{e.reason} (a suspended generator is live across the break: the frame runs " \
+                           "as it is, the functions it calls compiled)"
+                e.args = (e._message(),)
+                e.skip_frame = True
+                raise e from None
             restart = _restarted(refused, e) if attempt < _MAX_RESTARTS else None
             if restart is not None and restart.top_offset != offset:
                 e = restart
@@ -124,6 +140,24 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         entry.break_reason = without_tracebacks(e)
         return entry
     raise AssertionError("unreachable")
+
+
+def loops_back(code: types.CodeType, offset: int, opname: str) -> bool:
+    """A break at ``offset`` is inside a loop: a jump after it, up to the first return, goes back
+    before it (torch.compile's heuristic). A break whose rest of the frame runs eagerly
+    anyway (``eager_here``) does not count."""
+    from ember.capture.graph_break import eager_here
+    if eager_here(opname):
+        return False
+    for inst in dis.get_instructions(code):
+        if inst.offset <= offset:  # (from the instruction after the break, as torch looks)
+            continue
+        if inst.opname in ("RETURN_VALUE", "RETURN_CONST"):
+            return False
+        if inst.opcode in dis.hasjrel or inst.opcode in dis.hasjabs:
+            if isinstance(inst.argval, int) and inst.argval < offset:
+                return True
+    return False
 
 
 #: breaks moved earlier (to where a generator live across the break was made) per capture

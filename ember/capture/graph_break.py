@@ -173,6 +173,9 @@ class ResumeCache:
         self.instructions = decode(fn.__code__)
         self._resume: dict = {}
         self._callees: dict = {}
+        self._per_code: dict = {}  # code object -> how many of its function objects were compiled
+        from ember.capture.eager_frames import CalleeHook
+        self.hook = CalleeHook(self.compiled_function)  # for frames that run as they are
 
     def live_at(self, offset: int) -> list[str]:
         code = self.fn.__code__
@@ -195,12 +198,39 @@ class ResumeCache:
         ``torch.compiler.disable``d one, or one from the standard library, is called as it is, and
         so is a generator function (a call only makes the generator: the body runs as it is iterated)."""
         import inspect
-        if compile_disabled(fn) or skipped_code(fn.__code__) or fn.__code__.co_flags & (
-                inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+        from ember.capture.eager_frames import nonrecursive_disabled
+        target = nonrecursive_disabled(fn)
+        if target is not None:  # disable(recursive=False): its frame as it is, its callees compiled
+            return fn if skipped_code(target.__code__) else self._skipped(target)
+        if compile_disabled(fn) or skipped_code(fn.__code__):
             return fn
+        if fn.__code__.co_flags & inspect.CO_GENERATOR:
+            # its body runs as the generator is iterated, as it is (torch.compile skips generator
+            # frames too); the functions it calls are compiled
+            return self._skipped(fn)
+        if fn.__code__.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            return fn
+        code = fn.__code__
+        if not all(n.isidentifier() for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
+            return fn  # a comprehension's hidden ``.0`` argument: no signature to bind it with
         hit = self._callees.get(fn)
         if hit is None:
+            # A closure made anew on every call is a new function each time: past the recompile
+            # limit of function objects for one code, the others run as they are.
+            from ember.config import config
+            made = self._per_code.get(fn.__code__, 0)
+            if made >= config.recompile_limit:
+                return fn
+            self._per_code[fn.__code__] = made + 1
             hit = self._callees[fn] = self.make_compiled(fn)
+        return hit
+
+    def _skipped(self, fn):
+        """``fn`` running as it is, the functions it calls compiled (made once per function)."""
+        from ember.capture.eager_frames import SkippedFrame
+        hit = self._callees.get(fn)
+        if hit is None:
+            hit = self._callees[fn] = SkippedFrame(fn, self.hook)
         return hit
 
     def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = (), eager: bool = False):

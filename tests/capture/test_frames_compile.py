@@ -138,4 +138,4 @@ def test_fstring_in_loop_and_try():
             tail = "!"
         return x * 2, out, tail
     check_same(fn, torch.randn(3), graphs=None, fullgraph=False)
-    assert stats()["fallbacks"] == 0
+    assert stats()["fallbacks"] == 1  # a break inside the loop skips the frame, as torch.compile

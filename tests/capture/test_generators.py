@@ -379,6 +379,9 @@ def test_started_generator_across_break_or_returned(fn):
             actual = (actual[0], list(actual[1]))
         assert_same(actual, expected)
         assert LOG == eager_log
-    if not REFERENCE and fn is not _finally_gen_deleted_after_break:
+    if not REFERENCE and fn is _returned_half_run:
         assert stats()["fallbacks"] == 0, stats()
         assert counter.frame_count >= 1
+    elif not REFERENCE and fn is not _finally_gen_deleted_after_break:
+        # a half-run generator live across a break: the frame is skipped, as torch.compile does
+        assert stats()["fallbacks"] == 1, stats()

@@ -88,7 +88,7 @@ def test_super_after_break_in_loop_and_with_block():
                     print("iteration", i)
                     x = super().f(x) + i
             return x
-    compare(Loop().f, torch.ones(2))
+    compare(Loop().f, torch.ones(2), eager_frames_ok=True)  # (a break in a loop: the frame is skipped)
 
 
 def test_super_in_nested_class_and_closure():

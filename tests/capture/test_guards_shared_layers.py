@@ -50,7 +50,9 @@ def test_identical_layers_share_compiled_code(n):
     torch.manual_seed(0)
     counter = _run(Stack(n))
     s = stats()
-    assert s["fallbacks"] == 0
+    # Stack.forward breaks inside its loop: it is skipped (as torch.compile does) and each layer
+    # it calls is compiled through one cache of Layer.forward
+    assert s["fallbacks"] == 1
     # Independent of the number of layers (12 > the recompile limit would otherwise go eager).
     assert s["recompiles"] <= 3, s
     assert counter.frame_count <= 4, counter

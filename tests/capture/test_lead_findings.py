@@ -269,7 +269,9 @@ def test_class_statement_breaks_and_never_recompiles(fn, graphs, backend):
             x_c = x_e.detach().clone().requires_grad_()
             assert_same(compiled(x_c), fn(x_e))
     s = stats()
-    assert (s["graphs"], s["graph_breaks"], s["fallbacks"], s["recompiles"]) == (graphs, 1, 0, 0)
+    # (a break inside a loop skips the frame instead, as torch.compile does)
+    want = (0, 0, 1, 0) if fn is defines_class_in_loop else (graphs, 1, 0, 0)
+    assert (s["graphs"], s["graph_breaks"], s["fallbacks"], s["recompiles"]) == want
 
 
 def test_class_statement_classes_are_new_each_call():

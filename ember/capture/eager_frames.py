@@ -1,0 +1,125 @@
+"""Frames that run as they are while the functions they call are compiled.
+
+torch.compile *skips* some frames — one with a graph break inside a ``for``/``while`` loop,
+one marked ``torch.compiler.disable(recursive=False)``, a generator's body — yet compiles every
+function such a frame calls, since its frame hook sees each new frame. ember has no frame hook:
+it runs a skipped frame as a copy of its code whose call sites pass the callable through
+:class:`CalleeHook` first (``ember.bytecode.call_hooks``), which hands back ember's compiled
+version of a Python function (or method, or module forward) and anything else unchanged. The
+frame itself is the original bytecode, so it behaves exactly as in eager.
+
+    def fn(x):
+        for _ in range(100):
+            inner(x)                 # compiled once, as its own frame
+            torch._dynamo.graph_break()
+        return x
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import types
+
+import torch
+
+from ember.bytecode.call_hooks import hook_calls, hooked_function
+from ember.capture.skipfiles import torch_file
+
+log = logging.getLogger("ember.graph_breaks")
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def nonrecursive_disabled(fn) -> types.FunctionType | None:
+    """The function a ``torch.compiler.disable(recursive=False)`` wrapper stands for (its own
+    frame runs as it is, the frames it calls are compiled), or None."""
+    if getattr(fn, "_torchdynamo_disable", False) and getattr(fn, "_torchdynamo_disable_recursive", True) is False:
+        orig = getattr(fn, "_torchdynamo_orig_callable", None)
+        if type(orig) is types.FunctionType:
+            return orig
+    return None
+
+
+def is_generator_function(fn) -> bool:
+    return bool(fn.__code__.co_flags & _GENERATOR_FLAGS)
+
+
+class CalleeHook:
+    """``hook(callable)`` -> what a skipped frame calls instead: the compiled function for a
+    Python function, a method bound to it, or a module call with its forward compiled. torch's
+    own functions and modules are called as they are (torch.compile's frame hook skips their
+    frames too).
+
+    ``compiled_function``: the owner's (a ``ResumeCache``'s) callee compiler, which also
+    decides what runs as it is (``torch.compiler.disable``d, library code)."""
+
+    def __init__(self, compiled_function):
+        self.compiled_function = compiled_function
+        self._codes: dict = {}  # code object -> its hooked copy (None: could not be made)
+
+    def __call__(self, f):
+        try:
+            t = type(f)
+            if t is types.FunctionType:
+                return f if torch_file(f.__code__.co_filename) else self.compiled_function(f)
+            if t is types.MethodType:
+                func = f.__func__
+                if type(func) is types.FunctionType and not torch_file(func.__code__.co_filename):
+                    compiled = self.compiled_function(func)
+                    return f if compiled is func else types.MethodType(compiled, f.__self__)
+                return f
+            if isinstance(f, torch.nn.Module):
+                return self._module_call(f)
+        except Exception as e:  # noqa: BLE001 — the call then runs as it is, never fails here
+            log.debug("callee hook: %s: %s", type(e).__name__, e)
+        return f
+
+    def _module_call(self, m):
+        from ember.capture.callees import _CallWithCompiledForward
+        if type(m).__call__ is not torch.nn.Module.__call__ or "forward" in m.__dict__:
+            return m
+        forward = type(m).forward
+        if type(forward) is not types.FunctionType or torch_file(forward.__code__.co_filename):
+            return m  # (torch's own modules: torch.compile does not compile their frames either)
+        compiled = self.compiled_function(forward)
+        if compiled is forward:
+            return m
+        return functools.partial(_CallWithCompiledForward(compiled), m)
+
+    def hooked(self, fn: types.FunctionType) -> types.FunctionType:
+        """``fn`` running a copy of its code whose calls go through this hook (``fn`` itself if
+        the copy cannot be made)."""
+        code = fn.__code__
+        if code in self._codes:
+            new_code = self._codes[code]
+        else:
+            try:
+                new_code = hook_calls(code, self)
+            except Exception as e:  # noqa: BLE001 — run it as it is
+                log.debug("could not hook the calls of %s: %s: %s", fn.__qualname__, type(e).__name__, e)
+                new_code = None
+            self._codes[code] = new_code
+        if new_code is None:
+            return fn
+        new = hooked_function(fn, new_code)
+        new.__dict__.update(fn.__dict__)
+        return new
+
+
+class SkippedFrame:
+    """A frame ember does not compile but runs as :meth:`CalleeHook.hooked` code, made once and
+    remade when the function's code or defaults change."""
+
+    def __init__(self, fn: types.FunctionType, hook: CalleeHook):
+        self.fn = fn
+        self.hook = hook
+        self._made = None
+        self._key = None
+
+    def __call__(self, *args, **kwargs):
+        fn = self.fn
+        key = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+        if self._key is None or any(a is not b for a, b in zip(key, self._key)):
+            self._made, self._key = self.hook.hooked(fn), key
+        return self._made(*args, **kwargs)
