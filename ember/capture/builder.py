@@ -271,10 +271,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             # (the order too where a key is an object, as torch.compile guards such a dict)
             guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) or _tensor_key(k)
                                                                       for k in value))
+        from ember.capture.variables.new_object import pybind11_enum_value
         for k in value:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
                                    torch.device)) or _identity_key(k) or (_tensor_key(k) and source is not None)
-                    or _pybind11_enum_value(k) is not None):
+                    or pybind11_enum_value(k) is not None):
                 raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
         items, keys = {}, {}
         for i, (k, v) in enumerate(list(value.items())):  # (wrapping a value may add to this dict: globals)
@@ -560,11 +561,6 @@ def _plain_constant(k) -> bool:
     if isinstance(k, tuple):
         return all(_plain_constant(i) for i in k)
     return isinstance(k, (str, int, float, bool, type(None), enum.Enum, bytes, complex, frozenset, torch.device))
-
-
-def _pybind11_enum_value(k):
-    from ember.capture.variables.objects import _pybind11_enum_value as value
-    return value(k)
 
 
 def _identity_key(k) -> bool:

@@ -530,3 +530,19 @@ class ContainerNewFunction(VariableTracker):
             check_instantiable(cls)
             return NewObjectVariable(cls)
         raise unsupported("EB0042", f"{self.describe()}({cls.__qualname__})")
+
+
+def pybind11_enum_value(obj) -> int | None:
+    """The value of a pybind11 enum member (``torch.nn.attention.SDPBackend.MATH``), whose C++
+    ``__eq__``/``__hash__`` compare members of its type by value; None for anything else, and for
+    an arithmetic enum (equal to plain ints, so not to be keyed apart from them)."""
+    t = type(obj)
+    if type(t).__name__ != "pybind11_type" or "__entries" not in t.__dict__:
+        return None
+    try:
+        value = int(obj)
+        if obj == value:
+            return None
+    except Exception:  # noqa: BLE001
+        return None
+    return value

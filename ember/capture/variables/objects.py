@@ -499,22 +499,6 @@ class NNModuleVariable(VariableTracker):
         tx.side_effects.store_attr(self, m, name, value, raw=True)
 
 
-def _pybind11_enum_value(obj) -> int | None:
-    """The value of a pybind11 enum member (``torch.nn.attention.SDPBackend.MATH``), whose C++
-    ``__eq__``/``__hash__`` compare members of its type by value; None for anything else, and for
-    an arithmetic enum (equal to plain ints, so not to be keyed apart from them)."""
-    t = type(obj)
-    if type(t).__name__ != "pybind11_type" or "__entries" not in t.__dict__:
-        return None
-    try:
-        value = int(obj)
-        if obj == value:
-            return None
-    except Exception:  # noqa: BLE001
-        return None
-    return value
-
-
 class UserObjectVariable(VariableTracker):
     """Any other Python object that existed before the frame (read-only)."""
 
@@ -539,7 +523,8 @@ class UserObjectVariable(VariableTracker):
                 if all(type(v) in (int, float, str, bool, bytes, type(None)) for v in values):
                     self.identity_guard()  # (a frozen instance: its fields are pinned with it)
                     return ("__dataclass__", type(self.obj), values)
-            value = _pybind11_enum_value(self.obj)
+            from ember.capture.variables.new_object import pybind11_enum_value
+            value = pybind11_enum_value(self.obj)
             if value is not None:  # (C++ enum: hashed and compared by its value, no Python code)
                 if self.identity_guard is not None:
                     self.identity_guard()
