@@ -38,6 +38,34 @@ def test_scale_argument_compiles_twice_with_eager_promotion(dtype, scalar):
     assert frames == 2 and s["graph_breaks"] == 0, s
 
 
+def test_in_place_operators_with_a_scalar_argument():
+    # eager: `x += s` writes x (the caller's tensor); an int tensor *= a float scalar raises
+    def fn(x, s):
+        x += s
+        x *= s
+        y = x
+        y -= s
+        return x, y
+    for dtype in (torch.float32, torch.int64, torch.float64):
+        reset()
+        compiled = compile(fn, backend="aot_eager")
+        for v in (1, 2, 3):
+            s = np.int64(v) if dtype is torch.int64 else np.float32(v / 3)
+            x1, x2 = torch.ones(3, dtype=dtype), torch.ones(3, dtype=dtype)
+            same(compiled(x1, s), fn(x2, s))
+            same(x1, x2)
+    reset()
+    compiled = compile(fn, backend="aot_eager")
+    for v in (1.5, 2.5):
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            compiled(torch.ones(3, dtype=torch.int64), np.float64(v))
+
+    def scalar_left(x, s):
+        s += x  # rebinds s to a tensor; x unchanged
+        return s, x
+    _calls(scalar_left, [(torch.ones(3), np.float32(v)) for v in (1, 2, 3)])
+
+
 def test_numpy_results_stay_numpy_scalars():
     def fn(x, s):
         return x + 1, s, s * 2, s + 1.5, np.int64(3) * s, s / 2

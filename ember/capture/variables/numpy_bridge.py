@@ -44,7 +44,9 @@ def _tensor_and_array(tx, fn, a, b):
     plain_tensor = isinstance(arr, NumpyNdarrayVariable) and fake.device.type == "cpu" and fake.dim() >= 1 \
         and getattr(t, "cls", None) in (torch.Tensor, torch.nn.Parameter)
     if plain_tensor and arr.scalar:
-        return _tensor_and_scalar(tx, plain, t, arr, tensor_left)
+        # `t += s` is in place, as eager's Tensor.__iadd__ (a NumPy scalar is a number to it);
+        # `s += t` rebinds (NumPy scalars are immutable)
+        return _tensor_and_scalar(tx, fn if tensor_left else plain, t, arr, tensor_left)
     ok = plain_tensor and arr.tensor.fake.dim() >= 1 and fake.dtype == arr.tensor.fake.dtype and not arr.readonly \
         and fake.dtype is not torch.bool and (plain in _TENSOR_ARRAY_OPS and tensor_left or plain is operator.eq)
     if not ok:
@@ -63,8 +65,9 @@ def _tensor_and_scalar(tx, fn, t, s, tensor_left):
     The 0-d tensor promotes like the Python number (checked against eager for every dtype pair)
     where it is cast to the dtype a Python number would give, when it would promote further;
     half-precision tensors (eager computes the scalar at a different precision) break."""
+    from ember.capture.opcodes import _INPLACE_TO_PLAIN
     fake, sfake = t.fake, s.tensor.fake
-    if fn not in _TENSOR_SCALAR_OPS or fake.dtype in (torch.float16, torch.bfloat16, torch.bool) or fake.is_complex() \
+    if _INPLACE_TO_PLAIN.get(fn, fn) not in _TENSOR_SCALAR_OPS or fake.dtype in (torch.float16, torch.bfloat16, torch.bool) or fake.is_complex() \
             or sfake.dtype.is_complex or sfake.dtype is torch.bool:
         raise unsupported("EB0030", f"a NumPy scalar in {fn.__name__} with a {fake.dtype} tensor")
     python_number = 1.0 if sfake.dtype.is_floating_point else 1
