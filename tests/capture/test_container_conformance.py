@@ -174,3 +174,26 @@ def tuple_new_errors(x):
 
 def test_container_new_errors_as_eager():
     check_same(tuple_new_errors, torch.randn(2))
+
+
+def _dict_subclass_with_new(base):
+    class CustomDict(base):
+        def __new__(cls, *args, **kwargs):
+            return super().__new__(cls, *args, **kwargs)
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    return CustomDict
+
+
+@pytest.mark.parametrize("base", [dict, collections.OrderedDict])
+def test_dict_subclass_with_python_new_made_in_frame(base):
+    cls = _dict_subclass_with_new(base)
+
+    def fn(x):
+        c = cls([("a", 1)], b=2)
+        c["key"] = x
+        return c["key"] + c["a"] + c["b"], "key" in c, list(c), type(c) is cls, c
+
+    check_same(fn, torch.randn(3))

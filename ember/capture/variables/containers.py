@@ -521,7 +521,8 @@ class DictVariable(VariableTracker):
             if issubclass(self.dict_cls, collections.OrderedDict) and name in ("move_to_end", "popitem") \
                     and _dict_override(collections.OrderedDict, name) is own:
                 return self._ordered_method(tx, name, args, kwargs)
-            if own is not None and not (name in _SAME_AS_DICT or name == "popitem" and not args and not kwargs):
+            if own is not None and not (name in _SAME_AS_DICT or name == "popitem" and not args and not kwargs
+                                        or name == "__init__" and own is collections.OrderedDict.__init__):
                 # e.g. OrderedDict.popitem(last=False), move_to_end: not what the dict model does
                 raise unsupported("EB0039", f"{self.dict_cls.__name__}.{name}")
         if name in _DICT_ARITY:
