@@ -117,8 +117,9 @@ class TensorVariable(VariableTracker):
                 # An in-place write through it would reach the AOT epilogue as a mutation of a leaf
                 # that requires grad, which it cannot apply yet.
                 raise unsupported("EB0024", "Tensor.data of an input that requires grad")
-            # A detached alias sharing storage (what .data is, short of its version-counter quirk).
-            return tx.output.call_method("detach", [self], {})
+            # A detached alias sharing storage with a version counter of its own, as eager's .data
+            # (`x.data.add_(1)` does not invalidate what a backward saved of x; `detach` would)
+            return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})
         if name in ("_version", "_base"):
             raise unsupported("EB0031", f"Tensor.{name}")
         if name in ("is_leaf", "grad_fn") and self._real_input():
