@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
+from torch._subclasses.fake_tensor import FakeTensor
 
 from ember import metrics, trace_log
 from ember.locking import compile_lock
@@ -93,8 +94,34 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                    decompositions=decompositions, keep_inference_input_mutations=keep_inference_input_mutations,
                    on_metadata=on_metadata,
                    backward_pass_autocast=parse_backward_pass_autocast(backward_pass_autocast))
+    if any(isinstance(a, torch.Tensor) and _user_torch_function(type(a)) for a in example_inputs):
+        return GraphAsIsCallable(gm)
     with metrics.timed("aot"), _python_dispatcher_if_symbolic(gm):
         return AOTCallable(gm, list(example_inputs), options)
+
+
+def _user_torch_function(cls: type) -> bool:
+    """Whether ``cls`` (a tensor input's type) has a ``__torch_function__`` other than the
+    disabled one: every op run on it calls that, with the op as the function."""
+    if cls is torch.Tensor or cls is torch.nn.Parameter or issubclass(cls, FakeTensor):
+        return False
+    return getattr(cls, "__torch_function__", None) is not torch._C._disabled_torch_function_impl
+
+
+class GraphAsIsCallable:
+    """The captured graph run as it is, for inputs of a tensor subclass with a
+    ``__torch_function__``: in eager, that override sees each torch-level call
+    (``torch.relu``, ``Tensor.add``); a functionalized aten graph would show it
+    ``aten.relu.default`` instead, or lose the subclass. Ops run one by one as in
+    eager, so input mutations happen where the program does them."""
+
+    mutations_after_graph = False
+
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+
+    def __call__(self, *args):
+        return self.gm(*args)
 
 
 def _python_dispatcher_if_symbolic(gm: torch.fx.GraphModule):

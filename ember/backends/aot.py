@@ -16,7 +16,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from ember.aot.compile import aot_compile, nop
+from ember.aot.compile import GraphAsIsCallable, aot_compile, nop
 from ember.aot.errors import AOTCompileError
 from ember.aot.mincut import min_cut_partition
 from ember.aot.partition import default_partition
@@ -52,7 +52,8 @@ def _compile(gm, example_inputs, **kwargs):
             compiled = aot_compile(gm, example_inputs, **kwargs)
         # Input mutations happen after the whole graph ran (not inside it): a graph that raises
         # half-way changed nothing (see ember/capture/rerun.py).
-        compiled.mutations_after_graph = not kwargs.get("keep_inference_input_mutations", False)
+        if not isinstance(compiled, GraphAsIsCallable):
+            compiled.mutations_after_graph = not kwargs.get("keep_inference_input_mutations", False)
         return compiled
     except BackendCompilerFailed:
         raise
