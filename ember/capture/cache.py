@@ -21,6 +21,8 @@ import warnings
 import weakref
 from typing import Callable
 
+import torch
+
 from ember import metrics
 from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
@@ -121,6 +123,10 @@ class FrameCache:
 
     def __call__(self, /, *args, **kwargs):
         fn = self.fn
+        if _len_torch_function_stack() and user_function_mode_active():
+            # A TorchFunctionMode of the program's sees every torch call the frame makes: eager's
+            # calls, not ember's guard checks and tracing (nor a graph's aten ops): run as it is.
+            return fn(*args, **kwargs)
         if fn.__code__ is not self._code:
             self._code_replaced()
         elif fn.__defaults__ is not self._defaults[0] or fn.__kwdefaults__ is not self._defaults[1]:
@@ -417,6 +423,18 @@ def reset_all() -> None:
 def live_caches() -> list[FrameCache]:
     """Every live FrameCache (for reports)."""
     return list(_ALL_CACHES)
+
+
+_len_torch_function_stack = torch._C._len_torch_function_stack
+
+
+def user_function_mode_active() -> bool:
+    """Whether the torch function mode stack holds a mode other than ``torch.device(...)``'s
+    (whose only effect is the default device of factory calls, which graphs carry)."""
+    from torch.overrides import _get_current_function_mode_stack
+    from torch.utils._device import DeviceContext
+    return any(type(m) is not DeviceContext and not type(m).__module__.startswith("ember.")
+               for m in _get_current_function_mode_stack())
 
 
 class ResumeFrameCache(FrameCache):

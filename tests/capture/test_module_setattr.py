@@ -1,6 +1,7 @@
 """``module.name = value`` in the frame goes through what ``nn.Module.__setattr__`` would run: a
 property's setter on the class (whose later reads go through the getter), a module class's own
-``__setattr__`` (once: the replay after the graph must not run it again). Compared with eager:
+``__setattr__`` (once: the replay after the graph must not run it again); ``object.__setattr__``
+bypasses both; writes through ``module.__dict__`` are what later reads see. Compared with eager:
 outputs, the module's state, and no whole-frame fallbacks."""
 import pytest
 import torch
@@ -84,12 +85,37 @@ class OwnSetattrBuffer(nn.Module):
         return self.state * 2
 
 
+class ObjectSetattrBypass(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.v = 1
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value + 100 if name == "v" else value)
+
+    def forward(self, x):
+        object.__setattr__(self, "v", self.v + 1)  # past both __setattr__s
+        return x * self.v
+
+
+class DictWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.__dict__["n"] = self.n + 1
+        vars(self)["n"] += 1
+        return x * self.n
+
+
 def _state(m):
     return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in vars(m).items()
             if not k.startswith("_") or k in ("_t",)}, {k: v.clone() for k, v in m.state_dict().items()}
 
 
-@pytest.mark.parametrize("cls", [ClampedTemp, TensorProperty, OwnSetattr, OwnSetattrDirect, OwnSetattrBuffer])
+@pytest.mark.parametrize("cls", [ClampedTemp, TensorProperty, OwnSetattr, OwnSetattrDirect, OwnSetattrBuffer,
+                                 ObjectSetattrBypass, DictWrite])
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_module_setattr_matches_eager(cls, backend):
     ref, mod = cls(), cls()

@@ -305,7 +305,15 @@ class NNModuleVariable(VariableTracker):
         on_class = _on_class(m, name)
         if on_class and _is_data_descriptor(_static_lookup(m, name)):
             return _class_attribute(tx, self, m, name)
-        if name in d:
+        tracked = tracked_instance_dict(tx, self.source, m)
+        if tracked is not None:
+            # the trace holds `module.__dict__` as a dict tracker (and may have written into it):
+            # the attribute is what that dict holds now, not what the real one held
+            if name in tracked.items:
+                if name in MEMBER_DICTS:
+                    check_members_written(tx, m)
+                return tracked.items[name]
+        elif name in d:
             if name in MEMBER_DICTS:
                 check_members_written(tx, m)
             return wrap(tx, d[name], self._sub(name))
@@ -333,6 +341,9 @@ class NNModuleVariable(VariableTracker):
             return class_member(tx, hook, AttrSource(class_source(type(m)), "__getattr__"), self,
                                 type(m)).call(tx, [ConstantVariable(name)], {})
         raise MissingAttribute(f"'{type(m).__name__}' object has no attribute '{name}'")
+
+    def _tracked_instance_dict(self, tx):
+        return tracked_instance_dict(tx, self.source, self.module)
 
     def module_member(self, tx, name):
         """``nn.Module.__getattr__``: a parameter, buffer or submodule, else AttributeError."""
@@ -499,6 +510,17 @@ class NNModuleVariable(VariableTracker):
         tx.side_effects.store_attr(self, m, name, value, raw=True)
 
 
+def tracked_instance_dict(tx, source, obj):
+    """The dict tracker of ``obj.__dict__`` if the trace read it (None otherwise)."""
+    if source is None or not tx.side_effects.instance_dict_read(obj):
+        return None
+    from ember.capture.variables.containers import DictVariable
+    hit = tx.output.source_memo.get(AttrSource(source, "__dict__"))
+    if hit is not None and isinstance(hit[1], DictVariable):
+        return hit[1]
+    return None
+
+
 class UserObjectVariable(VariableTracker):
     """Any other Python object that existed before the frame (read-only)."""
 
@@ -599,14 +621,7 @@ class UserObjectVariable(VariableTracker):
         raise MissingAttribute(f"'{type(obj).__name__}' object has no attribute '{name}'")
 
     def _tracked_instance_dict(self, tx):
-        """The dict tracker of ``obj.__dict__`` if the trace read it (None otherwise)."""
-        if self.source is None or not tx.side_effects.instance_dict_read(self.obj):
-            return None
-        from ember.capture.variables.containers import DictVariable
-        hit = tx.output.source_memo.get(AttrSource(self.source, "__dict__"))
-        if hit is not None and isinstance(hit[1], DictVariable):
-            return hit[1]
-        return None
+        return tracked_instance_dict(tx, self.source, self.obj)
 
     def _written_dict(self, tx, d: dict):
         """``obj.__dict__`` after the frame assigned attributes of ``obj``: its keys and values as
