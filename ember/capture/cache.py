@@ -123,9 +123,11 @@ class FrameCache:
 
     def __call__(self, /, *args, **kwargs):
         fn = self.fn
-        if _len_torch_function_stack() and user_function_mode_active():
-            # A TorchFunctionMode of the program's sees every torch call the frame makes: eager's
-            # calls, not ember's guard checks and tracing (nor a graph's aten ops): run as it is.
+        if (_len_torch_function_stack() and user_function_mode_active()) or \
+                (_len_torch_dispatch_stack() and user_dispatch_mode_active()):
+            # A mode of the program's sees every torch call (or aten op) the frame makes: eager's,
+            # not ember's guard checks and tracing, nor a graph's ops: run as it is (torch.compile
+            # skips frames under a dispatch mode too).
             return fn(*args, **kwargs)
         if fn.__code__ is not self._code:
             self._code_replaced()
@@ -426,6 +428,16 @@ def live_caches() -> list[FrameCache]:
 
 
 _len_torch_function_stack = torch._C._len_torch_function_stack
+
+
+_len_torch_dispatch_stack = torch._C._len_torch_dispatch_stack
+
+
+def user_dispatch_mode_active() -> bool:
+    """Whether a TorchDispatchMode other than an infrastructure one (fake tensors, functionalization,
+    proxy tracing) is active."""
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+    return is_in_torch_dispatch_mode(include_infra_modes=False)
 
 
 def user_function_mode_active() -> bool:

@@ -1,10 +1,12 @@
-"""A ``TorchFunctionMode`` of the program's, active when a compiled function is called, sees the
-torch calls eager makes — never ember's guard checks, tracing or a graph's aten ops."""
+"""A ``TorchFunctionMode`` (or ``TorchDispatchMode``) of the program's, active when a compiled
+function is called, sees the torch calls eager makes — never ember's guard checks, tracing or a
+graph's aten ops."""
 import collections
 
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import ember
 
@@ -64,3 +66,29 @@ def test_device_context_still_compiles():
     with torch.device("cpu"):
         torch.testing.assert_close(compiled(torch.zeros(2)), torch.ones(2))
     assert ember.stats()["graphs"] == 1
+
+
+class CountOps(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[str(func)] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_dispatch_mode_sees_eager_ops(backend):
+    """Under a program's TorchDispatchMode the frame runs as it is, as torch.compile skips it: the
+    mode sees eager's aten ops (no fake-tensor tracing, no extra ops of a functional graph)."""
+    ember.reset()
+    compiled = ember.compile(f, backend=backend)
+    x = torch.arange(3.0)
+    for _ in range(2):
+        with CountOps() as expected:
+            want = f(x)
+        with CountOps() as actual:
+            got = compiled(x)
+        assert actual.ops == expected.ops
+        torch.testing.assert_close(got, want)
