@@ -69,7 +69,17 @@ class VariableTracker:
         raise unsupported("EB0033", f"calling {self.describe()}")
 
     def call_method(self, tx: "Translator", name: str, args: list, kwargs: dict) -> "VariableTracker":
-        return self.getattr(tx, name).call(tx, args, kwargs)
+        from ember.capture.variables.objects import MissingAttribute
+        try:
+            method = self.getattr(tx, name)
+        except MissingAttribute:
+            if name[:2] == "__" == name[-2:]:
+                # `obj[k]`, `len(obj)`, ...: Python looks the method up on the type, and without one
+                # raises TypeError (a class subscripts through `__class_getitem__`), never the
+                # AttributeError of this lookup on the object itself
+                raise unsupported("EB0038", f"{name} of {self.describe()}") from None
+            raise
+        return method.call(tx, args, kwargs)
 
     def truth(self, tx: "Translator") -> bool:
         raise unsupported("EB0034", f"truth value of {self.describe()}")

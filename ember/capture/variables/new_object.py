@@ -301,6 +301,10 @@ class NewObjectVariable(VariableTracker):
         if self.items is not None and (attr is None or not isinstance(attr, (types.FunctionType, property))):
             result = self.items.call_method(tx, name, args, kwargs)
             return self if result is self.items else result  # (`d.__ior__(x)` returns d itself)
+        if attr is None and name[:2] == "__" == name[-2:]:
+            # an implicit call (`obj[k]`, `len(obj)`): Python looks on the type only (not the
+            # instance dict or __getattr__) and raises TypeError without it
+            raise unsupported("EB0038", f"{name} of {self.describe()} (its class defines none)")
         return self.getattr(tx, name).call(tx, args, kwargs)
 
     def unpack(self, tx):

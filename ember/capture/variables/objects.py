@@ -380,6 +380,11 @@ class NNModuleVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         m = self.module
         if name == "__len__":
+            own = _static_lookup(m, "__len__")
+            if own is None:
+                raise unsupported("EB0038", f"len() of {self.describe()} (its class defines no __len__)")
+            if isinstance(own, types.FunctionType) and not own.__module__.startswith("torch.nn."):
+                return _class_attribute(tx, self, m, "__len__").call(tx, args, kwargs)  # the class's own
             self.guard_structure(tx)
             return ConstantVariable(len(m))
         if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential,
@@ -784,6 +789,12 @@ class UserObjectVariable(VariableTracker):
         return super().call(tx, args, kwargs)
 
     def call_method(self, tx, name, args, kwargs):
+        if name[:2] == "__" == name[-2:]:
+            # an implicit call (`obj[k]`, `len(obj)`, `k in obj`): Python finds the method on the
+            # type, past the instance dict, __getattribute__ and __getattr__; without one, a TypeError
+            if _static_lookup(self.obj, name) is None:
+                raise unsupported("EB0038", f"{name} of {self.describe()} (its class defines none)")
+            return _class_attribute(tx, self, self.obj, name).call(tx, args, kwargs)
         return self.getattr(tx, name).call(tx, args, kwargs)
 
 

@@ -1,0 +1,108 @@
+"""Implicit protocol calls (``obj[k]``, ``obj[k] = v``, ``del obj[k]``, ``len(obj)``, ``k in obj``)
+look their method up on the type, as Python does: past the instance dict and ``__getattr__``, and
+without one the program sees eager's TypeError — never the AttributeError of a lookup on the object
+(which an ``except AttributeError`` would catch: a wrong answer)."""
+from collections.abc import Callable
+
+import pytest
+import torch
+import torch.nn as nn
+
+import ember
+from ember_test_helpers import assert_same
+
+
+class Plain:
+    pass
+
+
+class InstanceDunders:
+    def __init__(self):
+        self.__getitem__ = lambda k: 100
+        self.__len__ = lambda: 7
+        self.__contains__ = lambda k: True
+
+
+class GetattrHook:
+    def __getattr__(self, name):
+        return lambda *a: 5
+
+
+class Real:
+    def __getitem__(self, k):
+        return k * 2
+
+    def __len__(self):
+        return 3
+
+    def __contains__(self, k):
+        return k == 1
+
+
+class LenModule(nn.Module):
+    def __len__(self):
+        return 4
+
+
+class InstanceLenModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.__dict__["__len__"] = lambda: 9
+
+
+def _setitem(o):
+    o[0] = 1
+    return 0
+
+
+def _delitem(o):
+    del o[0]
+    return 0
+
+
+OPS = {
+    "getitem": lambda o: o[2],
+    "setitem": _setitem,
+    "delitem": _delitem,
+    "len": lambda o: len(o),
+    "contains": lambda o: int(1 in o),
+    "class_getitem": lambda o: len(Callable[[int], bool].__args__),
+}
+OBJECTS = {"plain": Plain, "instance": InstanceDunders, "getattr_hook": GetattrHook, "real": Real,
+           "len_module": LenModule, "instance_len_module": InstanceLenModule}
+
+
+def _catching(op):
+    def f(x, o):
+        try:
+            return x + op(o), "ok"
+        except AttributeError:
+            return x - 1, "AttributeError"
+        except TypeError:
+            return x - 2, "TypeError"
+    return f
+
+
+def _made_inside(op, cls):
+    def f(x):
+        try:
+            return x + op(cls()), "ok"
+        except AttributeError:
+            return x - 1, "AttributeError"
+        except TypeError:
+            return x - 2, "TypeError"
+    return f
+
+
+@pytest.mark.parametrize("obj", sorted(OBJECTS))
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_implicit_protocol_matches_eager(op, obj):
+    cls = OBJECTS[obj]
+    for fn, args, made_inside in ((_catching(OPS[op]), (torch.ones(1), cls()), False),
+                                  (_made_inside(OPS[op], cls), (torch.ones(1),), True)):
+        ember.reset()
+        expected = fn(*args)
+        actual = ember.compile(fn, backend="eager")(*args)
+        assert_same(actual, expected)
+        if not made_inside:  # (a module made in the frame cannot live across the break: eager frame)
+            assert ember.stats()["fallbacks"] == 0
