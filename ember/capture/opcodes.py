@@ -254,8 +254,12 @@ class OpcodeMixin:
             return
         v = value.as_constant()
         conv = flags & 0x03
-        v = str(v) if conv == 1 else repr(v) if conv == 2 else ascii(v) if conv == 3 else v
-        self.push(ConstantVariable(format(v, spec)))
+        try:
+            v = str(v) if conv == 1 else repr(v) if conv == 2 else ascii(v) if conv == 3 else v
+            text = format(v, spec)
+        except Exception as e:  # (a bad format spec) eager raises this very exception
+            raise PythonException(e) from None
+        self.push(ConstantVariable(text))
 
     # -- operators --------------------------------------------------------------------
     def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
@@ -489,7 +493,11 @@ class OpcodeMixin:
         elif (symbolic := symbolic_operation(self, fn, [v])) is not None:
             self.push(symbolic)
         elif v.is_constant():
-            self.push(ConstantVariable(fn(v.as_constant())))
+            try:
+                result = fn(v.as_constant())
+            except Exception as e:  # (`-"a"`) eager raises this very exception
+                raise PythonException(e) from None
+            self.push(ConstantVariable(result))
         else:
             from ember.capture.variables.user_operators import user_unary_op
             result = user_unary_op(self, fn, v)  # `__neg__` of a user class

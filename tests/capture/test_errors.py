@@ -209,3 +209,29 @@ def test_assert_statement_caught_and_uncaught():
     check_same(scope["caught"], torch.ones(3), graphs=1)
     check_same(scope["passes"], torch.ones(3), graphs=1)
     check_raises_same(scope["fails"], torch.ones(3))
+
+
+def _format_bad_spec(x):
+    try:
+        return x + 1, f"{x.shape[0]:q}"
+    except ValueError as e:
+        return x - 1, str(e)
+
+
+def _negate_str(x, s):
+    try:
+        return x + 1, -s
+    except TypeError as e:
+        return x - 1, str(e)
+
+
+@pytest.mark.parametrize("fn,args", [(_format_bad_spec, (torch.ones(3),)), (_negate_str, (torch.ones(3), "a"))],
+                         ids=["format_spec", "unary_minus_str"])
+def test_python_errors_of_constant_operations_are_the_programs(fn, args):
+    """A bad format spec or ``-"a"`` raises eager's exception inside the frame (caught there), not an
+    internal error that runs the frame eagerly with a warning."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (ember's internal-error warning would fail the test)
+        check_same(fn, *args)
+    assert stats()["fallbacks"] == 0
