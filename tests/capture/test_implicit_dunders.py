@@ -39,6 +39,12 @@ class Real:
         return k == 1
 
 
+class ShadowedReal(Real):
+    def __init__(self):
+        self.__getitem__ = lambda k: 100  # ignored by `obj[k]`
+        self.__len__ = lambda: 100
+
+
 class LenModule(nn.Module):
     def __len__(self):
         return 4
@@ -69,6 +75,7 @@ OPS = {
     "class_getitem": lambda o: len(Callable[[int], bool].__args__),
 }
 OBJECTS = {"plain": Plain, "instance": InstanceDunders, "getattr_hook": GetattrHook, "real": Real,
+           "shadowed_real": ShadowedReal,
            "len_module": LenModule, "instance_len_module": InstanceLenModule}
 
 
@@ -106,3 +113,35 @@ def test_implicit_protocol_matches_eager(op, obj):
         assert_same(actual, expected)
         if not made_inside:  # (a module made in the frame cannot live across the break: eager frame)
             assert ember.stats()["fallbacks"] == 0
+
+
+class InstanceContext:
+    def __init__(self):
+        self.__enter__ = lambda: 100
+        self.__exit__ = lambda *a: True
+
+
+class ShadowedContext:
+    def __init__(self):
+        self.__enter__ = lambda: 100  # ignored by `with`
+
+    def __enter__(self):
+        return 3
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _with(o):
+    with o as v:
+        return v
+
+
+@pytest.mark.parametrize("cls", [Plain, GetattrHook, InstanceContext, ShadowedContext])
+def test_with_looks_up_enter_exit_on_the_type(cls):
+    for fn, args in ((_catching(_with), (torch.ones(1), cls())), (_made_inside(_with, cls), (torch.ones(1),))):
+        ember.reset()
+        expected = fn(*args)
+        actual = ember.compile(fn, backend="eager")(*args)
+        assert_same(actual, expected)
+        assert ember.stats()["fallbacks"] == 0

@@ -182,6 +182,21 @@ def enter_with(tx, ctx):
             raise unsupported("EB0014", f"`with` on {ctx.describe()}")
         raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol"))
     try:
+        t = ctx.python_type()
+    except Exception:  # noqa: BLE001 — a tracker without a known type: looked up as before
+        t = None
+    if isinstance(t, type) and not all(any(n in k.__dict__ for k in t.__mro__) for n in ("__enter__", "__exit__")):
+        # Python looks both up on the type (not the instance dict, nor __getattr__)
+        raise PythonException(TypeError(f"'{t.__name__}' object does not support the context manager protocol"))
+    from ember.capture.variables.objects import UserObjectVariable, type_attribute
+    try:
+        if isinstance(ctx, UserObjectVariable):  # (the class's methods, even where the instance shadows them)
+            return type_attribute(tx, ctx, ctx.obj, "__exit__"), type_attribute(tx, ctx, ctx.obj, "__enter__")
+        from ember.capture.variables.new_object import NewObjectVariable
+        if type(ctx) is NewObjectVariable:
+            members = [ctx.class_method(tx, n) for n in ("__exit__", "__enter__")]
+            if None not in members:
+                return members[0], members[1]
         enter = tx.getattr(ctx, "__enter__")
         exit_fn = tx.getattr(ctx, "__exit__")
     except MissingAttribute:

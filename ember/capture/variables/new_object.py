@@ -301,11 +301,24 @@ class NewObjectVariable(VariableTracker):
         if self.items is not None and (attr is None or not isinstance(attr, (types.FunctionType, property))):
             result = self.items.call_method(tx, name, args, kwargs)
             return self if result is self.items else result  # (`d.__ior__(x)` returns d itself)
-        if attr is None and name[:2] == "__" == name[-2:]:
+        if name[:2] == "__" == name[-2:]:
             # an implicit call (`obj[k]`, `len(obj)`): Python looks on the type only (not the
             # instance dict or __getattr__) and raises TypeError without it
-            raise unsupported("EB0038", f"{name} of {self.describe()} (its class defines none)")
+            if attr is None:
+                raise unsupported("EB0038", f"{name} of {self.describe()} (its class defines none)")
+            member = self.class_method(tx, name)
+            if member is not None:
+                return member.call(tx, args, kwargs)
         return self.getattr(tx, name).call(tx, args, kwargs)
+
+    def class_method(self, tx, name):
+        """``type(obj).name`` bound to this object (what an implicit call finds, whatever the
+        instance dict holds), or None if that is not a function, property or classmethod."""
+        from ember.capture.sources import AttrSource
+        from ember.capture.variables.objects import class_member, class_source
+        attr = _lookup(self.cls, name)
+        return None if attr is None else class_member(tx, attr, AttrSource(class_source(self.cls), name), self,
+                                                      self.cls)
 
     def unpack(self, tx):
         if self.items is not None and _lookup(self.cls, "__iter__") in (None, dict.__iter__,

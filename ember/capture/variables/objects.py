@@ -162,6 +162,14 @@ def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
     return None
 
 
+def type_attribute(tx, obj_vt, obj, name):
+    """``type(obj).name`` bound to ``obj``, as an implicit call finds it (``obj[k]``, ``with obj``):
+    on the class only, whatever the instance dict holds."""
+    attr = _static_lookup(obj, name)
+    member = class_member(tx, attr, AttrSource(class_source(type(obj)), name), obj_vt, type(obj))
+    return member if member is not None else _class_attribute(tx, obj_vt, obj, name)
+
+
 def _class_attribute(tx, obj_vt, obj, name):
     """Resolve an attribute found on the class: methods bind, properties run inlined."""
     from ember.capture.builder import wrap
@@ -794,7 +802,7 @@ class UserObjectVariable(VariableTracker):
             # type, past the instance dict, __getattribute__ and __getattr__; without one, a TypeError
             if _static_lookup(self.obj, name) is None:
                 raise unsupported("EB0038", f"{name} of {self.describe()} (its class defines none)")
-            return _class_attribute(tx, self, self.obj, name).call(tx, args, kwargs)
+            return type_attribute(tx, self, self.obj, name).call(tx, args, kwargs)
         return self.getattr(tx, name).call(tx, args, kwargs)
 
 
