@@ -188,7 +188,8 @@ def enter_with(tx, ctx):
     if isinstance(t, type) and not all(any(n in k.__dict__ for k in t.__mro__) for n in ("__enter__", "__exit__")):
         # Python looks both up on the type (not the instance dict, nor __getattr__)
         raise PythonException(TypeError(f"'{t.__name__}' object does not support the context manager protocol"))
-    from ember.capture.variables.objects import UserObjectVariable, type_attribute
+    from ember.capture.variables.instance_lookup import type_attribute
+    from ember.capture.variables.objects import UserObjectVariable
     try:
         if isinstance(ctx, UserObjectVariable):  # (the class's methods, even where the instance shadows them)
             return type_attribute(tx, ctx, ctx.obj, "__exit__"), type_attribute(tx, ctx, ctx.obj, "__enter__")

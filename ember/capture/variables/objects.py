@@ -19,6 +19,7 @@ from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMem
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.deferred_calls import LOGGING_METHODS, DeferredCallVariable
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
+from ember.capture.variables.instance_lookup import tracked_instance_dict, type_attribute
 from ember.capture.variables.module_state import MEMBER_DICTS, check_dicts, check_members_written, check_tree
 from ember.exc import PythonException
 
@@ -160,14 +161,6 @@ def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
             func = wrap(tx, raw.__func__, fsrc)
         return UserMethodVariable(func, ClassVariable(bind_cls, class_source(bind_cls)), inst_src)
     return None
-
-
-def type_attribute(tx, obj_vt, obj, name):
-    """``type(obj).name`` bound to ``obj``, as an implicit call finds it (``obj[k]``, ``with obj``):
-    on the class only, whatever the instance dict holds."""
-    attr = _static_lookup(obj, name)
-    member = class_member(tx, attr, AttrSource(class_source(type(obj)), name), obj_vt, type(obj))
-    return member if member is not None else _class_attribute(tx, obj_vt, obj, name)
 
 
 def _class_attribute(tx, obj_vt, obj, name):
@@ -521,17 +514,6 @@ class NNModuleVariable(VariableTracker):
         if _is_data_descriptor(_static_lookup(m, name)):
             raise unsupported("EB0032", f"assigning {type(m).__name__}.{name} through a descriptor/property")
         tx.side_effects.store_attr(self, m, name, value, raw=True)
-
-
-def tracked_instance_dict(tx, source, obj):
-    """The dict tracker of ``obj.__dict__`` if the trace read it (None otherwise)."""
-    if source is None or not tx.side_effects.instance_dict_read(obj):
-        return None
-    from ember.capture.variables.containers import DictVariable
-    hit = tx.output.source_memo.get(AttrSource(source, "__dict__"))
-    if hit is not None and isinstance(hit[1], DictVariable):
-        return hit[1]
-    return None
 
 
 class UserObjectVariable(VariableTracker):
