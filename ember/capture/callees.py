@@ -88,7 +88,8 @@ def _compile_disabled(fn) -> bool:
         # copy.copy/deepcopy are traced whole (variables/copying.py) or not at all: their bodies
         # (memo dicts keyed by id(), reductors) would only break and recompile on every call.
         return True
-    return compile_disabled(fn) or module.startswith("torch.autograd")
+    from ember.compat import FUNCTION_APPLY  # (torch's apply, or ember's stand-in for the C one)
+    return compile_disabled(fn) or module.startswith("torch.autograd") or fn is FUNCTION_APPLY
 
 
 class _Rebuilt(VariableTracker):
