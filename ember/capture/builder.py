@@ -382,6 +382,16 @@ def _wrap(tx, value, source) -> VariableTracker:
         from ember.capture.variables.new_object import ContainerNewFunction
         return ContainerNewFunction(value.__self__)
 
+    if isinstance(value, types.BuiltinMethodType) and isinstance(getattr(value, "__self__", None), type):
+        from ember.compat import FUNCTION_APPLY, function_apply_class
+        owner = function_apply_class(value)
+        if owner is not None:  # `f = MyFunction.apply` kept, where torch's apply is in C (2.14+)
+            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+            if source is not None:
+                guards.id_match(source, value)
+            return UserMethodVariable(UserFunctionVariable(FUNCTION_APPLY),
+                                      wrap(tx, owner, AttrSource(source, "__self__") if source is not None else None), source)
+
     if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and \
             isinstance(getattr(value, "__self__", None), torch.Tensor):
         # `x.to` handed over at a graph break: the method of the tensor (an input of the graph),
@@ -417,15 +427,6 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.type_match(source, value)
             guards.function_code(source, value)
         return UserFunctionVariable(value, source)
-
-    if isinstance(value, types.BuiltinMethodType) and source is not None:
-        from ember.compat import FUNCTION_APPLY, function_apply_class
-        owner = function_apply_class(value)
-        if owner is not None:  # `f = MyFunction.apply` kept, where torch's apply is in C (2.14+)
-            from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-            guards.id_match(source, value)
-            return UserMethodVariable(UserFunctionVariable(FUNCTION_APPLY),
-                                      wrap(tx, owner, AttrSource(source, "__self__")), source)
 
     if isinstance(value, types.BuiltinMethodType) and type(getattr(value, "__self__", None)) in (list, dict, set) \
             and source is not None:

@@ -224,7 +224,7 @@ def test_builtin_value_class_and_attributes():
 
 def structseq_built(x, y):
     r = torch.return_types.max((x, y))
-    q = tuple(torch.return_types.qr((2 * x, y - 1)))
+    q = tuple(torch.return_types.linalg_qr((2 * x, y - 1)))
     return r, q, r.values + 1, r[1], type(r).__name__
 
 
