@@ -10,7 +10,7 @@ import copy
 import torch
 import torch.nn as nn
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile, reset, stats
 
 mm = torch.nn.modules.module
 
@@ -153,3 +153,20 @@ def test_global_hook_removed_between_two_calls_in_frame():
                 h.remove()
     assert_same(results[1], results[0])
     assert not mm._global_forward_hooks
+
+
+class InstanceDictWrite(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 2.0
+
+    def forward(self, x):
+        self.__dict__["k2"] = self.__dict__["k"] * 3
+        return x * self.k2 + len(vars(self))
+
+
+def test_instance_dict_written_then_attribute_read():
+    reset()
+    _compare(_module_case(InstanceDictWrite), steps=2)
+    if not REFERENCE:
+        assert stats()["fallbacks"] == 0  # a graph break at the read, not the whole frame run eagerly

@@ -41,6 +41,14 @@ def check_dicts(tx, m: torch.nn.Module, kinds=MEMBER_DICTS) -> None:
                               "(the change happens after the graph)")
 
 
+def check_instance_dict(tx, m: torch.nn.Module) -> None:
+    """Refuse an attribute read of ``m`` once the frame wrote into ``m.__dict__`` through a tracker
+    (``self.__dict__["k"] = v``): the instance dict the read consults does not have it yet."""
+    if _changed(tx, m.__dict__):
+        raise unsupported("EB0032", f"reading an attribute of {type(m).__name__} after the frame changed its "
+                          "__dict__ (the change happens after the graph)")
+
+
 def check_global_hooks(tx) -> None:
     mm = torch.nn.modules.module
     for name in GLOBAL_HOOK_DICTS:

@@ -20,7 +20,8 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.deferred_calls import LOGGING_METHODS, DeferredCallVariable
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
 from ember.capture.variables.instance_lookup import tracked_instance_dict, type_attribute
-from ember.capture.variables.module_state import MEMBER_DICTS, check_dicts, check_members_written, check_tree
+from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, check_instance_dict,
+                                                  check_members_written, check_tree)
 from ember.exc import PythonException
 
 
@@ -298,6 +299,8 @@ class NNModuleVariable(VariableTracker):
             return pending
         if name == "__dict__":
             tx.side_effects.read_instance_dict(m)
+        else:
+            check_instance_dict(tx, m)
         if name == "__class__":
             return ClassVariable(type(m), class_source(type(m)))
         # Python's lookup order: a data descriptor on the class (a property), the instance dict, any
