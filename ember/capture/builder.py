@@ -206,6 +206,15 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return ConstantVariable(value, source)
 
+    if t is torch.torch_version.TorchVersion:
+        # `torch.__version__`: a str whose comparisons parse versions (pure): a constant, guarded
+        # by type and text
+        if source is not None:
+            from ember.capture.sources import CallSource
+            guards.type_match(source, value)
+            guards.equals(CallSource(str.__str__, source, ()), str.__str__(value))
+        return ConstantVariable(value, source)
+
     if t is _LIST_ITERATOR and source is not None and _already_wrapped(tx, list_iterator_state(value)[0]):
         # A list iterator reads its list as it is when advanced: when the frame also holds the
         # list (`it = iter(lst)` live across a graph break with `lst`), track the list itself (the
@@ -805,6 +814,9 @@ class OpaqueCallableVariable(VariableTracker):
         from ember.capture.variables.container_methods import fold_scalar_type_method
         folded = fold_scalar_type_method(self.value, args, kwargs)
         if folded is not None:
+            owner = getattr(self, "owner_vt", None)
+            if owner is not None:  # the answer is the object's (a compiled regex): pinned by identity
+                pin_identity(tx, owner)
             return folded
         e = unsupported("EB0033", self.reason)
         if self.value in _EXCEPTION_READERS and handling_traced_exception(tx):

@@ -397,3 +397,75 @@ def test_descriptor_without_get_reads_instance_dict():
         actual = compiled(x, comp_foo)
         assert torch.equal(actual[0], expected[0]) and actual[1:] == expected[1:] == (True, True)
         assert comp_foo.field == eager_foo.field == 23
+
+
+class WeakrefSlotted:
+    pass
+
+
+def read_dunder_weakref(x):
+    obj = WeakrefSlotted()
+    if obj.__weakref__:
+        return torch.cos(x)
+    return torch.sin(x), obj.__weakref__
+
+
+def test_dunder_weakref_of_object_made_in_frame():
+    check_same(read_dunder_weakref, torch.randn(3))
+
+
+def test_subclasses_listed_and_guarded():
+    class Base:
+        pass
+
+    class A(Base):
+        pass
+
+    def fn(x, cls):
+        subs = cls.__subclasses__()
+        return x + len(subs), subs
+
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    x = torch.zeros(1)
+    out, subs = compiled(x, Base)
+    assert subs == [A] and out.item() == 1
+
+    class B(Base):  # a new subclass: the answer changes, so must the compiled code's
+        pass
+
+    out, subs = compiled(x, Base)
+    assert subs == Base.__subclasses__() == [A, B] and out.item() == 2
+    assert counter.frame_count == 2
+
+
+class VersionLike:
+    pattern = __import__("re").compile(r"(?P<major>\d+)\.(?P<minor>\d+)")
+
+
+def regex_on_constants(x, v):
+    m = VersionLike.pattern.fullmatch("2.13")
+    parts = VersionLike.pattern.split("a1.2b")
+    return x + int(m.group(1)), m.groupdict(), parts, v.pattern.match("3.4") is None
+
+
+def test_compiled_regex_methods_fold_and_pattern_identity_is_guarded():
+    import re
+    check_same(regex_on_constants, torch.zeros(1), VersionLike())
+    compiled = compile(regex_on_constants, fullgraph=True)
+    v = VersionLike()
+    assert compiled(torch.zeros(1), v)[3] is False
+    v.pattern = re.compile("x")  # another pattern on the instance: the answer changes
+    assert compiled(torch.zeros(1), v)[3] is True == regex_on_constants(torch.zeros(1), v)[3]
+
+
+def torch_version_checks(x):
+    from packaging import version
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    if version.parse(torch.__version__) >= version.parse("2.0.0"):
+        return x + int(major)
+    return x - 1
+
+
+def test_torch_version_and_packaging_parse():
+    check_same(torch_version_checks, torch.zeros(2))

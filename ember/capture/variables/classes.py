@@ -37,6 +37,8 @@ class ClassVariable(ConstantVariable):
                 return pending
             if name == "__dict__" and tx.side_effects.has_attrs(cls):
                 raise unsupported("EB0032", f"reading the __dict__ of class {cls.__qualname__} after assigning its attributes")
+        if name == "__subclasses__" and isinstance(cls, type) and type(cls).__subclasses__ is type.__subclasses__:
+            return SubclassesVariable(cls)
         from ember.capture.variables.new_module import class_attribute_override
         override = class_attribute_override(cls, name)
         if override is not None:
@@ -115,3 +117,24 @@ def _plain_enum(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, enum.Enum) and type(cls) is enum.EnumMeta and \
         getattr(getattr(cls, "_missing_", None), "__module__", None) == "enum"
 
+
+
+class SubclassesVariable(ConstantVariable):
+    """``cls.__subclasses__`` (bound): calling it lists the live direct subclasses now, guarded by
+    re-listing them (a subclass defined or collected later changes the answer)."""
+
+    def __init__(self, cls):
+        super().__init__(cls.__subclasses__)
+        self.cls = cls
+
+    def describe(self):
+        return f"{self.cls.__qualname__}.__subclasses__"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.sources import CallSource
+        from ember.capture.variables.containers import ListVariable
+        if args or kwargs:
+            raise PythonException(TypeError(f"type.__subclasses__() takes no arguments ({len(args) + len(kwargs)} given)"))
+        subclasses = type.__subclasses__(self.cls)
+        tx.guards.equals(CallSource(type.__subclasses__, class_source(self.cls), ()), subclasses)
+        return ListVariable([ClassVariable(c) for c in subclasses])

@@ -155,15 +155,20 @@ _SCALAR_TYPES = (int, float, bool, str, bytes, complex)  # (their builtin method
 
 
 def _plain_value(v) -> bool:
-    return type(v) in (*_SCALAR_TYPES, type(None)) or (type(v) is tuple and all(_plain_value(i) for i in v))
+    from torch.torch_version import TorchVersion  # (a str: C methods read its text)
+    return type(v) in (*_SCALAR_TYPES, type(None), TorchVersion) or \
+        (type(v) is tuple and all(_plain_value(i) for i in v))
 
 
 def fold_scalar_type_method(fn, args, kwargs):
     """A builtin method of a scalar type (``int.from_bytes``, ``bool.__new__(bool, 1)``,
-    ``float.fromhex``) called with plain constants: computed now (they read nothing else and change
-    nothing). None for anything else."""
+    ``float.fromhex``), or of a compiled regex or a match (``pattern.fullmatch(s)``, ``m.group(1)``),
+    called with plain constants: computed now (they read nothing else and change nothing). None for
+    anything else."""
+    import re
     owner = getattr(fn, "__self__", None)
-    if not isinstance(fn, types.BuiltinMethodType) or owner not in _SCALAR_TYPES:
+    immutable_owner = isinstance(owner, (re.Pattern, re.Match))  # (a compiled regex, a match: read-only)
+    if not isinstance(fn, types.BuiltinMethodType) or not (owner in _SCALAR_TYPES or immutable_owner):
         return None
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         return None
@@ -179,7 +184,9 @@ def fold_scalar_type_method(fn, args, kwargs):
         result = fn(*values, **kw)
     except Exception as e:  # noqa: BLE001 - eager raises this very exception
         raise PythonException(e) from None
-    if not _plain_value(result):
+    fresh_container = type(result) in (list, dict) and all(   # (a new list or dict: `split`, `groupdict`)
+        _plain_value(v) for v in (result.values() if type(result) is dict else result))
+    if not (_plain_value(result) or fresh_container or isinstance(result, re.Match) and immutable_owner):
         return None
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(result)

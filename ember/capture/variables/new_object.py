@@ -173,6 +173,9 @@ class NewObjectVariable(VariableTracker):
             return self.attrs[name]
         if name == "__class__":
             return ClassVariable(self.cls)
+        if name == "__weakref__" and self.cls.__weakrefoffset__ != 0 and \
+                isinstance(_lookup(self.cls, "__weakref__"), types.GetSetDescriptorType):
+            return ConstantVariable(None)  # (no weak reference to an object made in the frame exists)
         if name == "__dict__" and self.cls.__dictoffset__ != 0:
             if _has_slots(self.cls):  # (its slots are not in __dict__; `attrs` holds both)
                 raise unsupported("EB0031", f"the __dict__ of a {self.cls.__name__} object (with slots) made in the frame")

@@ -199,7 +199,9 @@ def _class_attribute(tx, obj_vt, obj, name):
             return RealDictReadVariable(obj_vt, name)
         if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
             from ember.capture.builder import OpaqueCallableVariable
-            return OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
+            vt = OpaqueCallableVariable(value, src, f"calling builtin method {type(obj).__name__}.{name}")
+            vt.owner_vt = obj_vt  # (whose identity a folded call pins: see fold_scalar_type_method)
+            return vt
         return wrap(tx, value, src)
     return wrap(tx, attr, src if src is not None else lookup_src)
 
