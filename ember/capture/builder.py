@@ -812,11 +812,17 @@ class OpaqueCallableVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.container_methods import fold_scalar_type_method
-        folded = fold_scalar_type_method(self.value, args, kwargs)
+        owner = getattr(self, "owner_vt", None)
+        scalar_type = isinstance(getattr(self.value, "__self__", None), type)  # (int.from_bytes: never changes)
+        folded = None
+        if scalar_type or owner is not None or self.source is not None:
+            folded = fold_scalar_type_method(self.value, args, kwargs)
         if folded is not None:
-            owner = getattr(self, "owner_vt", None)
-            if owner is not None:  # the answer is the object's (a compiled regex): pinned by identity
+            # the answer is the object's (a compiled regex): pinned by identity
+            if owner is not None:
                 pin_identity(tx, owner)
+            elif self.source is not None and not scalar_type:
+                tx.guards.id_match(self.source, self.value)
             return folded
         e = unsupported("EB0033", self.reason)
         if self.value in _EXCEPTION_READERS and handling_traced_exception(tx):

@@ -168,14 +168,16 @@ def fold_scalar_type_method(fn, args, kwargs):
     import re
     owner = getattr(fn, "__self__", None)
     immutable_owner = isinstance(owner, (re.Pattern, re.Match))  # (a compiled regex, a match: read-only)
-    if not isinstance(fn, types.BuiltinMethodType) or not (owner in _SCALAR_TYPES or immutable_owner):
+    scalar_owner = any(owner is t for t in _SCALAR_TYPES)  # (by identity: `in` would call owner's __eq__)
+    if not isinstance(fn, types.BuiltinMethodType) or not (scalar_owner or immutable_owner):
         return None
     if not all(a.is_constant() for a in [*args, *kwargs.values()]):
         return None
     values = [a.as_constant() for a in args]
     kw = {k: v.as_constant() for k, v in kwargs.items()}
     if fn.__name__ == "__new__":  # its first argument is the class to make: a scalar type, exactly
-        if not values or values[0] not in _SCALAR_TYPES or not all(_plain_value(v) for v in values[1:]):
+        if not values or not any(values[0] is t for t in _SCALAR_TYPES) or \
+                not all(_plain_value(v) for v in [*values[1:], *kw.values()]):
             return None
     elif not all(_plain_value(v) for v in [*values, *kw.values()]):
         return None
