@@ -210,7 +210,6 @@ def _wrap(tx, value, source) -> VariableTracker:
         # `torch.__version__`: a str whose comparisons parse versions (pure): a constant, guarded
         # by type and text
         if source is not None:
-            from ember.capture.sources import CallSource
             guards.type_match(source, value)
             guards.equals(CallSource(str.__str__, source, ()), str.__str__(value))
         return ConstantVariable(value, source)
