@@ -167,7 +167,9 @@ def fold_scalar_type_method(fn, args, kwargs):
     anything else."""
     import re
     owner = getattr(fn, "__self__", None)
-    immutable_owner = isinstance(owner, (re.Pattern, re.Match))  # (a compiled regex, a match: read-only)
+    # (a compiled regex or a match is read-only too, but tracing re.match's own code guards re's
+    # pattern cache, which other code keeps changing: not folded yet)
+    immutable_owner = False
     scalar_owner = any(owner is t for t in _SCALAR_TYPES)  # (by identity: `in` would call owner's __eq__)
     if not isinstance(fn, types.BuiltinMethodType) or not (scalar_owner or immutable_owner):
         return None
