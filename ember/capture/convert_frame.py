@@ -46,7 +46,7 @@ from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Special
                        without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import data_dependent_capture, has_symbols, has_unbacked
+from ember.fake.symbolic import data_dependent_capture, has_symbols, has_unbacked, one_graph
 from ember.fake.quiet import quiet_meta_errors
 
 log = logging.getLogger("ember.graph")
@@ -88,6 +88,9 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
     maybe_inject("capture")
     handled = sys.exc_info()[1]  # the caller's (the re-trace below runs inside an except block)
+    if fullgraph:  # (no graph break can follow: fail, or trace .item() as an unbacked symbol)
+        with one_graph(True):
+            return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     try:
         return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     except Unsupported as e:

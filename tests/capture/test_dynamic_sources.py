@@ -163,6 +163,59 @@ def test_forbid_in_graph_user_function():
         compile(fn, backend="eager")(torch.randn(2))
 
 
+# -- .item() under fullgraph=True ------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_item_of_computed_tensor_under_fullgraph(backend):
+    def fn(x):
+        s = (x * 2).sum().item()
+        return x + s, torch.zeros(int((x > 0).sum().item())) + 1
+
+    counter = CompileCounter() if backend == "eager" else backend
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    for _ in range(3):
+        x = torch.randn(5)
+        assert_same(compiled(x), fn(x))
+    if backend == "eager":
+        assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("make", [lambda: torch.randint(3, (1,)), lambda: torch.randn(1),
+                                  lambda: torch.randn(1) > 0], ids=["int", "float", "bool"])
+def test_bool_of_item_under_fullgraph_is_a_symbolic_bool(make):
+    def fn(x):
+        return bool(x.item()), bool((x * 2).sum())
+
+    compiled = compile(fn, backend="eager", fullgraph=True)
+    for _ in range(4):
+        x = make()
+        assert_same(compiled(x), fn(x))
+
+
+def test_bool_of_tensor_under_fullgraph():
+    def fn(x):
+        return bool(x), bool((x == 0).all())
+
+    compiled = compile(fn, backend="eager", fullgraph=True)
+    for v in (42, 0, 3.14, 0.0):
+        x = torch.tensor(v)
+        assert_same(compiled(x), fn(x))
+    with pytest.raises(RuntimeError):
+        compiled(torch.tensor([1, 2, 3]))
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile raises its own UserError type")
+def test_branch_on_item_under_fullgraph_is_an_error():
+    import ember
+
+    def fn(x):
+        if (x * 2).sum().item() > 0:
+            return x + 1
+        return x - 1
+    with pytest.raises(ember.Unsupported, match="EB0018"):
+        compile(fn, backend="eager", fullgraph=True)(torch.randn(4))
+
+
 # -- a break whose result is stored in a dead local --------------------------------------------------
 
 def test_local_class_statement_compiles_the_rest():
