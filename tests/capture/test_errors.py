@@ -77,10 +77,9 @@ def line_of(fn, needle):
 
 @pytest.mark.parametrize("fn,needle", UNSUPPORTED_PROGRAMS, ids=[f.__name__ for f, _ in UNSUPPORTED_PROGRAMS])
 def test_fullgraph_raises_unsupported_with_location(fn, needle, capsys):
-    if REFERENCE and fn in DYNAMO_CAPTURES_SCALARS:
-        # Dynamo 2.13 captures float .item() as an unbacked SymFloat and can keep a
-        # graph going as long as nothing branches on it; ember (no unbacked
-        # symbols yet) reports Unsupported. Validate the program instead.
+    if fn in DYNAMO_CAPTURES_SCALARS:
+        # Under fullgraph=True, torch.compile (and ember, likewise) captures .item() as an
+        # unbacked symbol: one graph, as long as nothing branches on it.
         check_same(fn, t(4), fullgraph=True, graphs=1)
         return
     compiled = compile(fn, backend=CompileCounter(), fullgraph=True)

@@ -556,7 +556,13 @@ def _reduce(tx, fn, iterable, *initial):
 def _int_float(kind):
     def handler(tx, x=None, *rest, **kwargs):
         if isinstance(x, TensorVariable):
-            raise unsupported("EB0017", f"{kind.__name__}() of a tensor reads its data")
+            if rest or kwargs or x.fake.numel() != 1 or has_symbols(tuple(x.fake.shape)) or not x._unbacked_scalars(tx):
+                raise unsupported("EB0017", f"{kind.__name__}() of a tensor reads its data")
+            x = x.call_method(tx, "item", [], {})  # (captured: an unbacked symbol, as .item())
+            if isinstance(x, SymNodeVariable):
+                converted = symbolic_conversion(tx, kind, x)
+                if converted is not None:
+                    return converted
         if x is not None and not rest and not kwargs:
             from ember.capture.variables.user_operators import user_number
             result = user_number(tx, kind, x)  # a user class's __int__ / __float__ / __index__
