@@ -617,6 +617,7 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
             raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} "
                               "while tracing") from None
         region.check_pure(f"{fn_cls.__qualname__}.backward")
+        _check_backward_reads(fn_cls, region, ctx, grads)
     except Unsupported:
         cp.restore()
         raise
@@ -657,6 +658,42 @@ def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
             if not expandable:  # (a gradient the input's shape expands to is summed down, as eager does)
                 raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a gradient of shape {tuple(got)} "
                                   f"for an input of shape {tuple(want)}")
+
+
+def _check_backward_reads(fn_cls, region, ctx, grads) -> None:
+    """Backward may read only its gradients and what ctx holds. A tensor the frame already has (a global
+    or closure tensor forward read too, a module's parameter) is a real tensor when AOT traces the user's
+    backward on fake ones (it cannot be handed in): the call runs eagerly, as torch.compile breaks on a
+    backward reading a lifted free variable."""
+    known = {n for v in [*(ctx.saved or []), *ctx.attrs.values()] for n in _graph_nodes_in(v)}
+    stand_ins = {g.node for g in grads if isinstance(g, TensorVariable)}  # (zeros_like of the outputs)
+    body = region.nodes()
+    inside = set(body)
+    for n in body:
+        if n in stand_ins:
+            continue
+        for i in n.all_input_nodes:
+            if i not in inside and i not in known and isinstance(i.meta.get("example_value"), torch.Tensor):
+                raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
+
+
+def _graph_nodes_in(vt, depth=0) -> list:
+    """The graph values (tensors, symbolic numbers) a ctx attribute holds, in containers and objects too."""
+    from ember.capture.variables.containers import BaseSequence, DictVariable
+    from ember.capture.variables.new_object import NewObjectVariable
+    node = getattr(vt, "node", None)
+    if isinstance(node, fx.Node):
+        return [node]
+    if depth > 8:
+        return []
+    if isinstance(vt, BaseSequence):
+        return [n for i in vt.items for n in _graph_nodes_in(i, depth + 1)]
+    items = getattr(vt, "items", None)
+    if isinstance(vt, DictVariable) and isinstance(items, dict):
+        return [n for i in items.values() for n in _graph_nodes_in(i, depth + 1)]
+    if isinstance(vt, NewObjectVariable):
+        return [n for i in vt.attrs.values() for n in _graph_nodes_in(i, depth + 1)]
+    return []
 
 
 def _mark_body(output, body, grad_on):
