@@ -8,6 +8,11 @@ here once, so that the layers above test no torch version. Supported: the releas
   ``classmethod_descriptor`` from 2.14. The capture layer recognises ``MyFunction.apply`` by
   ``FUNCTION_APPLY``, a Python function either way: the real one, or (2.14+) a stand-in that
   calls the class's own ``apply``, so the residual code after a graph break still calls it.
+* Fake tensors of real 0-d integer/float64 tensors: from torch 2.14, ``FakeTensorMode.from_tensor``
+  without a ``ShapeEnv`` remembers the real tensor's value as its ``item()`` (``item_memo``), so
+  a fake op that reads the value (``torch.zeros(2, m)`` with a 0-d tensor ``m``) silently gets the
+  first call's number and the graph bakes it in. ``fake_from_real`` forgets such a concrete memo:
+  the value is data, read as 2.13 reads it (a data-dependent error, or an unbacked symbol).
 """
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import types
 
 import torch
 
-__all__ = ["FUNCTION_APPLY", "TORCH_VERSION", "function_apply_class"]
+__all__ = ["FUNCTION_APPLY", "TORCH_VERSION", "fake_from_real", "function_apply_class"]
 
 
 def _torch_version() -> tuple[int, int]:
@@ -64,3 +69,16 @@ def _class_apply_is_torchs(cls: type) -> bool:
 def is_apply_descriptor(raw) -> bool:
     """``raw`` (a class's ``apply`` read statically) is torch's C ``apply`` (2.14+)."""
     return raw is _APPLY_DESCRIPTOR and not isinstance(raw, classmethod)
+
+
+def fake_from_real(mode, real: torch.Tensor, **kwargs):
+    """``mode.from_tensor(real, **kwargs)``, without a concrete ``item()`` taken from ``real``'s data.
+
+    A symbolic memo (a backed symbol that the ShapeEnv guards) is kept; a plain number is the
+    data of one call, never a fact about the graph's input.
+    """
+    fake = mode.from_tensor(real, **kwargs)
+    memo = getattr(fake, "item_memo", None)
+    if memo is not None and isinstance(memo, (bool, int, float)):
+        fake.item_memo = None
+    return fake

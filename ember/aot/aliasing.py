@@ -41,6 +41,7 @@ from typing import Any, Callable
 import torch
 
 from ember.aot.errors import UnsupportedAliasedMutation
+from ember.compat import fake_from_real
 
 
 def storage_id(t: torch.Tensor) -> int:
@@ -231,5 +232,5 @@ def inner_fake_args(fake_args: list, real_args: list, layout: InputLayout, fake_
                 base = make_base(real, kind)
             out.append(base)
         else:
-            out.append(fake_mode.from_tensor(make_base(real, kind), static_shapes=True))
+            out.append(fake_from_real(fake_mode, make_base(real, kind), static_shapes=True))
     return out

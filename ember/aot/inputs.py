@@ -24,6 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ember.aot.errors import AOTCompileError, LocatingInterpreter
+from ember.compat import fake_from_real
 
 
 @dataclass
@@ -104,7 +105,7 @@ def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mo
             if isinstance(meta_val, FakeTensor) and meta_val.fake_mode is fake_mode and _describes(meta_val, a):
                 fakes.append(meta_val)
             else:
-                fake = fake_mode.from_tensor(a, static_shapes=True)
+                fake = fake_from_real(fake_mode, a, static_shapes=True)
                 if not _describes(fake, a):
                     return None
                 fakes.append(fake)

@@ -14,6 +14,8 @@ import weakref
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
+from ember.compat import fake_from_real
+
 
 class FakeContext:
     def __init__(self, static_shapes: bool = True) -> None:
@@ -33,7 +35,7 @@ class FakeContext:
         hit = self._memo.get(id(real))
         if hit is not None and hit[0]() is real:
             return hit[1]
-        fake = self.mode.from_tensor(real, static_shapes=True)
+        fake = fake_from_real(self.mode, real, static_shapes=True)
         self._memo[id(real)] = (weakref.ref(real), fake)
         return fake
 

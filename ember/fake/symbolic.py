@@ -21,6 +21,8 @@ import torch
 from torch._guards import GuardSource
 from torch._guards import Source as _ShapeSource
 
+from ember.compat import fake_from_real
+
 
 @dataclasses.dataclass(frozen=True)
 class ExprSource(_ShapeSource):
@@ -146,8 +148,8 @@ def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constrai
     if unbacked and mode.shape_env is not None:
         # (a graph input's unbacked sizes are bound by the input itself, not by an op's output)
         with mode.shape_env.ignore_fresh_unbacked_symbols():
-            return mode.from_tensor(real, source=ExprSource(expr), symbolic_context=context), context
-    return mode.from_tensor(real, source=ExprSource(expr), symbolic_context=context), context
+            return fake_from_real(mode, real, source=ExprSource(expr), symbolic_context=context), context
+    return fake_from_real(mode, real, source=ExprSource(expr), symbolic_context=context), context
 
 
 def symbolic_int(shape_env, value: int, expr: str):
