@@ -79,12 +79,9 @@ def call_with_hooks(tx, module_vt, args, kwargs):
     for key, hook, hook_src in pre_hooks:
         hook_vt = wrap(tx, hook, hook_src)
         if key in pre_kw:
-            from ember.capture.variables.containers import DictVariable
-            kw_vt = DictVariable({})
-            for k, v in kwargs.items():
-                kw_vt.set_item(ConstantVariable(k), v)
-            result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), kw_vt], {})
+            result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), _kwargs_dict(kwargs)], {})
             if not (result.is_constant() and result.as_constant() is None):
+                from ember.capture.variables.containers import DictVariable
                 if not (isinstance(result, TupleVariable) and len(result.items) == 2
                         and isinstance(result.items[1], DictVariable)):
                     raise unsupported("EB0043", "forward pre-hook with kwargs must return None or (args, kwargs)")
@@ -100,13 +97,18 @@ def call_with_hooks(tx, module_vt, args, kwargs):
     for key, hook, hook_src in post_hooks:
         hook_vt = wrap(tx, hook, hook_src)
         if key in post_kw:
-            from ember.capture.variables.containers import DictVariable
-            kw_vt = DictVariable({})
-            for k, v in kwargs.items():
-                kw_vt.set_item(ConstantVariable(k), v)
-            result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), kw_vt, out], {})
+            result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), _kwargs_dict(kwargs), out], {})
         else:
             result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), out], {})
         if not (result.is_constant() and result.as_constant() is None):
             out = result
     return out
+
+
+def _kwargs_dict(kwargs: dict):
+    """The ``kwargs`` dict a ``with_kwargs=True`` hook receives, as a traced dict."""
+    from ember.capture.variables.containers import DictVariable
+    kw_vt = DictVariable({})
+    for k, v in kwargs.items():
+        kw_vt.set_item(ConstantVariable(k), v)
+    return kw_vt
