@@ -40,6 +40,8 @@ _MAYBE = "_dynamo_weak_dynamic_indices"
 _STATIC = "_dynamo_static_indices"
 _RANGES = "_dynamo_dynamic_range"
 _UNBACKED = "_dynamo_unbacked_indices"  # torch's mark_unbacked
+# torch's mark_unbacked(strict=True): torch 2.13 traces such a dimension as a backed symbol that must
+# stay one (as mark_dynamic), not as an unbacked one: a program that specialises it is an error.
 _STRICT_UNBACKED = "_dynamo_strict_unbacked_indices"
 _SOFT = "_ember_soft_dynamic_indices"  # marked by ember.mark_dynamic: a warning outside fullgraph
 
@@ -128,10 +130,11 @@ def named_dynamic_dims(source, real: torch.Tensor) -> frozenset:
 
 def unbacked_dims(source, real: torch.Tensor) -> frozenset:
     """The dimensions of the tensor at ``source`` to trace as unbacked symbols: marked by torch's
-    ``mark_unbacked`` (the strict form included), or named by torch.compiler.config.unbacked_sources."""
+    ``mark_unbacked`` (not its strict form: see _STRICT_UNBACKED), or named by
+    torch.compiler.config.unbacked_sources."""
     if not isinstance(real, torch.Tensor) or type(real) not in (torch.Tensor, torch.nn.Parameter):
         return frozenset()
-    marked = _marked(real, _UNBACKED) | _marked(real, _STRICT_UNBACKED)
+    marked = _marked(real, _UNBACKED)
     if _config_text("unbacked_sources"):
         from ember.capture.sources import config_name
         name = config_name(source)
@@ -192,6 +195,11 @@ def _marked(t: torch.Tensor, attr: str) -> set:
     return set(marks) if isinstance(marks, (set, frozenset, list, tuple)) else set()
 
 
+def _hard_marks(t: torch.Tensor) -> set:
+    """The dimensions that must be symbols: ``mark_dynamic``, ``mark_unbacked(strict=True)``."""
+    return _marked(t, _DYNAMIC) | _marked(t, _STRICT_UNBACKED)
+
+
 def has_marks(values) -> bool:
     """Whether a tensor among ``values`` (and the lists, tuples and dicts among them) is marked."""
     stack = list(values)
@@ -211,7 +219,7 @@ def constraints(real: torch.Tensor, dims: frozenset, relaxed: bool = False) -> l
     """ShapeEnv constraints per dimension: a dimension marked with ``mark_dynamic`` must stay a
     symbol (in its range); automatic and hinted ones may be specialised, and so may ones
     ``ember.mark_dynamic`` marked when ``relaxed`` (a trace broke the mark, ember warned)."""
-    marked = _marked(real, _DYNAMIC)
+    marked = _hard_marks(real)
     if relaxed:
         marked = marked - _marked(real, _SOFT)
     if not marked:
@@ -255,7 +263,7 @@ def name_violation(error: Exception, output) -> None:
 def marked_dynamic(real: torch.Tensor) -> frozenset:
     """The dimensions ``mark_dynamic`` marked (an entry made without them as symbols does not serve
     a tensor marked so: it recompiles)."""
-    return frozenset(_marked(real, _DYNAMIC))
+    return frozenset(_hard_marks(real))
 
 
 class FrameSizes:
@@ -331,7 +339,7 @@ class FrameSizes:
             auto = {i for i in range(n) if prev[i] is None or prev[i] != shape[i]}
         else:
             auto = set()
-        marked = _marked(real, _DYNAMIC) | _marked(real, _MAYBE)
+        marked = _hard_marks(real) | _marked(real, _MAYBE)
         return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)
 
     def stride_dims(self, name: str, real: torch.Tensor) -> frozenset:

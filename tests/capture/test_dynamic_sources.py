@@ -132,6 +132,30 @@ def test_branch_on_unbacked_size_raises_under_no_data_dependent_graph_break():
     assert_same(compile(fn, backend="eager")(x, torch.ones(5, 5)), fn(x, torch.ones(5, 5)))
 
 
+def test_strict_mark_unbacked_serves_other_sizes_and_refuses_a_specialising_program():
+    """mark_unbacked(strict=True): torch 2.13 traces the dimension as a symbol that must stay one
+    (like mark_dynamic): one graph for every size; a branch on the size is a constraint error."""
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    def scale(x):
+        return x * 2
+
+    x = torch.randn(4, 3)
+    torch._dynamo.decorators.mark_unbacked(x, 0, strict=True)
+    counter = _calls(scale, [(x,), (torch.randn(5, 3),), (torch.randn(7, 3),)])
+    assert counter.frame_count == 1
+
+    def branch(x):
+        if x.size(0) == 4:
+            return x + 1
+        return x - 1
+
+    y = torch.randn(4, 3)
+    torch._dynamo.decorators.mark_unbacked(y, 0, strict=True)
+    with pytest.raises(ConstraintViolationError, match="Constraints violated"):
+        compile(branch, backend="eager")(y)
+
+
 # -- forbidden callables ---------------------------------------------------------------------------
 
 def test_mark_dynamic_inside_the_compiled_region_raises():
