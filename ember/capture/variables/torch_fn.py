@@ -13,6 +13,7 @@ import types
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.exc import Unsupported
 
 _REFUSED = {
     torch.manual_seed: "torch.manual_seed changes global RNG state",
@@ -191,6 +192,17 @@ class TorchFunctionVariable(VariableTracker):
             # torch's Python code outside its functional namespaces (torch.random, torch.optim's
             # functional API, context managers such as fork_rng / sdpa_kernel) reads and changes
             # process state: traced as Python, where what it does at run time is honoured
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
+        if isinstance(fn, types.FunctionType):
+            try:
+                return tx.output.call_function(fn, args, kwargs)
+            except Unsupported as e:
+                if e.id != "EB0030":
+                    raise
+            # An argument no graph call can take (a generator, a user object, a module):
+            # torch's Python function is traced as Python instead, as torch.compile inlines it
+            # (`parameters_to_vector(m.parameters())`). The refusal came before any node was made.
             from ember.capture.variables.functions import UserFunctionVariable
             return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
         return tx.output.call_function(fn, args, kwargs)
