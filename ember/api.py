@@ -187,7 +187,7 @@ class CompiledModule(torch.nn.Module):
         # the frame to compile. Otherwise forward is, with Module.__call__'s hooks checked here.
         call = type(module).__call__
         via_call = call is not torch.nn.Module.__call__
-        frame = call if via_call else type(module).forward
+        frame = call if via_call else inspect.getattr_static(type(module), "forward", None)
         # A frame that is not a plain function (a forward already compiled by a decorator, a
         # partialmethod, a builtin) is not compiled here: the module runs as it is.
         cache = _shared_cache(frame, settings, label=f"{type(module).__name__}.{frame.__name__}") \
@@ -235,7 +235,7 @@ class CompiledModule(torch.nn.Module):
         if self._ember_via_call:
             if type(mod).__call__ is not cache.fn:
                 return mod(*args, **kwargs)
-        elif type(mod).forward is not cache.fn:
+        elif inspect.getattr_static(type(mod), "forward", None) is not cache.fn:
             return mod(*args, **kwargs)
         elif "forward" in mod.__dict__ or has_hooks(mod):
             if untraced_hooks(mod) or _uninitialized_lazy(mod):

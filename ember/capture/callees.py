@@ -3,6 +3,7 @@ a graph break runs eagerly go through ember themselves, so their own bodies get 
 torch.compile's frame hook compiles each new frame)."""
 from __future__ import annotations
 
+import inspect
 import types
 
 import torch
@@ -18,7 +19,7 @@ def _compiled_callee(vt, resumes, tx):
     if isinstance(vt, NNModuleVariable) and vt.source is not None:
         m = vt.module
         own = m.__dict__.get("forward")
-        forward = own if own is not None else type(m).forward
+        forward = own if own is not None else inspect.getattr_static(type(m), "forward", None)
         if isinstance(forward, types.FunctionType) and not has_hooks(m):
             # `self.sub(x)` at a break: call sub's forward through ember (as Module.__call__ would,
             # with no hooks — guarded), so the submodule gets its own graphs.

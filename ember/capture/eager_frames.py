@@ -79,7 +79,7 @@ class CalleeHook:
         from ember.capture.callees import _CallWithCompiledForward
         if type(m).__call__ is not torch.nn.Module.__call__ or "forward" in m.__dict__:
             return m
-        forward = type(m).forward
+        forward = inspect.getattr_static(type(m), "forward", None)  # (a ScriptModule's raises on the class)
         if type(forward) is not types.FunctionType or torch_file(forward.__code__.co_filename):
             return m  # (torch's own modules: torch.compile does not compile their frames either)
         compiled = self.compiled_function(forward)
