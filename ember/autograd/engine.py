@@ -17,6 +17,7 @@ import torch
 
 from ember.autograd import ops
 from ember.autograd.hooks import install as install_hook_tracking
+from ember.autograd.hooks import node_hooks_live
 from ember.autograd.tracer import Traced, Tracer
 from ember.autograd.walk import ACC, AOT, RELEASED, SECOND_BACKWARD, SecondBackward, Unsupported, walk
 
@@ -111,6 +112,9 @@ def _eager_only(create_graph: bool, tensors) -> str | None:
         return "torch.distributed is initialized (hooks on autograd Nodes, e.g. DDP's, are not visible)"
     if torch._C._is_any_autocast_enabled():
         return "backward under autocast"
+    if node_hooks_live():
+        return ("a hook registered on an autograd Node is live (grad_fn.register_hook / register_prehook, "
+                "or a module backward hook)")
     for t in tensors:
         if not isinstance(t, torch.Tensor):
             return "a GradientEdge root or input"

@@ -7,10 +7,15 @@ the tensor in its grad_fn's ``metadata`` dict (a per-Node dict autograd provides
 method is called: ``install()`` wraps ``Tensor.register_hook`` and ``Tensor.retain_grad`` (done
 on ``import ember``). Leaf hooks need no record: ``AccumulateGrad.variable`` is the leaf.
 
-Not seen (documented in docs/compiled_autograd.md): hooks registered on a non-leaf before ember
-was imported, and hooks registered on Nodes themselves (``grad_fn.register_hook`` /
-``register_prehook``, e.g. by full module backward hooks; those are recognised by their
-``BackwardHookFunctionBackward`` node and the backward runs eagerly).
+Hooks registered on Nodes themselves (``grad_fn.register_hook`` / ``register_prehook``, on a
+C++ Node or a custom Function's) cannot be listed either, and a Node does not say which of them
+it holds; but autograd stores them in a dict it makes with
+``torch.autograd.function._HookMixin._register_hook`` (a Python staticmethod it looks up on every
+registration). ``install()`` wraps it to keep each such dict in a weak set: while one of them
+holds a hook (its Node is alive, the hook not removed), ``node_hooks_live()`` is True and a
+compiled backward runs eagerly instead (conservative: the Node may belong to another graph).
+
+Not seen (documented in docs/compiled_autograd.md): hooks registered before ember was imported.
 """
 from __future__ import annotations
 
@@ -20,6 +25,26 @@ import torch
 
 KEY = "ember_hooked_tensors"
 _installed = False
+_node_hook_dicts: dict[int, weakref.ref] = {}  # id -> the hook dict of a Node (dicts are unhashable)
+
+
+def node_hooks_live() -> bool:
+    """Whether a live autograd Node has a hook registered on it (since ``install()``)."""
+    for ref in list(_node_hook_dicts.values()):
+        d = ref()
+        if d is not None and len(d):
+            return True
+    return False
+
+
+def _keep_node_hook_dict(d) -> None:
+    key = id(d)
+    if key in _node_hook_dicts and _node_hook_dicts[key]() is d:
+        return
+    try:
+        _node_hook_dicts[key] = weakref.ref(d, lambda _r, key=key: _node_hook_dicts.pop(key, None))
+    except TypeError:  # (not weak-referenceable: a torch release that changed the dict)
+        pass
 
 
 def _note(t: torch.Tensor) -> None:
@@ -49,6 +74,18 @@ def install() -> None:
         retain_grad(self)
         if self.grad_fn is not None:
             _note(self)
+
+    mixin = getattr(torch.autograd.function, "_HookMixin", None)
+    register_node_hook = mixin.__dict__.get("_register_hook") if mixin is not None else None
+    if isinstance(register_node_hook, staticmethod):
+        register_node_hook = register_node_hook.__func__
+
+        def register_node_hook_noted(backward_hooks, hook):
+            out = register_node_hook(backward_hooks, hook)
+            _keep_node_hook_dict(out[0])
+            return out
+
+        mixin._register_hook = staticmethod(register_node_hook_noted)
 
     set_materialize = torch.autograd.function.FunctionCtx.set_materialize_grads
 

@@ -523,3 +523,55 @@ def test_distributed_runs_eagerly(tmp_path):
         assert ca.counters.fallbacks == 1 and ca.counters.traced == 0
     finally:
         dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("on", ["cpp_node", "function_node"])
+def test_hooks_on_nodes_run_as_in_eager(on):
+    """A hook registered on a Node (grad_fn.register_hook / register_prehook) cannot be listed
+    from Python: while one is live, the backward runs eagerly — the hooks run, in eager's order."""
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    def run(compiled):
+        torch.manual_seed(0)
+        x = torch.randn(3, requires_grad=True)
+        calls = []
+        y = Square.apply(x) if on == "function_node" else x.sin()
+        y.grad_fn.register_prehook(lambda go: calls.append("pre"))
+        handle = y.grad_fn.register_hook(lambda gi, go: calls.append("post"))
+        z = (y * 3).cos()
+        if compiled:
+            with ca.enable("eager"):
+                with pytest.warns(UserWarning, match="hook registered on an autograd Node"):
+                    z.sum().backward()
+        else:
+            z.sum().backward()
+        handle.remove()
+        return calls, x.grad
+
+    got_calls, got_grad = run(True)
+    want_calls, want_grad = run(False)
+    assert got_calls == want_calls == ["pre", "post"]
+    torch.testing.assert_close(got_grad, want_grad)
+
+
+def test_a_removed_or_dead_node_hook_does_not_stop_compiling():
+    w = torch.randn(3, requires_grad=True)
+    y = w.sin()
+    y.grad_fn.register_hook(lambda gi, go: None).remove()
+    del y
+    y = w.sin()
+    y.grad_fn.register_prehook(lambda go: None)
+    del y  # its Node (and the hook with it) is gone
+    before = ca.counters.backwards
+    with ca.enable("eager"):
+        (w * 2).sum().backward()
+    assert ca.counters.backwards == before + 1  # compiled, not run eagerly
