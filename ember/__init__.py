@@ -11,6 +11,9 @@ from ember.metrics import compile_times, stats
 from ember.api import compile, reset, explain
 from ember.capture.dynamic_dims import mark_dynamic, maybe_mark_dynamic, mark_static
 from ember import compiled_autograd
+from ember.capture.stance import set_stance, install as _install_stance
+
+_install_stance()  # torch.compiler.set_stance sets ember's stance too
 
 if config.trace:
     from ember import trace_log as _trace_log
@@ -23,5 +26,5 @@ if config.logs:
 __all__ = [
     "compile", "reset", "explain", "config", "Unsupported", "lookup_backend",
     "register_backend", "list_backends", "stats", "compile_times",
-    "mark_dynamic", "maybe_mark_dynamic", "mark_static", "compiled_autograd",
+    "mark_dynamic", "maybe_mark_dynamic", "mark_static", "compiled_autograd", "set_stance",
 ]

@@ -28,7 +28,7 @@ from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
-from ember.capture import trace_hooks
+from ember.capture import stance, trace_hooks
 from ember import trace_log
 from ember.config import config
 from ember.locking import compile_lock
@@ -85,6 +85,7 @@ class FrameCache:
         # recompile reason, entry (the CacheEntry made, or None)
         self.compile_log: list[dict] = []
         self._reason_warned = False
+        self.stance_misses = 0  # cache misses under an "..._then_compile" stance
         _ALL_CACHES.add(self)
 
     def _compile_nested(self, fn, offset_map=_CALLEE):
@@ -119,6 +120,7 @@ class FrameCache:
         self.compile_log = []
         self._reason_warned = False
         self.sizes = FrameSizes(self.dynamic)
+        self.stance_misses = 0  # cache misses under an "..._then_compile" stance
         self.resumes = self.root_resumes or ResumeCache(self.fn, self._compile_nested)
 
     def __call__(self, /, *args, **kwargs):
@@ -128,6 +130,8 @@ class FrameCache:
             # A mode of the program's sees every torch call (or aten op) the frame makes: eager's,
             # not ember's guard checks and tracing, nor a graph's ops: run as it is (torch.compile
             # skips frames under a dispatch mode too).
+            return fn(*args, **kwargs)
+        if not stance.is_default() and stance.current().stance == "force_eager":
             return fn(*args, **kwargs)
         if fn.__code__ is not self._code:
             self._code_replaced()
@@ -183,9 +187,22 @@ class FrameCache:
         if self.run_eagerly_reason is not None:
             return (self.skipped or self.fn)(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
+        backend = None
+        if not stance.is_default():
+            stance.check_valid()
+            if self._eager_by_stance(bound):
+                return self.fn(*args, **kwargs)
+            backend = self._stance_backend()
         with compile_lock:  # one compilation at a time (ember/locking.py)
             ready = self._entry_added_meanwhile(bound)
-            entry = ready if ready is not None else self._add_entry(bound)
+            if ready is None and backend is not None:
+                saved, self.backend = self.backend, backend
+                try:
+                    entry = self._add_entry(bound)
+                finally:
+                    self.backend = saved
+            else:
+                entry = ready if ready is not None else self._add_entry(bound)
         if entry is None or entry.eager_reason is not None:
             return (self.skipped or self.fn)(*args, **kwargs) if entry is None else self.fn(*args, **kwargs)
         try:
@@ -206,6 +223,35 @@ class FrameCache:
                 raise failure.cause
         self._give_up(failure.where, failure.cause)
         return self.fn(*args, **kwargs)
+
+    def _eager_by_stance(self, bound) -> bool:
+        """Whether the stance (capture/stance.py) runs this missed call eagerly; raises for
+        "fail_on_recompile"."""
+        which = stance.current().stance
+        if which == "eager_on_recompile":
+            return True
+        if which == "eager_then_compile":
+            self.stance_misses += 1
+            return self.stance_misses == 1
+        if which == "fail_on_recompile" and _holds_tensor(bound.values()):
+            code = self.fn.__code__
+            message = ("Detected recompile when torch.compile stance is 'fail_on_recompile'. "
+                       f"filename: '{code.co_filename}', function name: '{code.co_name}', "
+                       f"line number: {code.co_firstlineno}")
+            if self.entries:
+                message += f"\n    triggered by the following guard failure(s):\n    - {self._recompile_reason(bound)}"
+            raise RuntimeError(message)
+        return False
+
+    def _stance_backend(self):
+        """The backend this miss compiles with when the stance names one (None: the function's)."""
+        if stance.current().stance == "aot_eager_then_compile":
+            self.stance_misses += 1
+            if self.stance_misses == 1:
+                from ember.backends.registry import lookup_backend
+                return lookup_backend("aot_eager")
+            return None
+        return stance.forced_backend()
 
     def _entry_added_meanwhile(self, bound):
         """An entry another thread compiled for these arguments while this one waited for the lock."""
@@ -447,6 +493,23 @@ def user_function_mode_active() -> bool:
     from torch.utils._device import DeviceContext
     return any(type(m) is not DeviceContext and not type(m).__module__.startswith("ember.")
                for m in _get_current_function_mode_stack())
+
+
+def _holds_tensor(values, depth: int = 0) -> bool:
+    """Whether a frame's arguments hold a tensor (in containers, or a module's parameters)."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            return True
+        if isinstance(v, torch.nn.Module):
+            if next(iter(v.parameters()), None) is not None or next(iter(v.buffers()), None) is not None:
+                return True
+        elif depth < 4 and isinstance(v, (list, tuple)):
+            if _holds_tensor(v, depth + 1):
+                return True
+        elif depth < 4 and isinstance(v, dict):
+            if _holds_tensor(list(v.values()), depth + 1):
+                return True
+    return False
 
 
 class ResumeFrameCache(FrameCache):
