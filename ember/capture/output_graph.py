@@ -22,7 +22,7 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
-from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.tensor import TensorVariable, subclass_result_class
 from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation, named_dynamic, named_dynamic_dims, \
     unbacked_dims
@@ -358,7 +358,11 @@ class OutputGraph:
             # A mutating op whose result is not a tensor (setitem returns None): keep the node.
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
-        return self._wrap_result(node, result)
+        out = self._wrap_result(node, result)
+        sub = subclass_result_class([*args, *kwargs.values()])
+        if sub is not None:
+            _set_subclass(out, *sub)
+        return out
 
     def _wrap_result(self, node: fx.Node, result):
         if isinstance(result, torch.Tensor) and result.layout != torch.strided:
@@ -514,6 +518,16 @@ class _AutogradStateWatch(TorchFunctionMode):
         elif name in _STATE_METHODS or func in _STATE_FUNCTIONS:
             raise _ReadsAutogradState(f"calls {name}() (autograd state a graph cannot carry)")
         return func(*args, **(kwargs or {}))
+
+
+def _set_subclass(vt, cls: type, certain: bool) -> None:
+    """Give the tensors of an op's result the class torch gives them (variables/tensor.py,
+    ``subclass_result_class``)."""
+    if isinstance(vt, TensorVariable):
+        vt.cls, vt.cls_uncertain = cls, not certain
+    elif isinstance(vt, (TupleVariable, ListVariable)):
+        for item in vt.items:
+            _set_subclass(item, cls, certain)
 
 
 def _describe(kind, target) -> str:

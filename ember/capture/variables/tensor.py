@@ -45,17 +45,23 @@ _TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
 
 
 class TensorVariable(VariableTracker):
-    __slots__ = ("node", "fake", "source", "cls", "real")
+    __slots__ = ("node", "fake", "source", "cls", "real", "cls_uncertain")
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor,
-                 real: torch.Tensor | None = None):
+                 real: torch.Tensor | None = None, cls_uncertain: bool = False):
         self.node = node
         self.fake = fake
         self.source = source
         self.cls = cls
         self.real = real  # the real tensor, for graph inputs (their .grad can be read and assigned)
+        # The result of an op on a tensor subclass whose own __torch_function__ decides what it
+        # returns: its class is known only at run time (see subclass_result_class).
+        self.cls_uncertain = cls_uncertain
 
     def python_type(self):
+        if self.cls_uncertain:
+            raise unsupported("EB0031", f"the type of a tensor computed through {self.cls.__name__}."
+                              "__torch_function__ (its class is decided at run time)")
         return self.cls
 
     def describe(self):
@@ -88,6 +94,24 @@ class TensorVariable(VariableTracker):
         if self.source is not None:
             tx.guards.no_attribute(self.source, real, name)
         raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
+
+    def _subclass_attribute(self, tx, name):
+        """``t.name`` where the tensor's subclass defines ``name`` (a method shadowing Tensor's
+        included): what the class holds, bound to the tensor."""
+        import inspect
+        import types
+        cls = self.python_type()  # (breaks when the class is known only at run time)
+        raw = inspect.getattr_static(cls, name)
+        from ember.capture.variables.classes import ClassVariable
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        if isinstance(raw, types.FunctionType):
+            fn = ClassVariable(cls).getattr(tx, name)  # (its identity guarded)
+            return UserMethodVariable(fn, self) if isinstance(fn, UserFunctionVariable) else fn
+        if isinstance(raw, (staticmethod, classmethod)):
+            return ClassVariable(cls).getattr(tx, name)
+        if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType) and raw.fset is None:
+            return UserFunctionVariable(raw.fget).call(tx, [self], {})
+        raise unsupported("EB0031", f"attribute {name!r} of {cls.__name__}")
 
     def getattr(self, tx, name):
         if name == "__class__":  # (the fake's would be FakeTensor)
@@ -137,6 +161,8 @@ class TensorVariable(VariableTracker):
         if name == "grad_fn":
             from ember.capture.variables.autograd_function import grad_fn_variable
             return grad_fn_variable(self.fake.grad_fn)
+        if user_defines(self.cls, name):
+            return self._subclass_attribute(tx, name)
         try:
             attr = getattr(self.fake, name)
         except AttributeError:
@@ -339,3 +365,51 @@ class TensorMethodVariable(VariableTracker):
 
     def truth(self, tx):
         return True
+
+
+_TORCH_TENSOR_CLASSES = (torch.Tensor, torch._C.TensorBase)
+
+
+def user_defines(cls: type, name: str) -> bool:
+    """Whether a tensor subclass (not torch's own Parameter) defines ``name`` above torch.Tensor:
+    then ``t.name`` is the subclass's, not what a fake tensor has."""
+    if cls is torch.Tensor or cls is torch.nn.Parameter or name in ("__torch_function__", "__torch_dispatch__"):
+        return False
+    for k in cls.__mro__:
+        if k in _TORCH_TENSOR_CLASSES:
+            return False
+        if name in k.__dict__ and not (k.__module__ or "").startswith("torch."):
+            return True
+    return False
+
+
+def subclass_result_class(values) -> tuple[type, bool] | None:
+    """The class torch gives the tensors an op returns when its arguments (trackers, in lists,
+    tuples and dicts) include a tensor subclass with a ``__torch_function__``, and whether that is
+    certain: ``(cls, True)`` for torch's default ``Tensor.__torch_function__`` (it converts every
+    tensor result to the most derived subclass among the arguments), ``(cls, False)`` when the
+    subclass overrides it (the override decides at run time). None: plain tensors."""
+    found: list[type] = []
+    stack = list(values)
+    while stack:
+        v = stack.pop(0)
+        if isinstance(v, TensorVariable):
+            c = v.cls
+            if c is not torch.Tensor and c is not torch.nn.Parameter and c not in found \
+                    and getattr(c, "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
+                found.append(c)
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif type(v).__name__ in ("ListVariable", "TupleVariable"):
+            stack.extend(v.items)
+        elif type(v).__name__ == "DictVariable":
+            stack.extend(v.items.values())
+    if not found:
+        return None
+    # torch tries subclasses before their bases, otherwise left to right
+    winner = next((c for c in found if not any(o is not c and issubclass(o, c) for o in found)), found[0])
+    certain = all(issubclass(winner, c) for c in found) and \
+        getattr(winner.__torch_function__, "__func__", None) is torch.Tensor.__torch_function__.__func__
+    return winner, certain
