@@ -16,7 +16,7 @@ from ember.aot.errors import UnsupportedAliasedMutation
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
-                      operator.setitem}
+                      operator.ilshift, operator.irshift, operator.imatmul, operator.setitem}
 
 
 def check_self_overlapping_writes(gm: torch.fx.GraphModule) -> None:
@@ -25,7 +25,10 @@ def check_self_overlapping_writes(gm: torch.fx.GraphModule) -> None:
             continue
         target = node.target
         name = target if isinstance(target, str) else getattr(target, "__name__", "")
-        in_place = (name.endswith("_") and not name.endswith("__")) or target in _INPLACE_OPERATORS
+        if getattr(target, "__module__", None) == "_operator":
+            in_place = target in _INPLACE_OPERATORS  # operator.or_ / and_ end in "_" but write nothing
+        else:
+            in_place = name.endswith("_") and not name.endswith("__")
         if isinstance(target, torch._ops.OpOverload):
             in_place = bool(target._schema.is_mutable)
         if not in_place:

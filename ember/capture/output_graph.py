@@ -569,9 +569,11 @@ def _write_after_layout_change(graph, target, args) -> bool:
 
 
 def _is_in_place(target) -> bool:
+    if getattr(target, "__module__", None) == "_operator":
+        # operator.or_ / and_ / not_ / is_ end in "_" but write nothing: `a[:, None] | a[None]`
+        return target in _INPLACE_OPERATORS or target is operator.setitem
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__") \
-        or name.startswith("i") and target in _INPLACE_OPERATORS
+    return (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__")
 
 
 def _reads_what_it_overwrites(graph, kind, target, args) -> bool:
@@ -615,7 +617,8 @@ def _byte_extent(t: torch.Tensor) -> tuple[int, int]:
 
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                      operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor}
+                      operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+                      operator.ilshift, operator.irshift, operator.imatmul}
 
 
 _TENSOR_OP_MODULES = frozenset({"torch", "torch._C._VariableFunctions", "torch._C._nn", "torch._C._linalg",

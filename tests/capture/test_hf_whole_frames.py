@@ -1,7 +1,8 @@
 """HuggingFace models that torch.compile captures in one graph with no break, built from tiny
 random configs (no downloads): classification with labels (the loss sets
 ``config.problem_type`` through PretrainedConfig's custom ``__setattr__``), and
-encoder-decoders whose forward deep-copies the config (``get_text_config``).
+encoder-decoders whose forward deep-copies the config (``get_text_config``), and funnel, whose
+mask combines two views of one tensor with ``|`` (``operator.or_`` is no in-place op).
 Outputs and the config after the call match eager; one graph, no break, no fallback.
 """
 import copy
@@ -35,10 +36,14 @@ def _tiny(name):
                            encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=37,
                            decoder_ffn_dim=37, max_position_embeddings=32)
         return T.BartForConditionalGeneration(cfg), dict(input_ids=ids, labels=ids)
+    if name == "funnel":  # its attention mask: `cls_ids[:, :, None] | cls_ids[:, None]` (operator.or_)
+        cfg = T.FunnelConfig(vocab_size=100, block_sizes=[1, 1], d_model=32, n_head=2, d_head=16, d_inner=37,
+                             num_labels=3)
+        return T.FunnelForSequenceClassification(cfg), dict(input_ids=ids, labels=torch.tensor([0, 2]))
     raise KeyError(name)
 
 
-@pytest.mark.parametrize("name", ["bert_cls", "vit_cls", "t5", "bart"])
+@pytest.mark.parametrize("name", ["bert_cls", "vit_cls", "t5", "bart", "funnel"])
 def test_one_graph_no_break(name):
     torch.manual_seed(0)
     model, kwargs = _tiny(name)
