@@ -25,6 +25,9 @@ _SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, interm
               vocab_size=128, max_position_embeddings=64)
 _IMG = dict(image_size=32, patch_size=8, num_channels=3)
 _GENERIC = tuple(_SMALL)  # for configs whose own fields clash with the generic names
+_SIZES = tuple(k for k in _SMALL if k != "vocab_size")  # keep the small vocabulary
+_S2S = dict(d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2,
+            encoder_ffn_dim=64, decoder_ffn_dim=64)
 ARCHS: dict[str, tuple[str, dict, str]] = {
     "bert": ("BertForSequenceClassification", {}, "text_cls"),
     "roberta": ("RobertaForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
@@ -109,6 +112,94 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
     "wav2vec2": ("Wav2Vec2ForSequenceClassification",
                  dict(conv_dim=[8, 8], conv_stride=[5, 2], conv_kernel=[10, 3], num_conv_pos_embeddings=8,
                       num_conv_pos_embedding_groups=2), "audio_cls"),
+    # added 2026-11-27: more of the model zoo users compile
+    # encoders (text classification)
+    "xlm-roberta": ("XLMRobertaForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
+    "camembert": ("CamembertForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
+    "data2vec-text": ("Data2VecTextForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
+    "megatron-bert": ("MegatronBertForSequenceClassification", {}, "text_cls"),
+    "ernie": ("ErnieForSequenceClassification", {}, "text_cls"),
+    "roformer": ("RoFormerForSequenceClassification", {"embedding_size": 32}, "text_cls"),
+    "rembert": ("RemBertForSequenceClassification", dict(input_embedding_size=16, output_embedding_size=16),
+                "text_cls"),
+    "convbert": ("ConvBertForSequenceClassification", dict(embedding_size=32, head_ratio=2, conv_kernel_size=3),
+                 "text_cls"),
+    "mpnet": ("MPNetForSequenceClassification", {}, "text_cls"),
+    "squeezebert": ("SqueezeBertForSequenceClassification", dict(embedding_size=32, q_groups=2, k_groups=2,
+                                                                 v_groups=2, post_attention_groups=2,
+                                                                 intermediate_groups=2, output_groups=2), "text_cls"),
+    "ibert": ("IBertForSequenceClassification", {"pad_token_id": 1}, "text_cls"),
+    "nystromformer": ("NystromformerForSequenceClassification", dict(num_landmarks=4, segment_means_seq_len=8,
+                                                                     conv_kernel_size=3), "text_cls"),
+    "yoso": ("YosoForSequenceClassification", dict(use_expectation=True, conv_window=None), "text_cls"),
+    "fnet": ("FNetForSequenceClassification", dict(use_tpu_fourier_optimizations=False), "text_cls"),
+    "layoutlm": ("LayoutLMForSequenceClassification", {}, "text_cls"),
+    "canine": ("CanineForSequenceClassification", dict(downsampling_rate=2, num_hash_buckets=64,
+                                                       local_transformer_stride=4, _drop=("vocab_size",)), "text_cls"),
+    "longformer": ("LongformerForSequenceClassification", dict(attention_window=4, pad_token_id=1), "text_cls"),
+    "big_bird": ("BigBirdForSequenceClassification", dict(attention_type="original_full"), "text_cls"),
+    "esm": ("EsmForSequenceClassification", dict(pad_token_id=1, mask_token_id=3, position_embedding_type="rotary"),
+            "text_cls"),
+    "flaubert": ("FlaubertForSequenceClassification", dict(emb_dim=32, n_layers=2, n_heads=2, _drop=_SIZES),
+                 "text_cls"),
+    "xlm": ("XLMForSequenceClassification", dict(emb_dim=32, n_layers=2, n_heads=2, _drop=_SIZES), "text_cls"),
+    # decoders
+    "ctrl": ("CTRLLMHeadModel", dict(n_embd=32, n_layer=2, n_head=2, dff=64, n_positions=64, _drop=_SIZES),
+             "causal"),
+    "openai-gpt": ("OpenAIGPTLMHeadModel", dict(n_embd=32, n_layer=2, n_head=2, n_positions=64, _drop=_SIZES),
+                   "causal"),
+    "gpt_bigcode": ("GPTBigCodeForCausalLM", dict(n_embd=32, n_layer=2, n_head=2, n_positions=64,
+                                                  _drop=_SIZES), "causal"),
+    "biogpt": ("BioGptForCausalLM", {}, "causal"),
+    "xglm": ("XGLMForCausalLM", dict(d_model=32, num_layers=2, attention_heads=2, ffn_dim=64, _drop=_SIZES),
+             "causal"),
+    "starcoder2": ("Starcoder2ForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "olmo": ("OlmoForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "olmo2": ("Olmo2ForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "stablelm": ("StableLmForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "qwen3": ("Qwen3ForCausalLM", dict(num_key_value_heads=1, head_dim=16), "causal"),
+    "gemma3_text": ("Gemma3ForCausalLM", dict(num_key_value_heads=1, head_dim=16, sliding_window=4), "causal"),
+    "granite": ("GraniteForCausalLM", dict(num_key_value_heads=1), "causal"),
+    "persimmon": ("PersimmonForCausalLM", {}, "causal"),
+    "mpt": ("MptForCausalLM", dict(d_model=32, n_heads=2, n_layers=2, max_seq_len=64, _drop=_SIZES), "causal"),
+    "qwen2_moe": ("Qwen2MoeForCausalLM", dict(num_key_value_heads=1, num_experts=4, num_experts_per_tok=2,
+                                              moe_intermediate_size=32, shared_expert_intermediate_size=32), "causal"),
+    "qwen3_moe": ("Qwen3MoeForCausalLM", dict(num_key_value_heads=1, head_dim=16, num_experts=4,
+                                              num_experts_per_tok=2, moe_intermediate_size=32), "causal"),
+    # encoder-decoders
+    "mt5": ("MT5ForConditionalGeneration", dict(d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2,
+                                                decoder_start_token_id=0), "seq2seq"),
+    "blenderbot-small": ("BlenderbotSmallForConditionalGeneration", dict(_S2S), "seq2seq"),
+    "m2m_100": ("M2M100ForConditionalGeneration", dict(_S2S), "seq2seq"),
+    "led": ("LEDForConditionalGeneration", dict(_S2S, attention_window=4, max_encoder_position_embeddings=64,
+                                                max_decoder_position_embeddings=64), "seq2seq"),
+    # vision
+    "dinov2": ("Dinov2ForImageClassification", dict(_IMG), "image"),
+    "convnextv2": ("ConvNextV2ForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1]), "image"),
+    "swinv2": ("Swinv2ForImageClassification", dict(image_size=32, patch_size=4, embed_dim=16, depths=[1, 1],
+                                                    num_heads=[2, 2], window_size=4, _drop=_SIZES), "image"),
+    "mobilevit": ("MobileViTForImageClassification", dict(image_size=32, patch_size=2, hidden_sizes=[16, 24, 32],
+                                                          neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 48],
+                                                          _drop=_SIZES), "image"),
+    "levit": ("LevitForImageClassification", dict(image_size=32, patch_size=16, hidden_sizes=[16, 24, 32],
+                                                  num_attention_heads=[1, 2, 2], depths=[1, 1, 1], key_dim=[8, 8, 8],
+                                                  _drop=("num_hidden_layers", "hidden_size", "intermediate_size",
+                                                         "max_position_embeddings")), "image"),
+    "poolformer": ("PoolFormerForImageClassification", dict(hidden_sizes=[8, 16], depths=[1, 1], num_encoder_blocks=2,
+                                                            patch_sizes=[7, 3], strides=[4, 2], padding=[2, 1],
+                                                            _drop=_SIZES), "image"),
+    "efficientnet": ("EfficientNetForImageClassification", dict(image_size=32, width_coefficient=0.25,
+                                                                depth_coefficient=0.25, hidden_dim=320,
+                                                                _drop=_SIZES), "image"),
+    "bit": ("BitForImageClassification", dict(hidden_sizes=[16, 32], depths=[1, 1], embedding_size=16, num_groups=4,
+                                              _drop=_SIZES), "image"),
+    # audio
+    "hubert": ("HubertForSequenceClassification",
+               dict(conv_dim=[8, 8], conv_stride=[5, 2], conv_kernel=[10, 3], num_conv_pos_embeddings=8,
+                    num_conv_pos_embedding_groups=2), "audio_cls"),
+    "wavlm": ("WavLMForSequenceClassification",
+              dict(conv_dim=[8, 8], conv_stride=[5, 2], conv_kernel=[10, 3], num_conv_pos_embeddings=8,
+                   num_conv_pos_embedding_groups=2, num_buckets=16, max_bucket_distance=32), "audio_cls"),
 }
 
 
@@ -299,6 +390,7 @@ def main(argv=None):
               f"graphs={st('infer').get('graphs')}/{st('train').get('graphs')} "
               f"breaks={st('infer').get('graph_breaks')}/{st('train').get('graph_breaks')} "
               f"fallbacks={st('infer').get('fallbacks')}/{st('train').get('fallbacks')} "
+              f"torch_graphs={row.get('infer_torch_graphs', '-')}/{row.get('train_torch_graphs', '-')} "
               f"{row.get('infer_error', '') or row.get('train_error', '') or row.get('error', '')}"[:400],
               flush=True)
     if a.json:
