@@ -102,10 +102,13 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
 
 def _user_torch_function(cls: type) -> bool:
     """Whether ``cls`` (a tensor input's type) has a ``__torch_function__`` other than the
-    disabled one: every op run on it calls that, with the op as the function."""
+    disabled one (every op run on it calls that, with the op as the function), or a
+    ``__torch_dispatch__`` (a wrapper subclass, e.g. one holding two tensors: each aten op runs
+    through it, and ember's functionalization cannot make fake tensors of it)."""
     if cls is torch.Tensor or cls is torch.nn.Parameter or issubclass(cls, FakeTensor):
         return False
-    return getattr(cls, "__torch_function__", None) is not torch._C._disabled_torch_function_impl
+    return getattr(cls, "__torch_function__", None) is not torch._C._disabled_torch_function_impl or \
+        getattr(cls, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl
 
 
 class GraphAsIsCallable:

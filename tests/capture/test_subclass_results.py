@@ -64,3 +64,27 @@ def test_overriding_torch_function_result_class_is_not_guessed(backend):
         return z, type(z).__name__, type(y).__name__, isinstance(z, Overriding)
 
     _same_as_eager(f, torch.ones(3).as_subclass(Overriding), backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_dispatch_wrapper_subclass_inputs_compile_and_differentiate(backend):
+    """A ``__torch_dispatch__`` wrapper subclass (two tensors in one): the graph runs on it as it
+    is (each aten op through the subclass, as eager), with gradients — no internal error."""
+    import warnings
+    two_tensor = pytest.importorskip("torch.testing._internal.two_tensor")
+
+    def f(x):
+        return (x * x + 1).sin().sum()
+
+    def run(fn):
+        a = torch.ones(3, requires_grad=True)
+        out = fn(two_tensor.TwoTensor(a, a * 2))
+        out.backward()
+        return out.a, out.b, a.grad
+
+    ember.reset()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = run(ember.compile(f, backend=backend))
+    assert not [w for w in caught if "ember" in str(w.message)]
+    assert_same(got, run(f))
