@@ -528,3 +528,23 @@ class ResumeFrameCache(FrameCache):
             return FrameCache.__call__(self, *args, **kwargs)
         finally:
             _nesting.depth = depth
+
+    def _add_entry(self, bound):
+        """As FrameCache's; a compile error that reaches the caller first closes the ``with`` blocks
+        whose ``__exit__`` the resume function was handed, innermost first, as the resume function
+        would have on an exception at its first instruction (else an autocast or no_grad block the
+        caller's residual entered stays entered after the error)."""
+        try:
+            return FrameCache._add_entry(self, bound)
+        except Exception as e:
+            exits = [v for k, v in bound.items() if k.startswith("___stack") and _is_with_exit(v)]
+            for exit_ in reversed(exits):
+                exit_(type(e), e, e.__traceback__)
+            raise
+
+
+def _is_with_exit(value) -> bool:
+    from ember.capture.graph_break import GradModeExit
+    from ember.capture.variables.autocast_breaks import AutocastExit
+    return isinstance(value, (GradModeExit, AutocastExit)) or (
+        isinstance(value, (types.MethodType, types.BuiltinMethodType)) and value.__name__ == "__exit__")

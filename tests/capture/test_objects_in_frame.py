@@ -448,3 +448,23 @@ def torch_version_checks(x):
 
 def test_torch_version_is_a_constant():
     check_same(torch_version_checks, torch.zeros(2))
+
+
+class _Node:
+    def __init__(self, name):
+        self.name, self.children = name, []
+
+    @__import__("reprlib").recursive_repr()
+    def __repr__(self):
+        return f"Node({self.name}, {self.children})"
+
+
+def format_recursive_repr_objects(x):
+    a = _Node("a")
+    a.children.append(_Node("b"))
+    return x + 1, f"tree={a}", repr([a, 3])
+
+
+def test_formatting_objects_whose_repr_is_reprlib_recursive_repr():
+    # reprlib.recursive_repr guards __repr__ with the thread id (3.13's dataclasses use it too)
+    check_same(format_recursive_repr_objects, torch.randn(2))

@@ -144,11 +144,12 @@ def user_str(tx, kind: str, v: VariableTracker):
     meth = _python_method(cls, name)
     if meth is None:
         return None
-    if _dataclass_repr(meth):
-        # dataclasses' generated __repr__ inside its recursion guard (thread id, a shared set): the
-        # generated function itself (a self-referencing dataclass recurses in the trace: a break)
+    guarded = _guarded_repr(meth)
+    if guarded is not None:
+        # a __repr__ inside its recursion guard (thread id, a shared set): the function itself (a
+        # self-referencing object recurses in the trace: a break)
         from ember.capture.variables.functions import UserFunctionVariable
-        result = UserFunctionVariable(meth.__wrapped__).call(tx, [v], {})
+        result = UserFunctionVariable(guarded).call(tx, [v], {})
     else:
         result = v.call_method(tx, name, [], {})
     if not (result.is_constant() and isinstance(result.as_constant(), str)):
@@ -359,9 +360,17 @@ def _sequence_repr(tx, v: VariableTracker):
     return ConstantVariable(opening + ", ".join(parts) + closing)
 
 
-def _dataclass_repr(fn) -> bool:
-    """``fn`` is dataclasses' ``_recursive_repr`` wrapper around a generated ``__repr__``."""
+def _guarded_repr(fn):
+    """The ``__repr__`` that ``fn`` wraps in a recursion guard (thread id, a shared set), or None:
+    dataclasses' ``_recursive_repr`` (3.11, 3.12) or ``reprlib.recursive_repr`` (dataclasses on
+    3.13+, and any class that decorates its own ``__repr__`` with it; 3.11's sets no ``__wrapped__``,
+    the closure holds it)."""
     import dataclasses
+    import reprlib
+    if not isinstance(fn, types.FunctionType) or fn.__code__.co_name != "wrapper" or \
+            fn.__code__.co_filename not in (dataclasses.__file__, reprlib.__file__):
+        return None
     wrapped = getattr(fn, "__wrapped__", None)
-    return fn.__code__.co_filename == dataclasses.__file__ and isinstance(wrapped, types.FunctionType) and \
-        wrapped.__code__.co_filename == "<string>" and wrapped.__name__ == "__repr__"
+    if wrapped is None and "user_function" in fn.__code__.co_freevars:
+        wrapped = fn.__closure__[fn.__code__.co_freevars.index("user_function")].cell_contents
+    return wrapped if isinstance(wrapped, types.FunctionType) else None
