@@ -88,3 +88,20 @@ def test_dispatch_wrapper_subclass_inputs_compile_and_differentiate(backend):
         got = run(ember.compile(f, backend=backend))
     assert not [w for w in caught if "ember" in str(w.message)]
     assert_same(got, run(f))
+
+
+class Sized(torch.Tensor):
+    def __len__(self):
+        return 99
+
+    def __bool__(self):
+        return False
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_builtins_call_the_subclass_dunders(backend):
+    def f(x):
+        y = x * 2
+        return len(x), len(y), bool(y)  # (assert_same cannot compare a tensor whose bool() lies)
+
+    _same_as_eager(f, torch.ones(2).as_subclass(Sized), backend=backend)

@@ -26,7 +26,7 @@ from ember.capture.variables.frame_builtins import frame_dir, frame_locals, fram
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
 from ember.capture.variables.ordering import _key_values, comparable, order_by_keys, ordered
-from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.tensor import TensorVariable, user_defines
 from ember.exc import PythonException
 
 # Builtins that are safe to run on constant arguments at trace time.
@@ -113,6 +113,11 @@ class BuiltinVariable(VariableTracker):
             lazy = derived_lazy(fn, [args[0]], symbols=True)
             if lazy is not None:
                 return lazy
+        dunder = _SUBCLASS_DUNDERS.get(fn)
+        if dunder is not None and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable) \
+                and user_defines(args[0].cls, dunder):
+            # len(t) of a tensor subclass that defines __len__ (and the like): the subclass's method
+            return args[0].getattr(tx, dunder).call(tx, [], {})
         handler = _HANDLERS.get(fn)
         if handler is not None:
             result = handler(tx, *args, **kwargs)
@@ -212,6 +217,11 @@ def _isinstance(tx, obj, classes):
     if hasattr(obj, "module"):
         return ConstantVariable(isinstance(obj.module, cls))
     return ConstantVariable(issubclass(t, cls))
+
+
+# builtins that call a dunder of their one argument (a tensor subclass may define it)
+_SUBCLASS_DUNDERS = {len: "__len__", iter: "__iter__", bool: "__bool__", repr: "__repr__", str: "__str__",
+                     hash: "__hash__", abs: "__abs__", int: "__int__", float: "__float__", reversed: "__reversed__"}
 
 
 def _len(tx, obj):
