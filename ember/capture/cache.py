@@ -232,7 +232,16 @@ class FrameCache:
             return True
         if which == "eager_then_compile":
             self.stance_misses += 1
-            return self.stance_misses == 1
+            if self.stance_misses == 1:
+                # The sizes of this call's tensor arguments count as a compile's: the next call
+                # makes the dimensions that differ from them symbols (as torch infers dynamism
+                # from the first two calls).
+                for name, value in bound.items():
+                    if isinstance(value, torch.Tensor):
+                        self.sizes.dims(f"L[{name!r}]", value)
+                self.sizes.traces += 1
+                return True
+            return False
         if which == "fail_on_recompile" and _holds_tensor(bound.values()):
             code = self.fn.__code__
             message = ("Detected recompile when torch.compile stance is 'fail_on_recompile'. "

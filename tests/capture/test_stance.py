@@ -121,3 +121,15 @@ def test_ember_set_stance_alone():
     assert counter.frame_count == 0
     f(torch.ones(2))
     assert counter.frame_count == 1
+
+
+def test_eager_then_compile_makes_the_sizes_that_differ_dynamic():
+    def scale(x):
+        return x * 5
+
+    counter = CompileCounter()
+    f = compile(scale, backend=counter)
+    with torch.compiler.set_stance("eager_then_compile"):
+        for n in (2, 3, 4, 5):
+            assert_same(f(torch.ones(n, 3)), scale(torch.ones(n, 3)))
+    assert counter.frame_count == 1  # the second call compiles with the batch size a symbol
