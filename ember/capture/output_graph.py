@@ -10,6 +10,7 @@ that feed each input on later calls.
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import types
 import weakref
@@ -124,7 +125,9 @@ class OutputGraph:
             return hit
         expr = source.expr(self.guards.scope)
         if type(value) is float:
-            if config.specialize_float or not self.frame_sizes.floats:
+            if config.specialize_float or not self.frame_sizes.floats or value == 0.0 or not math.isfinite(value):
+                # zeros, nan and inf stay constants: a sympy Float has no -0.0 (copysign, 1/v, atan2
+                # would read +0.0) and no nan, and the ShapeEnv's guards cannot tell them apart
                 return None
             sym = symbolic_float(self.fake.shape_env, value, expr)
             self.frame_sizes.float_symbols += 1

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ember_test_helpers import REFERENCE, check_raises_same, check_same
+from ember_test_helpers import REFERENCE, assert_same, check_raises_same, check_same, compile
 
 
 def t(*shape, grad=False, seed=0):
@@ -228,3 +228,12 @@ def counting_across_a_break(a):
 def test_itertools_count_in_frame():
     check_same(counting, torch.ones(2))
     check_same(counting_across_a_break, torch.ones(2), graphs=None, fullgraph=False)
+
+
+def test_min_max_of_mixed_int_and_float_keep_the_chosen_type():
+    # max(4, 1.5) is the int 4 (torch.sym_max would give 4.0); changing values make both symbolic
+    def fn(x, a, b):
+        return x * max(a, b), min(a, b, 0.5), type(max(a, b)), type(min(a, b)), type(max(a, True))
+    compiled = compile(fn, backend="eager")
+    for a, b in ((2, 3.0), (4, 1.5), (0, 5.5), (1, 1.0), (5, 6.5)):
+        assert_same(compiled(torch.ones(1), a, b), fn(torch.ones(1), a, b))

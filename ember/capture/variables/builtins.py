@@ -384,7 +384,10 @@ def _minmax(pick):
             best = ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")
             return items[best]
         if not kwargs and len(items) > 1 and any(isinstance(i, SymNodeVariable) for i in items) \
-                and all(is_number(i) for i in items):  # min(x.size(0), 3): symbolic
+                and all(is_number(i) for i in items) \
+                and len({i.python_type() for i in items}) == 1 and items[0].python_type() in (int, float):
+            # min(x.size(0), 3): symbolic. Only for one type: sym_max(2, 1.5) is 2.0 where max gives
+            # the int 2, and bools would come back as ints; mixed types pick by guarded comparison.
             acc = items[0]
             for item in items[1:]:
                 acc = tx.output.call_function(torch.sym_min if pick is min else torch.sym_max, [acc, item], {})
