@@ -344,3 +344,14 @@ def test_sort_objects_with_python_comparisons():
     got = compile(sort_objects)(torch.ones(2))
     assert got[1:] == expected[1:] and _V.calls == eager_calls  # the same comparisons, in order
     assert stats()["graph_breaks"] == 0
+
+
+def tensor_among_strings(a, items):
+    # Tensor.__eq__ of a str/None is NotImplemented: `==` falls back to identity (False), no data read
+    mixed = ["b", a, None, "c"]
+    return a + 1, mixed.index("c"), mixed.count(None), "c" in mixed, None in (a,), items.index("x"), \
+        a in [None, a]
+
+
+def test_tensor_compared_with_str_or_none_is_not_equal():
+    check_same(tensor_among_strings, torch.randn(3), [torch.randn(2), "x"])

@@ -49,7 +49,25 @@ def extendleft_gen(a):
     return a + 1, list(y)
 
 
-@pytest.mark.parametrize("fn", [bfs, window, escapes, extendleft_gen])
+def remove_insert(a):
+    d = collections.deque("abcab")
+    d.remove("a")  # the first equal item
+    try:
+        d.remove("q")
+    except ValueError as e:
+        msg2 = str(e)
+    d.insert(1, a)
+    d.insert(-1, "y")
+    d.insert(100, a * 2)  # past the end: appended, as list.insert
+    full = collections.deque([1], maxlen=1)
+    try:
+        full.insert(0, 3)
+    except IndexError as e:
+        msg = str(e)
+    return list(d), d.count("b"), d.index("c"), msg, msg2
+
+
+@pytest.mark.parametrize("fn", [bfs, window, escapes, extendleft_gen, remove_insert])
 def test_deque_in_graph(fn):
     check_same(fn, torch.randn(3))
     assert stats()["graph_breaks"] == 0
@@ -148,6 +166,20 @@ def test_input_deque_mutations_written_back():
     n1, r1 = mutates_and_returns(d1, 1, 2)
     n2, r2 = ember.compile(mutates_and_returns, fullgraph=True)(d2, 1, 2)
     assert n1 == n2 and r2 is d2
+    _deques_equal(d1, d2)
+
+
+def remove_from_input(d, a):
+    d.remove(2)
+    d.insert(0, a)
+    return len(d)
+
+
+def test_input_deque_remove_insert_written_back():
+    import ember
+    a = torch.randn(2)
+    d1, d2 = collections.deque([1, 2, 3, 2]), collections.deque([1, 2, 3, 2])
+    assert ember.compile(remove_from_input, fullgraph=True)(d2, a) == remove_from_input(d1, a)
     _deques_equal(d1, d2)
 
 

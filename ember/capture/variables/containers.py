@@ -167,7 +167,8 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
                 if key is None:
                     key = (needle.hash_key(),)
                 equal = item.hash_key() == key[0]
-                if not equal and (isinstance(item, TensorVariable) or isinstance(needle, TensorVariable)):
+                if not equal and (isinstance(item, TensorVariable) or isinstance(needle, TensorVariable)) \
+                        and not _never_equal_to_tensor(item, needle):
                     raise unsupported("EB0016", f"{what} compares a tensor with == (its truth depends on data)")
             if equal and not count:
                 return i
@@ -177,6 +178,16 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
         raise
     except Exception:
         raise unsupported("EB0036", f"{what} on a container of non-constant values") from None
+
+
+def _never_equal_to_tensor(a, b) -> bool:
+    """A plain tensor against a str, bytes or None: Tensor.__eq__ returns NotImplemented, so
+    ``==`` falls back to identity, False (``["b", t].index("b")``, ``t in ("a", None)``)."""
+    import torch
+    from ember.capture.variables.tensor import TensorVariable
+    t, other = (a, b) if isinstance(a, TensorVariable) else (b, a)
+    return type(other) is ConstantVariable and type(other.value) in (str, bytes, type(None)) \
+        and t.python_type() in (torch.Tensor, torch.nn.Parameter)
 
 
 class TupleVariable(BaseSequence):

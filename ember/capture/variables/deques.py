@@ -20,10 +20,10 @@ from ember.exc import PythonException
 
 _METHODS = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
             "copy", "__len__", "__iter__", "__contains__", "__getitem__", "__setitem__", "__delitem__",
-            "__iadd__", "index", "count"}
+            "__iadd__", "index", "count", "remove", "insert"}
 
 _MUTATING = {"append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "rotate", "reverse",
-             "__setitem__", "__delitem__", "__iadd__"}
+             "__setitem__", "__delitem__", "__iadd__", "remove", "insert"}
 
 
 class DequeVariable(VariableTracker):
@@ -125,6 +125,19 @@ class DequeVariable(VariableTracker):
             # as a list's (the same comparisons; a deque's index takes the same start/stop)
             from ember.capture.variables.containers import ListVariable
             return ListVariable(list(items)).call_method(tx, name, args, kwargs)
+        if name == "remove" and len(args) == 1:
+            from ember.capture.variables.containers import ListVariable
+            try:  # (the first equal item, compared as list.index compares)
+                i = ListVariable(list(items)).call_method(tx, "index", args, {}).as_constant()
+            except PythonException as e:
+                if isinstance(e.exc, ValueError):
+                    raise PythonException(ValueError(str(e.exc).replace(" in list", " in deque"))) from None
+                raise
+            self._changed(); del items[i]; return ConstantVariable(None)
+        if name == "insert" and len(args) == 2 and args[0].is_constant() and type(args[0].as_constant()) is int:
+            if self.maxlen is not None and len(items) >= self.maxlen:
+                raise PythonException(IndexError("deque already at its maximum size"))
+            self._changed(); items.insert(args[0].as_constant(), args[1]); return ConstantVariable(None)
         if name == "__iter__" and not args:
             return self.iter(tx)
         if name == "__contains__" and len(args) == 1:
