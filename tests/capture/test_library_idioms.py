@@ -107,3 +107,38 @@ def test_lru_cached_helper():
     assert_same(compiled(x), fn(x))
     assert CALLS == ["torch", "numpy"]  # the body ran once per argument, as with eager alone
     assert counter.frame_count == 1
+
+
+
+class Base:
+    pass
+
+
+class Derived(Base):
+    pass
+
+
+def test_singledispatch_picks_the_implementation_in_one_graph():
+    @functools.singledispatch
+    def describe(v):
+        return "other"
+
+    @describe.register
+    def _(v: int):
+        return v * 2
+
+    @describe.register(torch.Tensor)
+    def _(v):
+        return v + 1
+
+    def fn(x, v, o):
+        return describe(x), describe(v), describe("s"), describe(o), describe(True)
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    assert_same(compiled(x, 3, Derived()), fn(x, 3, Derived()))
+    assert counter.frame_count == 1
+    assert_same(compiled(x, 2.5, Derived()), fn(x, 2.5, Derived()))  # another type: recompiles
+    describe.register(Base, lambda v: "base")  # registered after the compile: guarded
+    assert_same(compiled(x, 3, Derived()), fn(x, 3, Derived()))
+    assert compiled(x, 3, Derived())[3] == "base"

@@ -154,6 +154,11 @@ class UserFunctionVariable(VariableTracker):
         if self.fn in _MODULE_CALLS and args and type(args[0]).__name__ == "NNModuleVariable":
             # `super().__call__(x)` / `nn.Module.__call__(self, x)` from a class's own __call__
             return args[0].standard_call(tx, list(args[1:]), kwargs)
+        from ember.capture.variables.new_module import call_singledispatch, is_singledispatch
+        if is_singledispatch(self.fn):
+            result = call_singledispatch(tx, self, args, kwargs)
+            if result is not None:
+                return result
         from ember.capture.skipfiles import compile_disabled
         if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)

@@ -1,5 +1,5 @@
 """``nn.Module`` objects constructed inside the frame, and other library idioms HF models use in
-``forward``: ``dict.fromkeys``, ``functools.lru_cache``-wrapped helpers.
+``forward``: ``dict.fromkeys``, ``functools.lru_cache``-wrapped helpers, ``functools.singledispatch``.
 
 A module built in the frame (``ACT2FN["silu"]`` builds ``SiLUActivation()`` on every call) is
 a `NewModuleVariable`: an object made in the frame whose ``__init__`` is inlined, with
@@ -13,12 +13,14 @@ it after the graph: ``object.__new__(cls)``, ``nn.Module.__init__``, then the tr
 from __future__ import annotations
 
 import collections
+import functools
 import types
 
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.new_object import NewObjectVariable, _lookup
+from ember.exc import Unsupported
 
 
 def module_python_new(cls: type):
@@ -221,3 +223,33 @@ def call_lru_cached(tx, wrapper, args, kwargs):
                           f"{type(value).__name__}")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(value)
+
+
+# -- functools.singledispatch -----------------------------------------------------------------
+
+_SINGLEDISPATCH_CODE = functools.singledispatch(lambda arg: arg).__code__  # the wrapper's code
+
+
+def is_singledispatch(fn) -> bool:
+    return getattr(fn, "__code__", None) is _SINGLEDISPATCH_CODE and hasattr(fn, "dispatch")
+
+
+def call_singledispatch(tx, fn_vt, args, kwargs):
+    """``proc(x)`` of a ``functools.singledispatch`` function: the implementation registered for
+    ``type(x)``, chosen now (the wrapper's own lookup goes through a WeakKeyDictionary) and inlined.
+    The argument's type is guarded already; the registry is guarded on its size (``register``
+    after the compile adds a key). None: not handled here (the wrapper is inlined as it is)."""
+    fn = fn_vt.fn
+    if not args or fn_vt.source is None:
+        return None
+    try:
+        cls = args[0].python_type()
+    except Unsupported:
+        return None
+    impl = fn.dispatch(cls)
+    if not isinstance(impl, types.FunctionType):
+        return None
+    from ember.capture.sources import AttrSource
+    from ember.capture.variables.functions import UserFunctionVariable
+    tx.guards.length(AttrSource(fn_vt.source, "registry"), len(fn.registry))
+    return UserFunctionVariable(impl).call(tx, list(args), kwargs)
