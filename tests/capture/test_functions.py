@@ -419,3 +419,35 @@ def partial_as_key(x):
 
 def test_partial_made_in_frame_as_dict_key():
     check_same(partial_as_key, torch.ones(2))
+
+
+def _counted():
+    def counted(fn):
+        def wrapper(*args):
+            wrapper.calls += 1
+            wrapper.last = args[0].shape[0]
+            return fn(*args) * wrapper.calls
+        wrapper.calls = 0
+        return wrapper
+
+    @counted
+    def inc(x):
+        return x + 1
+    return inc
+
+
+def test_attribute_of_an_outside_function_assigned_in_the_frame():
+    # a decorator counting calls in an attribute of its wrapper: replayed after the graph, no break
+    results = []
+    for compiled in (False, True):
+        inc = _counted()
+        fn = lambda x: (inc(inc(x)), inc.calls)  # noqa: E731
+        counter = CompileCounter()
+        run = compile(fn, backend=counter, fullgraph=True) if compiled else fn
+        results.append(([run(torch.ones(2)) for _ in range(3)], dict(inc.__dict__)))
+    (expected, expected_attrs), (actual, actual_attrs) = results
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a[0], e[0])
+        assert a[1] == e[1]
+    assert set(actual_attrs) == set(expected_attrs) and actual_attrs["calls"] == expected_attrs["calls"] == 6
+    assert counter.frame_count == 3  # inc.calls is a guarded constant, as in torch.compile

@@ -167,8 +167,21 @@ class UserFunctionVariable(VariableTracker):
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
 
+    def setattr(self, tx, name, value):
+        """``counted.calls += 1`` on a function from outside: an attribute in its ``__dict__``,
+        replayed after the graph (its own slots, ``__code__``, ``__defaults__``... stay refused)."""
+        if self.source is None or name.startswith("__"):
+            return super().setattr(tx, name, value)
+        tx.side_effects.store_attr(self, self.fn, name, value)
+
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
+        if not name.startswith("__"):
+            pending = tx.side_effects.load_attr(self.fn, name)  # (the frame assigned it)
+            if pending is not None:
+                return pending
+        if name == "__dict__" and self.source is not None:
+            tx.side_effects.read_instance_dict(self.fn)  # (refused after a write, and a write after it)
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__") or \
                 name == "__type_params__" and hasattr(self.fn, name):  # (3.12+: functools.wraps reads it)
             return ConstantVariable(getattr(self.fn, name))
