@@ -237,3 +237,24 @@ def test_min_max_of_mixed_int_and_float_keep_the_chosen_type():
     compiled = compile(fn, backend="eager")
     for a, b in ((2, 3.0), (4, 1.5), (0, 5.5), (1, 1.0), (5, 6.5)):
         assert_same(compiled(torch.ones(1), a, b), fn(torch.ones(1), a, b))
+
+
+def test_isinstance_of_a_bound_method_and_super():
+    # a bound method of an object made in the frame is a MethodType (its `self` is not what
+    # isinstance looks at); used in tensor arithmetic, so the answer reaches the graph
+    import inspect
+    import types
+
+    class K:
+        def m(self):
+            return 1
+
+    class S(K):
+        def m(self):
+            return isinstance(super(), super), isinstance(super().m, types.MethodType)
+
+    def fn(x):
+        k = K()
+        return x + 4 * isinstance(k.m, types.MethodType) + 2 * inspect.ismethod(K().m) \
+            + isinstance(k.m, K), isinstance(K.m, types.FunctionType), S().m()
+    check_same(fn, torch.zeros(2))

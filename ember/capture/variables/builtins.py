@@ -212,9 +212,11 @@ def _isinstance(tx, obj, classes):
         # an intermediate is a plain Tensor; Parameter only for parameters read from a module
         return ConstantVariable(issubclass(t, cls) if not isinstance(cls, tuple) else
                                 any(issubclass(t, c) for c in cls))
-    if hasattr(obj, "obj"):  # user objects: use the real isinstance (handles __instancecheck__)
+    if hasattr(obj, "obj") and not isinstance(obj.obj, VariableTracker):
+        # user objects: use the real isinstance (handles __instancecheck__). (A bound method's or
+        # super()'s `.obj` is the tracker of its self: their own type answers, below.)
         return ConstantVariable(isinstance(obj.obj, cls))
-    if hasattr(obj, "module"):
+    if hasattr(obj, "module") and not isinstance(obj.module, VariableTracker):
         return ConstantVariable(isinstance(obj.module, cls))
     return ConstantVariable(issubclass(t, cls))
 

@@ -12,6 +12,9 @@ class SuperVariable(VariableTracker):
         self.cls = cls
         self.obj = obj
 
+    def python_type(self):
+        return super
+
     def describe(self):
         return f"super({self.cls.__name__})"
 
