@@ -20,7 +20,7 @@ import warnings
 __all__ = ["SUPPORTED_PYTHON", "SUPPORTED_TORCH", "UnsupportedVersion", "check_supported", "describe"]
 
 #: CPython minor versions whose bytecode the interpreter and code generator handle
-SUPPORTED_PYTHON: tuple[tuple[int, int], ...] = ((3, 11), (3, 12))
+SUPPORTED_PYTHON: tuple[tuple[int, int], ...] = ((3, 11), (3, 12), (3, 13))
 #: torch minor versions ember is tested with (pyproject.toml pins the same)
 SUPPORTED_TORCH: tuple[tuple[int, int], ...] = ((2, 13),)
 
