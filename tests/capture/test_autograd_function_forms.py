@@ -101,3 +101,62 @@ def test_backward_reading_a_tensor_forward_also_read(fn, graphs):
 
 def test_backward_reading_tensors_ctx_holds_stays_in_one_graph():
     check(lambda x: KeepsTensorInObject.apply(x).sin(), x3(), graphs=1, breaks=0)
+
+
+# --- an apply that breaks: its forward, compiled as a frame of its own, records on the real ctx --------
+# (ctx.save_for_backward and friends are replayed after the forward's graph instead of breaking it)
+
+class ItemInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, None, y)
+        ctx.set_materialize_grads(False)
+        return x * y, (x + y).argmax()
+
+    @staticmethod
+    def backward(ctx, g, _gi):
+        x, none, y = ctx.saved_tensors
+        assert none is None
+        return g * y * x.sum().item(), g * x
+
+
+class DirtyInBrokenApply(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        x.mul_(2)
+        ctx.mark_dirty(x)
+        out = x.sign()
+        ctx.mark_non_differentiable(out)
+        return x, out
+
+    @staticmethod
+    def backward(ctx, g, _g2):
+        print("backward")  # (breaks: the apply runs eagerly)
+        return g * 2
+
+
+class SavedThenChanged(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = x * 2
+        ctx.save_for_backward(y)
+        y.add_(1)  # (apply saves after forward returns: backward sees y + 1, eager raises nothing)
+        return y * 1
+
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return g * y.sum().item()
+
+
+def test_forward_of_a_broken_apply_saves_without_a_break():
+    # caller: before the apply | the forward's own frame | after: 3 graphs, 1 break (.item() in backward)
+    check(lambda x, y: ItemInBackward.apply(x.sin(), y)[0].cos(), x3(), x3(), graphs=3, breaks=1)
+
+
+def test_forward_of_a_broken_apply_marks_dirty_and_non_differentiable(capsys):
+    check(lambda x: DirtyInBrokenApply.apply(x * 1), x3(), graphs=2, breaks=1)  # (x * 1 | the forward)
+
+
+def test_tensor_saved_then_changed_in_a_compiled_forward():
+    check(lambda x: SavedThenChanged.apply(x.sin()).cos(), x3(), graphs=3, breaks=1)

@@ -10,14 +10,13 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
-import logging
 import types
 
 import torch
 
 from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMemberSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.capture.variables.deferred_calls import LOGGING_METHODS, DeferredCallVariable
+from ember.capture.variables.deferred_calls import deferred_call
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
 from ember.capture.variables.instance_lookup import tracked_instance_dict, type_attribute
 from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, check_instance_dict,
@@ -586,8 +585,9 @@ class UserObjectVariable(VariableTracker):
             tx.side_effects.read_instance_dict(obj)
         if isinstance(_static_lookup(obj, "__getattribute__"), types.FunctionType):
             return self._custom_getattribute(tx, name)
-        if isinstance(obj, logging.Logger) and name in LOGGING_METHODS and self.source is not None:
-            return DeferredCallVariable(self, name)
+        deferred = deferred_call(self, obj, name)  # (logging, a real autograd.Function ctx's records)
+        if deferred is not None:
+            return deferred
         cls_attr = _static_lookup(obj, name)
         if isinstance(cls_attr, property) or (hasattr(cls_attr, "__set__") and not isinstance(cls_attr, type)
                                               and hasattr(type(cls_attr), "__get__")):
