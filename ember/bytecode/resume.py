@@ -30,8 +30,10 @@ Re-*entering* a context manager (when the caller cannot hand over the live
 ``__exit__``, e.g. because the manager was only simulated) is left to the
 capture layer: it must rebuild the manager and call ``__enter__`` itself.
 
-Not supported (``NotImplementedError``/``ValueError``): generators and
-coroutines (their frame cannot be re-entered this way), resuming inside an
+Generators: a suspended generator can be rebuilt as a new generator that resumes at
+its ``YIELD_VALUE`` (``generator=True``, see ``make_resume_code``). Not supported
+(``NotImplementedError``/``ValueError``): a generator frame resumed anywhere else, and
+coroutines, resuming inside an
 ``except`` handler (the thread's "current exception" set by
 ``PUSH_EXC_INFO`` would be missing), and live locals that are unbound at the
 break (the caller must not list them).
@@ -114,13 +116,15 @@ def leading_argument(code: types.CodeType) -> Optional[str]:
     return code.co_varnames[0] if n else None
 
 
-def _strip_prologue(body: list[Instruction]) -> list[Instruction]:
-    """Drop the original ``MAKE_CELL/COPY_FREE_VARS/RESUME 0`` prologue: the
-    resume function emits its own, and nothing jumps back into it."""
+def _strip_prologue(body: list[Instruction], generator: bool = False) -> list[Instruction]:
+    """Drop the original ``MAKE_CELL/COPY_FREE_VARS/RESUME 0`` prologue (a generator's has
+    ``RETURN_GENERATOR/POP_TOP`` before its ``RESUME``): the resume function emits its own,
+    and nothing jumps back into it."""
+    strip = ("MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP") + (("RETURN_GENERATOR", "POP_TOP") if generator else ())
     targeted = {id(i.target) for i in body if i.target is not None}
     targeted |= {id(i.exn_tab_entry.target) for i in body if i.exn_tab_entry is not None}
     k = 0
-    while k < len(body) and body[k].opname in ("MAKE_CELL", "COPY_FREE_VARS", "RESUME", "NOP"):
+    while k < len(body) and body[k].opname in strip:
         if id(body[k]) in targeted:
             break
         done = body[k].opname == "RESUME"
@@ -139,6 +143,7 @@ def make_resume_code(
     null_positions: Sequence[int] = (),
     instructions: Optional[list[Instruction]] = None,
     cells_by_reference: bool = False,
+    generator: bool = False,
 ) -> ResumeCode:
     """Build ``resume_at_<offset>(stack items..., live locals...)``.
 
@@ -151,8 +156,18 @@ def make_resume_code(
     ``cells_by_reference``: live cell variables are passed as the cell objects themselves (the
     prologue skips their ``MAKE_CELL``, so the frame uses the very cell a closure made before the
     break holds); otherwise their values are passed and the prologue makes fresh cells.
+
+    ``generator``: ``code`` is a generator function's and ``index`` is a ``YIELD_VALUE`` it is
+    suspended at. The resume code is a generator function too: its prologue (run by the first
+    ``next``) pushes the stack items and a ``None`` in place of the value yielded, and jumps to
+    that ``YIELD_VALUE``; from then on the generator is suspended where the original was, so
+    ``send``/``throw``/``close`` act as on the original (try blocks are the static table).
+    ``stack_depth`` counts the yielded value; the stack items passed are the ones below it.
     """
-    if code.co_flags & _UNSUPPORTED_FLAGS:
+    if generator:
+        if code.co_flags & (_UNSUPPORTED_FLAGS & ~inspect.CO_GENERATOR) or not code.co_flags & inspect.CO_GENERATOR:
+            raise ValueError(f"{code.co_name} is not a generator function")
+    elif code.co_flags & _UNSUPPORTED_FLAGS:
         raise NotImplementedError(f"resume functions for generators/coroutines ({code.co_name})")
     original = instructions if instructions is not None else decode(code)
     depths = stack_depths(original)
@@ -171,16 +186,21 @@ def make_resume_code(
     if len(set(live_locals)) != len(live_locals):
         raise ValueError(f"duplicate live locals: {list(live_locals)}")
 
+    if generator and original[index].opname != "YIELD_VALUE":
+        raise ValueError(f"a generator resumes at a YIELD_VALUE, not {original[index]!r}")
+    if generator and stack_depth - 1 in nulls:
+        raise ValueError("the yielded value cannot be a NULL")
+
     body = copy_instructions(original)
     target = body[index]
     offset = original[index].offset
-    body = _strip_prologue(body)
+    body = _strip_prologue(body, generator)
     if not any(i is target for i in body):  # pragma: no cover - resuming at the prologue
         raise ValueError("cannot resume inside the function prologue")
 
     taken = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
     stack_args = []
-    for p in range(stack_depth):
+    for p in range(stack_depth - 1 if generator else stack_depth):
         if p in nulls:
             continue
         name = f"___stack{p}"
@@ -216,11 +236,15 @@ def make_resume_code(
     prologue = [create_instruction("MAKE_CELL", argval=c) for c in code.co_cellvars if c not in by_reference]
     if code.co_freevars:
         prologue.append(create_instruction("COPY_FREE_VARS", arg=len(code.co_freevars)))
+    if generator:
+        prologue += [create_instruction("RETURN_GENERATOR"), create_instruction("POP_TOP")]
     prologue.append(create_instruction("RESUME", arg=0))
     args = iter(mangle_local(a) for a in stack_args)
     for p in range(stack_depth):
         if p in nulls:
             prologue.append(create_instruction("PUSH_NULL"))
+        elif generator and p == stack_depth - 1:
+            prologue.append(create_instruction("LOAD_CONST", argval=None))  # "yielded" by the first next()
         else:
             prologue.append(create_instruction("LOAD_FAST", argval=next(args)))
     prologue += jump(target)

@@ -319,6 +319,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             after_graph = finish_autocast(output, tx.reached_break is not None)
             saved_hooks.finish(output, side_effects)
             plan = _ReturnPlan(guards.scope)
+            plan.at_break = tx.reached_break is not None
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
                 ret_expr = residual_call
@@ -588,6 +589,7 @@ class _ReturnPlan:
         self.built: dict[int, str | None] = {}
         self._keep: list = []
         self._names = 0
+        self.at_break = False  # the values are handed to a graph break's residual (not returned)
 
     def _nested_function(self, vt) -> str:
         """A function made in the frame, rebuilt after the graph (e.g. a lambda live across a break).

@@ -25,9 +25,11 @@ it closes the suspended generators with pending handlers that nothing live
 refers to any more. Generators that would close with no effect are never
 tracked.
 
-A generator cannot leave the frame half-run (returned, or live across a graph
-break) unless it has not started: then it is rebuilt by calling its function
-again with the same arguments.
+A generator leaving the frame (returned, or live across a graph break) is
+rebuilt: one not started by calling its function again with the same
+arguments; one suspended at a ``yield`` and returned, as a copy of its frame
+resumed there (variables/generator_resume.py); one suspended and live across a
+break makes the capture break where it is made instead (a real generator).
 """
 from __future__ import annotations
 
@@ -116,6 +118,8 @@ class IteratorBase(VariableTracker):
 
 class GeneratorVariable(IteratorBase):
     """A generator object made in the frame: a suspended child Translator."""
+
+    rebuilt_once = True  # handed over once per tracker: every reference names the same generator
 
     def __init__(self, child, fn_vt=None, args=(), kwargs=None):
         self.child = child
@@ -253,8 +257,8 @@ class GeneratorVariable(IteratorBase):
         if name == "throw":
             exc = _exception_of(tx, args)
             kind, value = self.resume(tx, throw=exc)
-            if kind == "return":
-                raise PythonException(StopIteration())
+            if kind == "return":  # (a `return` in its except / finally block: StopIteration(value))
+                raise _stop_iteration(value)
             return value
         if name == "close":
             self.close(tx)
@@ -299,6 +303,11 @@ class GeneratorVariable(IteratorBase):
     def reconstruct(self, plan) -> str:
         if self.state == "done":  # a finished generator only ever raises StopIteration
             return f"{_bind(plan, iter, 'iter')}(())"
+        if self.state == "suspended":
+            from ember.capture.variables.generator_resume import rebuild_suspended
+            rebuilt = rebuild_suspended(self, plan)
+            if rebuilt is not None:
+                return rebuilt
         if self.state != "created" or self.fn_vt is None:
             e = unsupported("EB0006", f"a {self.describe()} escapes the frame (or is live across a graph break)")
             if self._closes_silently():
@@ -503,7 +512,15 @@ def close_unreachable(tx, extra_roots=(), dying=None, dropped=None) -> None:
     reached = _reached(roots)
     for g in reversed(pending):
         if id(g) not in reached and g.state == "suspended":
-            g.close(tx)
+            what = g.describe()
+            try:
+                g.close(tx)
+            except PythonException as e:
+                # Eager closes it in the garbage collector: an exception there is printed
+                # ("Exception ignored in ...") and the program goes on; it raises nothing.
+                name = e.exc.__name__ if isinstance(e.exc, type) else type(e.exc).__name__
+                raise unsupported("EB0005", f"closing {what} when its last reference dies raises {name} "
+                                            f"(eager reports it as unraisable)") from None
 
 
 def _reached(roots) -> set[int]:
