@@ -23,6 +23,7 @@ import types
 
 
 from ember.capture.builder import wrap
+from ember.capture.node_meta import name_node_after
 from ember.bytecode.normalize import NULL_BEFORE_CALLABLE, interpreter_instructions
 from ember.capture.opcodes import OpcodeMixin
 from ember.capture.opcodes_py312 import Py312OpcodeMixin
@@ -105,6 +106,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             if inst.starts_line is not None:
                 self.lineno = inst.starts_line
                 self.output.current_location = self.location()
+                self.output.current_frame = self
             handler = getattr(self, inst.opname, None)
             try:
                 if handler is None:
@@ -275,6 +277,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             self.trace.dead_values.extend([*child.locals.values(), *child.cells.values(), *child.stack])
         if self.lineno is not None:
             self.output.current_location = self.location()
+            self.output.current_frame = self
         return result
 
     def make_super(self, args):
@@ -322,6 +325,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
     def STORE_FAST(self, inst):
         old = self.locals.get(inst.argval)
         value = self.pop()
+        name_node_after(value, inst.argval)
         if isinstance(value, NullVariable):  # 3.12+: restoring a name an inlined comprehension saved unbound
             self.locals.pop(inst.argval, None)
         else:
@@ -435,6 +439,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         cell = self.cells.get(inst.argval)
         if isinstance(cell, CellVariable):
             cell.contents = self.pop()
+            name_node_after(cell.contents, inst.argval)
             return
         if isinstance(cell, RealCellVariable):
             holder = _CellHolder(cell.cell, getattr(cell, "cell_source", None))

@@ -63,6 +63,7 @@ class OutputGraph:
         self.autocast_exits: list = []  # autocast blocks entered before the frame that it left
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self._location: str | None = None  # "file:line" of the instruction being traced
+        self.current_frame = None  # the frame being traced (its user stack: node_meta.stack_trace)
         self.guard_lines: list = []  # (number of ShapeEnv guards when a line started, "file:line: code")
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
         self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
@@ -160,6 +161,13 @@ class OutputGraph:
         self.guards.tensor_match(source, real, sizes=False)
         self.symbolic_inputs.append((fake, expr, entry_metadata(fake), source))
         return fake
+
+    def stack_trace(self) -> str | None:
+        """The user's stack where the trace is (``node.meta["stack_trace"]``, see node_meta)."""
+        if self.current_frame is None:
+            return self._location
+        from ember.capture.node_meta import stack_trace
+        return stack_trace(self.current_frame)
 
     @property
     def current_location(self) -> str | None:
@@ -353,7 +361,7 @@ class OutputGraph:
         if bindings:
             node.meta["unbacked_bindings"] = bindings
         if self.current_location:
-            node.meta["stack_trace"] = self.current_location
+            node.meta["stack_trace"] = self.stack_trace()
         if scripted:  # an op on TorchScript objects: its non-tensor answer only under their state guards
             from ember.capture.variables.script_objects import wrap_script_result
             return wrap_script_result(self, node, result, scripted, _describe(kind, target))

@@ -134,7 +134,7 @@ def _trace_cond(tx, args: list, kwargs: dict, cp) -> VariableTracker:
     node = output.graph.create_node("call_function", torch.ops.higher_order.cond,
                                     (pred.node, true_attr, false_attr, tuple(inputs)), {})
     if output.current_location:
-        node.meta["stack_trace"] = output.current_location
+        node.meta["stack_trace"] = output.stack_trace()
     wrapped = output._wrap_result(node, tuple(result) if isinstance(result, (list, tuple)) else (result,))
     items = list(wrapped.items)
     if s_true is None:

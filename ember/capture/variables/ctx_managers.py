@@ -12,9 +12,12 @@
   ``contextlib.contextmanager`` generator, ``contextlib.nullcontext`` — has its
   ``__enter__`` and ``__exit__`` inlined like any method (`enter_with`).
 
-A graph break inside a block of the first three kinds, or of a user context
-manager, is refused (the frame runs eagerly): the rest of the block would
-need the context re-entered in the resume function.
+A graph break inside a block of a user context manager hands its bound
+``__exit__`` to the resume function; for a ``contextlib.contextmanager`` the
+generator behind it is handed over suspended at its ``yield``
+(``_mark_managed_generator``, variables/generator_resume.py). Inside a block of
+inference mode or ``catch_warnings`` a break is refused (the frame runs eagerly):
+the rest of the block would need the context re-entered in the resume function.
 """
 from __future__ import annotations
 
@@ -188,6 +191,7 @@ def enter_with(tx, ctx):
     if isinstance(t, type) and not all(any(n in k.__dict__ for k in t.__mro__) for n in ("__enter__", "__exit__")):
         # Python looks both up on the type (not the instance dict, nor __getattr__)
         raise PythonException(TypeError(f"'{t.__name__}' object does not support the context manager protocol"))
+    _mark_managed_generator(tx, ctx, t)
     from ember.capture.variables.instance_lookup import type_attribute
     from ember.capture.variables.objects import UserObjectVariable
     try:
@@ -204,6 +208,25 @@ def enter_with(tx, ctx):
         raise PythonException(TypeError(f"{ctx.describe()} does not support the context manager protocol")) \
             from None
     return exit_fn, enter
+
+
+def _mark_managed_generator(tx, ctx, t) -> None:
+    """``with cm():`` of a ``contextlib.contextmanager``: the block's exit runs its generator to
+    the end, so the generator may be handed over suspended at a graph break inside the block
+    (see generator_resume.py: its ``finally`` runs at the exit, not when a reference dies)."""
+    import contextlib
+    if not (isinstance(t, type) and issubclass(t, contextlib._GeneratorContextManager)):
+        return
+    from ember.capture.variables.generators import GeneratorVariable
+    from ember.capture.variables.new_object import NewObjectVariable
+    if type(ctx) is not NewObjectVariable:
+        return
+    try:
+        gen = tx.getattr(ctx, "gen")
+    except Exception:  # noqa: BLE001 — no generator attribute: nothing to mark
+        return
+    if isinstance(gen, GeneratorVariable):
+        gen.managed_by_with = True
 
 
 class _Enter(VariableTracker):

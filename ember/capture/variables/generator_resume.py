@@ -1,8 +1,9 @@
 """A generator suspended in the frame, handed over as a real generator suspended at the same point.
 
 A generator the frame has started and not finished can leave the frame: returned (here), or
-live across a graph break (there the capture restarts with the break where the generator is
-made, see GeneratorVariable.reconstruct). Eager hands over the very generator object, suspended at its ``yield``;
+live across a graph break only when a ``contextlib.contextmanager`` block drives it (the
+block's exit runs it to its end; any other is made real by restarting the capture with the
+break where it is made, see GeneratorVariable.reconstruct). Eager hands over the very generator object, suspended at its ``yield``;
 the rest of its body runs only as the caller consumes it. ember rebuilds that object: a new
 generator function whose code is a copy of the original's (``make_resume_code(generator=True)``)
 with a prologue that restores the suspended frame's stack and live locals and jumps to the
@@ -106,7 +107,7 @@ def rebuild_suspended(gen, plan) -> str | None:
     code = child.code
     if gen.state != "suspended" or gen.yield_inst is None or code.co_cellvars:
         return None
-    if plan.at_break:
+    if plan.at_break and not getattr(gen, "managed_by_with", False):
         # Live across a graph break: the capture restarts with a break where the generator is made
         # (a real generator from the start, its body run eagerly), as torch.compile gives up on it.
         return None

@@ -244,7 +244,7 @@ class ScriptMethodVariable(VariableTracker):
             raise obj._refuse(f"method {name}() (tracing it raised {type(e).__name__})") from None
         call = output.graph.create_node("call_function", call_torchbind, (node, name, *node_args), node_kwargs)
         if output.current_location:
-            call.meta["stack_trace"] = output.current_location
+            call.meta["stack_trace"] = output.stack_trace()
         return wrap_script_result(output, call, result, [obj], f"method {name}()")
 
 
