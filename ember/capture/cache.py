@@ -131,7 +131,7 @@ class FrameCache:
             # not ember's guard checks and tracing, nor a graph's ops: run as it is (torch.compile
             # skips frames under a dispatch mode too).
             return fn(*args, **kwargs)
-        if not stance.is_default() and stance.current().stance == "force_eager":
+        if stance.active and stance.current().stance == "force_eager":
             return fn(*args, **kwargs)
         if fn.__code__ is not self._code:
             self._code_replaced()
@@ -188,7 +188,7 @@ class FrameCache:
             return (self.skipped or self.fn)(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
         backend = None
-        if not stance.is_default():
+        if stance.active:
             stance.check_valid()
             if self._eager_by_stance(bound):
                 return self.fn(*args, **kwargs)

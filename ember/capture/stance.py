@@ -40,6 +40,8 @@ class Stance:
 
 
 _current = Stance()
+#: Whether the stance is anything but the default (read on every compiled call: one module lookup).
+active = False
 
 
 def current() -> Stance:
@@ -47,12 +49,13 @@ def current() -> Stance:
 
 
 def is_default() -> bool:
-    return _current.stance == "default" and _current.backend is None
+    return not active
 
 
 def _set(new: Stance) -> Stance:
-    global _current
+    global _current, active
     prior, _current = _current, new
+    active = not (new.stance == "default" and new.backend is None)
     return prior
 
 
