@@ -48,10 +48,6 @@ def current() -> Stance:
     return _current
 
 
-def is_default() -> bool:
-    return not active
-
-
 def _set(new: Stance) -> Stance:
     global _current, active
     prior, _current = _current, new
