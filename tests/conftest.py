@@ -33,6 +33,39 @@ def _load_helpers():
     return module
 
 
+def _drop_truncated_inductor_builds():
+    """Delete 0-byte shared objects in Inductor's on-disk cache before the run.
+
+    A compile killed while writing (a timeout, a killed CI job) can leave an empty ``.so``
+    under ``/tmp/torchinductor_<user>``; Inductor's cache then loads it on a later run and the
+    test fails with ``invalid ELF header`` on a machine that keeps /tmp. The walk costs
+    milliseconds; valid cache entries are kept so later runs still hit the cache.
+    """
+    import getpass
+    import tempfile
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not root:
+        try:
+            user = getpass.getuser()
+        except Exception:
+            user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+        root = os.path.join(tempfile.gettempdir(), "torchinductor_" + user)
+    if not os.path.isdir(root):
+        return
+    for dirpath, _dirs, files in os.walk(root):
+        for f in files:
+            if f.endswith(".so"):
+                path = os.path.join(dirpath, f)
+                try:
+                    if os.path.getsize(path) == 0:
+                        os.remove(path)
+                except OSError:
+                    pass
+
+
+_drop_truncated_inductor_builds()
+
+
 REFERENCE = os.environ.get("EMBER_TEST_REFERENCE", "").strip().lower() == "torch"
 SLOW = os.environ.get("EMBER_SLOW", "") not in ("", "0")
 
