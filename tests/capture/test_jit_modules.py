@@ -47,3 +47,46 @@ def test_compiling_a_script_module_runs_it(which):
         compiled = ember.compile(mod)
         assert_same(compiled(x), mod(x))
     assert not [w for w in caught if "ember" in str(w.message)]
+
+
+def _scaled_sum(a, b):
+    return a + b * 0.67
+
+
+@pytest.mark.parametrize("which", ["script", "trace"])
+def test_script_function_is_traced_through_its_python_original(which):
+    # torch.jit.script / trace of a *function*: the trace follows the Python function TorchScript
+    # was made from, so the call joins the graph (one frame, also under fullgraph)
+    if which == "script":
+        jit_fn = torch.jit.script(_scaled_sum)
+    else:
+        jit_fn = torch.jit.trace(_scaled_sum, (torch.zeros(4), torch.zeros(4)))
+
+    def f(a, b):
+        return jit_fn(a, b).relu() + 1
+
+    counter = CompileCounter()
+    compiled = ember.compile(f, backend=counter, fullgraph=True)
+    a, b = torch.randn(4), torch.randn(4)
+    assert_same(compiled(a, b), f(a, b))
+    a2, b2 = torch.randn(4), torch.randn(4)
+    assert_same(compiled(a2, b2), f(a2, b2))
+    assert counter.frame_count == 1
+
+
+def test_rebinding_a_script_function_recompiles():
+    fns = [torch.jit.script(_scaled_sum), torch.jit.script(lambda_free_sub)]
+    holder = {"fn": fns[0]}
+
+    def f(a, b):
+        return holder["fn"](a, b) * 2
+
+    compiled = ember.compile(f, backend="eager")
+    a, b = torch.randn(3), torch.randn(3)
+    assert_same(compiled(a, b), f(a, b))
+    holder["fn"] = fns[1]
+    assert_same(compiled(a, b), f(a, b))
+
+
+def lambda_free_sub(a, b):
+    return a - b
