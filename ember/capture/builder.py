@@ -417,7 +417,8 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
 
-    if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()):
+    if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()) \
+            or value is torch.ops.higher_order.cond:  # (the operator eager torch.cond calls: traced as torch.cond)
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)

@@ -320,6 +320,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             saved_hooks.finish(output, side_effects)
             plan = _ReturnPlan(guards.scope)
             plan.at_break = tx.reached_break is not None
+            side_effects.register_hooks(plan)  # (tensor hooks: registered first, in program order)
             if tx.reached_break is not None:
                 residual_call = _residual_call(fn, tx, plan, resumes, break_at[2])
                 ret_expr = residual_call

@@ -28,9 +28,13 @@ class SideEffects:
         self._dict_read: set[int] = set()
         # the birth numbers (containers.BIRTHS) of the list/dict trackers written, in order
         self.container_writes: list[int] = []
+        # hooks registered on input tensors, in program order (variables/tensor_hooks.py), and the
+        # ids of those whose handle the frame removed
+        self.hooks: list[VariableTracker] = []
+        self.removed_hooks: set[int] = set()
 
     def __bool__(self) -> bool:
-        return bool(self._attrs or self._globals or self._containers or self._calls)
+        return bool(self._attrs or self._globals or self._containers or self._calls or self.hooks)
 
     def defer_call(self, target: VariableTracker, method: str, args: list, kwargs: dict) -> None:
         """A call (logging) replayed after the graph, with the same arguments — containers as they
@@ -127,7 +131,15 @@ class SideEffects:
         values += [v for _d, _n, v, _s in self._globals.values()]
         for _t, _m, args, kwargs in self._calls:
             values += list(args) + list(kwargs.values())
+        for handle in self.hooks:
+            values += [handle, handle.hook]
         return values
+
+    def register_hooks(self, plan) -> None:
+        """Build every hook handle (registering its hook) in program order, before the return value
+        or a graph break's residual refers to any of them (see variables/tensor_hooks.py)."""
+        for handle in self.hooks:
+            plan.expr(handle)
 
     # -- replay --------------------------------------------------------------------------
     def codegen(self, plan, scope: dict) -> list[str]:

@@ -77,7 +77,7 @@ def side_effect_state(tx):
     se = tx.side_effects
     return (tuple((k, id(v[2])) for k, v in se._attrs.items()),
             tuple((k, id(v[2])) for k, v in se._globals.items()),
-            tuple(se._containers), len(se._calls))
+            tuple(se._containers), len(se._calls), len(se.hooks), len(se.removed_hooks))
 
 
 def extract(body: list[fx.Node], inputs: list[fx.Node | None], outputs: list[fx.Node],

@@ -264,6 +264,9 @@ class TensorVariable(VariableTracker):
         if name == "numpy":  # an ndarray sharing the tensor's memory, traced as torch._numpy
             from ember.capture.variables.numpy_bridge import tensor_numpy
             return tensor_numpy(tx, self, args, kwargs)
+        if name in ("register_hook", "register_post_accumulate_grad_hook"):
+            from ember.capture.variables.tensor_hooks import register_tensor_hook
+            return register_tensor_hook(tx, self, name, args, kwargs)
         if name in _BREAKING_METHODS:
             if name in ("item", "tolist", "__int__", "__float__", "__index__"):
                 raise unsupported("EB0017", _BREAKING_METHODS[name])

@@ -141,7 +141,7 @@ class TorchFunctionVariable(VariableTracker):
         if fn is _checkpoint():
             from ember.capture.variables.checkpoint import trace_checkpoint
             return trace_checkpoint(tx, args, kwargs)
-        if fn is torch.cond:
+        if fn is torch.cond or fn is torch.ops.higher_order.cond:  # (the operator: what eager torch.cond runs)
             from ember.capture.variables.cond import trace_cond
             return trace_cond(tx, args, kwargs)
         if fn in _STATE_READERS and not args and not kwargs:
