@@ -423,13 +423,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)
 
-    inline = _python_original(value)
-    if inline is not None:
-        # torch.jit.script / torch.jit.trace of a Python function: TorchScript keeps the original
-        # as `_torchdynamo_inline`; the trace follows that function (the same computation)
-        if source is not None:
-            guards.id_match(source, value)
-        return UserFunctionVariable(inline, AttrSource(source, "_torchdynamo_inline") if source is not None else None)
+    if type(value) is torch.jit.ScriptFunction:  # (its call traces the Python original, if it has one)
+        from ember.capture.variables.script_functions import wrap_script_function
+        found = wrap_script_function(guards, value, source)
+        if found is not None:
+            return found
 
     if isinstance(value, types.FunctionType) and is_opaque_library_function(value):
         if source is not None:
@@ -589,15 +587,6 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
-
-
-def _python_original(value):
-    """The Python function a TorchScript function (``torch.jit.script`` / ``trace`` of a function)
-    was made from, or None."""
-    if type(value) is not torch.jit.ScriptFunction:
-        return None
-    fn = inspect.getattr_static(value, "_torchdynamo_inline", None)
-    return fn if isinstance(fn, types.FunctionType) else None
 
 
 def _torch_polyfills() -> dict:

@@ -90,3 +90,17 @@ def test_rebinding_a_script_function_recompiles():
 
 def lambda_free_sub(a, b):
     return a - b
+
+
+def test_compiling_a_script_function_and_passing_one_on():
+    # compiled directly, and handed to an opaque call: the value stays the ScriptFunction
+    jit_fn = torch.jit.script(_scaled_sum)
+    a, b = torch.randn(3), torch.randn(3)
+    assert_same(ember.compile(jit_fn, backend="eager")(a, b), jit_fn(a, b))
+
+    def f(a, b):
+        return torch._C.ScriptFunction.__call__(jit_fn, a, b) + 1, jit_fn
+
+    got, fn_back = ember.compile(f, backend="eager")(a, b)
+    assert fn_back is jit_fn
+    assert_same(got, f(a, b)[0])
