@@ -91,3 +91,40 @@ def test_multihead_attention_inference_matches_eager():
         ref = mha(q, q, q)
         out = compile(mha)(q, q, q)
     assert torch.allclose(out[0], ref[0], atol=1e-5) and torch.allclose(out[1], ref[1], atol=1e-5)
+
+
+def test_skip_frame_runs_the_frame_as_it_is():
+    def fn(x):
+        x = x + 1
+        torch._dynamo.skip_frame()
+        return x * 2
+
+    def after_a_break(x):
+        x = x + 1
+        torch._dynamo.graph_break()
+        x = x * 3
+        torch._dynamo.skip_frame()  # (the resume function's frame is the one skipped)
+        return x - 1
+
+    x = torch.randn(3)
+    cnt = CompileCounter()
+    assert_same(compile(fn, backend=cnt)(x), fn(x))
+    assert cnt.frame_count == 0
+    cnt = CompileCounter()
+    assert_same(compile(after_a_break, backend=cnt)(x), after_a_break(x))
+    assert cnt.frame_count == 1
+    assert _ops(cnt) == ["add"]
+
+
+def test_step_unsupported_compiles_the_graph_so_far_then_runs_the_rest():
+    def fn(x):
+        x = x + 1 + 2
+        torch._dynamo.step_unsupported()
+        return x + 4
+
+    cnt = CompileCounter()
+    x = torch.randn(3)
+    compiled = compile(fn, backend=cnt)
+    assert_same(compiled(x), fn(x))
+    assert_same(compiled(x), fn(x))
+    assert cnt.frame_count == 1 and cnt.op_count == 2

@@ -94,6 +94,13 @@ class TorchFunctionVariable(VariableTracker):
     def describe(self):
         return f"torch function {getattr(self.fn, '__qualname__', self.fn)!s}"
 
+    @property
+    def eager_rest(self) -> bool:
+        """A break at this call runs the rest of the frame eagerly (``step_unsupported()``; see
+        graph_break.py)."""
+        return getattr(self.fn, "__name__", "") == "step_unsupported" and \
+            _is_compiler_api(getattr(self.fn, "__module__", None) or "")
+
     def python_type(self):
         return type(self.fn)
 
@@ -181,6 +188,12 @@ class TorchFunctionVariable(VariableTracker):
                 msg = args[0].as_constant() if args and args[0].is_constant() else kwargs.get("msg")
                 msg = msg.as_constant() if isinstance(msg, VariableTracker) and msg.is_constant() else msg
                 raise unsupported("EB0028", "graph_break() called (a break the program asked for)" + (f": {msg}" if msg else ""))
+            if name == "skip_frame":  # the frame (this one: a resume function, if a break came first) runs eagerly
+                e = unsupported("EB0028", "skip_frame() called: the frame runs as it is")
+                e.whole_frame = True
+                raise e
+            if name == "step_unsupported":  # the graph so far, then the rest of the frame eagerly (eager_rest)
+                raise unsupported("EB0028", "step_unsupported() called: the rest of the frame runs as it is")
             raise unsupported("EB0027", f"{module}.{name}() inside the compiled region runs eagerly")
         if name.startswith("set_") or name.startswith("_set_"):
             raise unsupported("EB0025", f"torch.{name} changes global state")
