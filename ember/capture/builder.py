@@ -423,9 +423,9 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)
 
-    if type(value) is torch.jit.ScriptFunction:  # (its call traces the Python original, if it has one)
-        from ember.capture.variables.script_functions import wrap_script_function
-        found = wrap_script_function(guards, value, source)
+    if type(value) is torch.jit.ScriptFunction or type(value) is types.FunctionType and value.__code__.co_name == "wrapped":
+        from ember.capture.variables.nonstrict import wrap_function_wrapper  # (TorchScript, nonstrict_trace)
+        found = wrap_function_wrapper(guards, value, source)
         if found is not None:
             return found
 

@@ -188,6 +188,9 @@ class TorchFunctionVariable(VariableTracker):
                 msg = args[0].as_constant() if args and args[0].is_constant() else kwargs.get("msg")
                 msg = msg.as_constant() if isinstance(msg, VariableTracker) and msg.is_constant() else msg
                 raise unsupported("EB0028", "graph_break() called (a break the program asked for)" + (f": {msg}" if msg else ""))
+            if name == "nonstrict_trace":  # the decorator applied in the frame (variables/nonstrict.py)
+                from ember.capture.variables.nonstrict import nonstrict_of
+                return nonstrict_of(args, kwargs)
             if name == "skip_frame":  # the frame (this one: a resume function, if a break came first) runs eagerly
                 e = unsupported("EB0028", "skip_frame() called: the frame runs as it is")
                 e.whole_frame = True

@@ -1,0 +1,70 @@
+"""Functions marked with torch's ``nonstrict_trace`` decorator (ember/capture/variables/nonstrict.py):
+one opaque call in the graph (the body — a graph break in it included — is not traced by the frame),
+under fullgraph, with outputs and gradients equal to eager's on every backend."""
+import pytest
+import torch
+import torch._dynamo
+
+import ember
+from ember_test_helpers import CompileCounter, assert_same
+
+_OFFSET = torch.ones(1)
+
+
+@torch._dynamo.nonstrict_trace
+def _scaled(x, d, n):
+    torch._dynamo.graph_break()  # (not traced: no break)
+    return x * d["w"] + n + _OFFSET, x.shape[0]
+
+
+def _program(x, w):
+    a, k = _scaled(x.sin(), {"w": w}, 3)
+    return a * k + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_nonstrict_call_is_one_graph_with_eager_gradients(backend):
+    results = []
+    for compiled in (False, True):
+        x = torch.linspace(-1, 1, 4).requires_grad_()
+        w = torch.linspace(0.5, 2, 4).requires_grad_()
+        fn = ember.compile(_program, backend=backend, fullgraph=True) if compiled else _program
+        out = fn(x, w)
+        out.sum().backward()
+        results.append((out, x.grad, w.grad))
+    assert_same(results[1], results[0])
+
+
+def test_nonstrict_trace_applied_in_the_frame_and_constants_guarded():
+    def plain(x, n):
+        torch._dynamo.graph_break()
+        return x * n
+
+    def fn(x, n):
+        return torch._dynamo.nonstrict_trace(plain)(x, n) + 1
+
+    counter = CompileCounter()
+    compiled = ember.compile(fn, backend=counter, fullgraph=True)
+    x = torch.randn(3)
+    assert_same(compiled(x, 2), fn(x, 2))
+    assert_same(compiled(x, 5), fn(x, 5))  # the int is part of the call: a new one recompiles
+    assert counter.frame_count == 2
+
+
+def test_unsupported_argument_breaks_and_runs_eagerly():
+    class Box:
+        def __init__(self, t):
+            self.t = t
+
+    @torch._dynamo.nonstrict_trace
+    def use(box):
+        return box.t * 2
+
+    def fn(x):
+        return use(Box(x + 1)) - 1
+
+    counter = CompileCounter()
+    x = torch.randn(3)
+    assert_same(ember.compile(fn, backend=counter)(x), fn(x))
+    with pytest.raises(ember.Unsupported):
+        ember.compile(fn, backend="eager", fullgraph=True)(x)
