@@ -68,3 +68,42 @@ def test_unsupported_argument_breaks_and_runs_eagerly():
     assert_same(ember.compile(fn, backend=counter)(x), fn(x))
     with pytest.raises(ember.Unsupported):
         ember.compile(fn, backend="eager", fullgraph=True)(x)
+
+
+class _Pair:
+    def __init__(self, a, b):
+        self.a = a
+        self.b = b
+
+
+@pytest.fixture
+def pair_pytree():
+    import torch.utils._pytree as pytree
+    pytree.register_pytree_node(_Pair, lambda p: ((p.a, p.b), "pair"), lambda ab, _ctx: _Pair(ab[0], ab[1]),
+                                serialized_type_name="tests.capture._Pair")
+    yield
+    pytree._deregister_pytree_node(_Pair)
+
+
+@torch._dynamo.nonstrict_trace
+def _pair_product(p):
+    return p.a * p.b
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_pytree_registered_object_argument(pair_pytree, backend):
+    def fn(p):
+        p.a = p.a + 1  # (written in the frame before the call: the call sees the new value)
+        inner = _Pair(p.a.cos(), p.b)
+        return _pair_product(_Pair(_pair_product(inner), p.b)), p.a
+
+    results = []
+    for compiled in (False, True):
+        a = torch.linspace(-1, 1, 3).requires_grad_()
+        b = torch.linspace(1, 2, 3).requires_grad_()
+        p = _Pair(a, b)
+        f = ember.compile(fn, backend=backend, fullgraph=True) if compiled else fn
+        out, new_a = f(p)
+        out.sum().backward()
+        results.append((out, new_a, p.a, a.grad, b.grad))
+    assert_same(results[1], results[0])

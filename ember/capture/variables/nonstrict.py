@@ -7,8 +7,9 @@ graph breaks included, runs as eager would); an AOT backend traces through it li
 the graph calls. This is torch's documented contract for the decorator (``nonstrict``: the
 function must not depend on, or make, mutations the rest of the compiled region sees).
 
-Supported arguments: tensors, Python constants (baked into the call, guarded as constants are), and
-lists, tuples and dicts of them. Results: tensors, symbolic sizes, constants, and tuples/lists of
+Supported arguments: tensors, Python constants (baked into the call, guarded as constants are),
+lists, tuples and dicts of them, and objects of classes registered as pytree nodes (their
+``flatten_fn`` traced on the object; the call gets a copy rebuilt by ``unflatten_fn``, as in torch). Results: tensors, symbolic sizes, constants, and tuples/lists of
 them; the run-time result must have the structure the trace saw (else the call raises). Anything
 else — a user object, a module, a function that changes an argument in place — is a graph break
 at the call, which then runs eagerly.
@@ -91,7 +92,7 @@ class _Slot:
     __hash__ = None
 
 
-def _lower(vt, slots: list):
+def _lower(vt, slots: list, tx):
     """The structure of argument ``vt`` with its tensors replaced by slots (their trackers in ``slots``)."""
     from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
     from ember.capture.variables.tensor import TensorVariable
@@ -99,28 +100,70 @@ def _lower(vt, slots: list):
         slots.append(vt)
         return _Slot(len(slots) - 1)
     if isinstance(vt, TupleVariable) and getattr(vt, "tuple_type", None) in (None, tuple):
-        return tuple(_lower(i, slots) for i in vt.items)
+        return tuple(_lower(i, slots, tx) for i in vt.items)
     if isinstance(vt, ListVariable) and vt.list_cls is list:
-        return [_lower(i, slots) for i in vt.items]
+        return [_lower(i, slots, tx) for i in vt.items]
     if isinstance(vt, DictVariable) and vt.dict_cls is dict:
         out = {}
         for k, v in vt.items.items():
             key_vt = vt.keys.get(k)
             if key_vt is None or not key_vt.is_constant() or not isinstance(key_vt.as_constant(), _CONSTANT_TYPES):
                 raise unsupported("EB0033", "a nonstrict_trace function called with a dict whose keys are not constants")
-            out[key_vt.as_constant()] = _lower(v, slots)
+            out[key_vt.as_constant()] = _lower(v, slots, tx)
         return out
     if vt.is_constant():
         value = vt.as_constant()
         if type(value) in _CONSTANT_TYPES:
             return value
+    node = _pytree_node(vt)
+    if node is not None:
+        return _lower_pytree(vt, node, slots, tx)
     raise unsupported("EB0033", f"a nonstrict_trace function called with {vt.describe()} "
                       "(tensors, constants and lists/tuples/dicts of them are supported)")
+
+
+def _pytree_node(vt):
+    """torch's pytree registration of ``vt``'s class (a user class registered as a pytree node), or None."""
+    from ember.capture.variables.new_object import NewObjectVariable
+    from ember.capture.variables.objects import UserObjectVariable
+    if not isinstance(vt, (UserObjectVariable, NewObjectVariable)):
+        return None
+    import torch.utils._pytree as pytree
+    node = pytree.SUPPORTED_NODES.get(vt.python_type())
+    if node is None or not isinstance(node.flatten_fn, types.FunctionType) \
+            or not isinstance(node.unflatten_fn, types.FunctionType):
+        return None
+    return node
+
+
+class _Node:
+    """A pytree node: rebuilt by its class's ``unflatten_fn(children, context)``."""
+    __slots__ = ("unflatten", "context", "children")
+
+    def __init__(self, unflatten, context, children):
+        self.unflatten, self.context, self.children = unflatten, context, children
+
+
+def _lower_pytree(vt, node, slots: list, tx):
+    """A user object of a pytree-registered class: its ``flatten_fn`` traced on it (children, which are
+    lowered in turn, and a context that must be a constant); rebuilt by ``unflatten_fn`` for the call."""
+    from ember.capture.variables.containers import ListVariable, TupleVariable
+    from ember.capture.variables.functions import UserFunctionVariable
+    flat = UserFunctionVariable(node.flatten_fn).call(tx, [vt], {})
+    if not isinstance(flat, (TupleVariable, ListVariable)) or len(flat.items) != 2:
+        raise unsupported("EB0033", f"the pytree flatten of {vt.describe()} returned {flat.describe()}")
+    children, context = flat.items
+    if not isinstance(children, (TupleVariable, ListVariable)) or not context.is_constant():
+        raise unsupported("EB0033", f"the pytree flatten of {vt.describe()}: children not a sequence, or a context "
+                          "that is not a constant")
+    return _Node(node.unflatten_fn, context.as_constant(), [_lower(c, slots, tx) for c in children.items])
 
 
 def _fill(structure, values):
     if isinstance(structure, _Slot):
         return values[structure.index]
+    if isinstance(structure, _Node):
+        return structure.unflatten([_fill(c, values) for c in structure.children], structure.context)
     if isinstance(structure, tuple):
         return tuple(_fill(i, values) for i in structure)
     if isinstance(structure, list):
@@ -190,7 +233,7 @@ def _flatten_like(value, structure, flat: list) -> bool:
 def call_nonstrict(tx, inner, args: list, kwargs: dict) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
     slots: list = []
-    arg_structure = (tuple(_lower(a, slots) for a in args), {k: _lower(v, slots) for k, v in kwargs.items()})
+    arg_structure = (tuple(_lower(a, slots, tx) for a in args), {k: _lower(v, slots, tx) for k, v in kwargs.items()})
     output = tx.output
     fakes = [s.fake for s in slots]
     versions = [f._version for f in fakes]
