@@ -107,3 +107,29 @@ def test_pytree_registered_object_argument(pair_pytree, backend):
         out.sum().backward()
         results.append((out, new_a, p.a, a.grad, b.grad))
     assert_same(results[1], results[0])
+
+
+def test_nonstrict_trace_method_of_a_pytree_class():
+    import torch.utils._pytree as pytree
+
+    class Scale:
+        def __init__(self, k):
+            self.k = k
+
+        @torch._dynamo.nonstrict_trace
+        def apply(self, t):
+            torch._dynamo.graph_break()
+            return t * self.k
+
+    pytree.register_pytree_node(Scale, lambda s: ((s.k,), None), lambda k, _ctx: Scale(k[0]),
+                                serialized_type_name="tests.capture.Scale")
+    try:
+        def fn(x, k):
+            return Scale(k).apply(x) + 1
+
+        x = torch.randn(4)
+        counter = CompileCounter()
+        assert_same(ember.compile(fn, backend=counter, fullgraph=True)(x, 3.0), fn(x, 3.0))
+        assert counter.frame_count == 1
+    finally:
+        pytree._deregister_pytree_node(Scale)

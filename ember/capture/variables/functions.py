@@ -151,6 +151,10 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
         if self.fn in COPY_FUNCTIONS:
             return call_copy_function(tx, self.fn, args, kwargs)
+        if getattr(getattr(self.fn, "__code__", None), "co_name", None) == "wrapped":  # (nonstrict_trace, as a method)
+            from ember.capture.variables.nonstrict import call_nonstrict, is_nonstrict_wrapper
+            if is_nonstrict_wrapper(self.fn):
+                return call_nonstrict(tx, self.fn.__wrapped__, list(args), dict(kwargs))
         if self.fn in _MODULE_CALLS and args and type(args[0]).__name__ == "NNModuleVariable":
             # `super().__call__(x)` / `nn.Module.__call__(self, x)` from a class's own __call__
             return args[0].standard_call(tx, list(args[1:]), kwargs)
