@@ -616,12 +616,17 @@ def _argument_item(tx, source) -> bool:
     (recompiling per value), as in torch.compile."""
     source = _item_of(source)
     modules = tx.output.module_sources
-    while isinstance(source, (ItemSource, AttrSource)):
+    cells = 0
+    while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
+        if isinstance(source, CellContentsSource):
+            cells += 1
+            if isinstance(source.base, ConstSource) or cells > 1:
+                return cells == 1 and source.base.label == "FN"
+            # (a cell of a function passed in, ``fn.__closure__[0]`` of a lambda argument: local
+            # to the frame, as in torch.compile; cells of cells stay constants)
         source = source.base
         if source in modules:
             return False
-    if isinstance(source, CellContentsSource):
-        return isinstance(source.base, ConstSource) and source.base.label == "FN"
     return isinstance(source, LocalSource)
 
 
