@@ -57,3 +57,33 @@ def test_closure_int_of_a_cell_of_a_cell_stays_constant():
     for k in (1, 2, 3):
         inc.k = k
         assert_same(compiled(torch.ones(2)), f(torch.ones(2)))
+
+
+# --- an np.ndarray argument whose length changes: dynamic after one change, as a tensor's ----
+
+def test_ndarray_argument_sizes_become_dynamic():
+    np = __import__("numpy")
+
+    def f(a):
+        return a * 2 + a[-1], a.shape[0]
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for n in (2, 3, 5, 7, 3):
+        (out, length), (ref, ref_length) = compiled(np.arange(float(n))), f(np.arange(float(n)))
+        assert type(out) is np.ndarray and out.dtype == ref.dtype and out.tolist() == ref.tolist()
+        assert length == ref_length
+    assert cnt.frame_count == 2
+
+
+def test_ndarray_argument_mutated_with_changing_sizes():
+    np = __import__("numpy")
+
+    def f(a):
+        a += 1
+        a[: a.shape[0] // 2] = 0
+        return a.sum()
+    compiled = compile(f, backend=CompileCounter())
+    for n in (2, 3, 5, 8):
+        a, b = np.arange(float(n)), np.arange(float(n))
+        assert compiled(a) == f(b)
+        assert a.tolist() == b.tolist()

@@ -208,8 +208,11 @@ def _wrap_array(tx, value, source) -> VariableTracker:
                                                 and t_source.func in (torch.from_numpy, readonly_from_numpy)):
             guard_apart(guards, value, source, t, t_source)
     tensor_source = CallSource(convert, source, ())
-    guards.tensor_match(tensor_source, real)  # dtype, shape, strides: static (recompile per shape)
-    fake = out.fake.fake(real)
+    # sizes as a tensor input's: static, then dynamic in a dimension that changed (automatic dynamic)
+    fake = out._symbolic_input(tensor_source, real)
+    if fake is None:
+        guards.tensor_match(tensor_source, real)
+        fake = out.fake.fake(real)
     node = out._placeholder(tensor_source, real, fake)
     from ember.capture.variables.tensor import TensorVariable
     tvt = TensorVariable(node, fake, tensor_source, cls=torch.Tensor, real=real)
