@@ -237,6 +237,13 @@ class GuardSet:
                   f"{source.name()}.storage_offset() == {t.storage_offset()}",
                   f"{e}.storage_offset() == {t.storage_offset()}")
 
+    def scalar_tensor_value(self, source: Source, value: int) -> None:
+        """``source.item() == value`` for a 0-dim integer tensor input whose value an operation
+        read as an int (capture/scalar_inputs.py); last in order, after its tensor guards."""
+        e = source.expr(self.scope)
+        self._add(GuardKind.SHAPE_ENV, source, ("item",), f"{source.name()}.item() == {value}",
+                  f"{e}.item() == {int(value)}")
+
     def tensor_match(self, source: Source, t: torch.Tensor, sizes: bool = True) -> None:
         """Everything about a tensor input that the graph specializes on (``sizes=False``: all but
         its sizes and strides, which the ShapeEnv's guards check; its number of dimensions here)."""

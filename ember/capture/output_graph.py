@@ -69,6 +69,7 @@ class OutputGraph:
         self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
         self._int_inputs: dict = {}  # source -> SymNodeVariable of a symbolic int input
         self.numpy_inputs: dict = {}  # id(array) -> (np.ndarray, tracker, source): see numpy_arrays
+        self.input_versions: dict = {}  # id(fake of a tensor input) -> its version when it became one
 
     # -- inputs -----------------------------------------------------------------
     def add_input(self, source, real: torch.Tensor) -> TensorVariable:
@@ -110,6 +111,8 @@ class OutputGraph:
                 node = self.graph.placeholder(name)
         node.meta["example_value"] = example
         node.meta["source"] = source.name()
+        if isinstance(example, torch.Tensor):
+            self.input_versions[id(example)] = example._version
         self.placeholders.append(node)
         self.input_sources.append(source)
         self.input_values.append(real)
@@ -313,6 +316,12 @@ class OutputGraph:
                 else:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            if isinstance(e, DataDependentOutputException):
+                # a 0-dim integer tensor input read as an int (a size): its value, guarded
+                from ember.capture.scalar_inputs import retry_with_scalar_values
+                done = retry_with_scalar_values(self, kind, target, args, kwargs)
+                if done is not None:
+                    return done
             raise unsupported("EB0019", f"{_describe(kind, target)} depends on tensor data "
                               f"({type(e).__name__})") from None
         except UnsupportedOperatorException as e:
