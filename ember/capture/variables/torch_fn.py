@@ -69,6 +69,13 @@ def _checkpoint():
     return torch.utils.checkpoint.checkpoint
 
 
+def _associative_scan():
+    """torch's associative_scan when its module is loaded (the program imported it), else None."""
+    import sys
+    module = sys.modules.get("torch._higher_order_ops.associative_scan")
+    return getattr(module, "associative_scan", None) if module is not None else None
+
+
 _STATE_READERS = {torch.get_default_dtype: "default_dtype",
                   torch.are_deterministic_algorithms_enabled: "deterministic",
                   torch.is_deterministic_algorithms_warn_only_enabled: "deterministic_warn_only",
@@ -151,6 +158,9 @@ class TorchFunctionVariable(VariableTracker):
         if fn is torch.cond or fn is torch.ops.higher_order.cond:  # (the operator: what eager torch.cond runs)
             from ember.capture.variables.cond import trace_cond
             return trace_cond(tx, args, kwargs)
+        if fn is _associative_scan():
+            from ember.capture.variables.scan import trace_associative_scan
+            return trace_associative_scan(tx, args, kwargs)
         if fn in _STATE_READERS and not args and not kwargs:
             # a read of process-wide state: its value now, guarded (a change recompiles)
             key = _STATE_READERS[fn]

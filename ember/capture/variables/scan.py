@@ -1,0 +1,143 @@
+"""``associative_scan(combine_fn, xs, dim, reverse=False, combine_mode="generic")`` traced into the graph.
+
+    def combine_fn(left, right):                     # mamba's selective scan on CPU
+        a_left, b_left = left
+        a_right, b_right = right
+        return a_left * a_right, a_right * b_left + b_right
+    _, states = associative_scan(combine_fn, (A, B), dim=2, combine_mode="generic")
+
+Inlining ``associative_scan`` itself reaches ``torch.vmap``'s machinery (locks, C transforms) and
+breaks the graph a dozen times. Instead, as torch.compile does, ``combine_fn`` is traced once on
+one slice of each input along ``dim`` (the shapes it sees under the scan's vmap), checked to be
+pure, cut out into a GraphModule, and one graph node calls torch's own ``associative_scan`` with
+that GraphModule as the combine function: eager kernels run it as eager does, and the AOT layer
+traces through it (vmap included) like any other torch code. Only the ``generic`` mode is traced
+(``pointwise`` needs CUDA); anything else (closed-over tensors, side effects, a result that is not
+the inputs' structure) breaks the graph at the call, which then runs as in eager.
+"""
+from __future__ import annotations
+
+import torch
+
+from ember.capture.subgraph import Region, extract
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import ListVariable, TupleVariable
+from ember.capture.variables.tensor import TensorVariable
+from ember.exc import PythonException, Unsupported
+
+BREAK_ID = "EB0051"
+
+
+def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kind_name):
+    """The graph's call: torch's associative_scan over ``leaves`` (one tensor when ``kind_name`` is
+    None, else a "tuple" or "list" of them) with ``combine_gm(*left, *right)`` as the combine
+    function; a tuple."""
+    from torch._higher_order_ops.associative_scan import associative_scan
+    kind = None if kind_name is None else {"tuple": tuple, "list": list}[kind_name]
+
+    def combine(left, right):
+        out = combine_gm(*([left] if kind is None else left), *([right] if kind is None else right))
+        return out[0] if kind is None else kind(out)
+
+    xs = leaves[0] if kind is None else kind(leaves)
+    result = associative_scan(combine, xs, dim, reverse=reverse, combine_mode="generic")
+    return (result,) if kind is None else tuple(result)
+
+
+def _constant(vt, what):
+    if vt is None:
+        return None
+    if not vt.is_constant():
+        raise unsupported(BREAK_ID, f"associative_scan with a non-constant {what}")
+    return vt.as_constant()
+
+
+def trace_associative_scan(tx, args: list, kwargs: dict) -> VariableTracker:
+    from ember.capture.speculation import Checkpoint
+    with Checkpoint(tx) as cp:
+        try:
+            return _trace(tx, args, kwargs)
+        except Unsupported:
+            cp.restore()
+            raise
+
+
+def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
+    names = ("combine_fn", "xs", "dim", "reverse", "combine_mode")
+    if len(args) > len(names) or any(k not in names for k in kwargs):
+        raise unsupported(BREAK_ID, "associative_scan with unexpected arguments")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k in bound:
+            raise unsupported(BREAK_ID, "associative_scan with an argument given twice")
+        bound[k] = v
+    if any(n not in bound for n in names[:3]):
+        raise unsupported(BREAK_ID, "associative_scan without combine_fn, xs and dim")
+    dim = _constant(bound["dim"], "dim")
+    reverse = _constant(bound.get("reverse"), "reverse") or False
+    mode = _constant(bound.get("combine_mode"), "combine_mode") or "pointwise"
+    if mode != "generic" or type(dim) is not int or type(reverse) is not bool:
+        raise unsupported(BREAK_ID, f"associative_scan with combine_mode={mode!r}, dim={dim!r}, reverse={reverse!r} "
+                          "(only the generic mode is traced)")
+    xs = bound["xs"]
+    if isinstance(xs, TensorVariable):
+        leaves, kind = [xs], None
+    elif isinstance(xs, (TupleVariable, ListVariable)) and xs.items and \
+            all(isinstance(i, TensorVariable) for i in xs.items) and getattr(xs, "tuple_type", None) is None:
+        leaves, kind = list(xs.items), (list if isinstance(xs, ListVariable) else tuple)
+    else:
+        raise unsupported(BREAK_ID, "associative_scan over something other than a tensor or a flat tuple/list of tensors")
+    ndim = leaves[0].fake.dim()
+    if not -ndim <= dim < ndim or any(t.fake.dim() != ndim for t in leaves):
+        raise unsupported(BREAK_ID, "associative_scan with leaves of different ranks or dim out of range")
+    dim = dim % ndim
+    size = leaves[0].fake.shape[dim]
+    if not isinstance(size, int) or size < 1 or any(t.fake.shape[dim] != size for t in leaves):
+        raise unsupported(BREAK_ID, "associative_scan over leaves of different (or zero, or symbolic) lengths")
+
+    output = tx.output
+    # one slice per leaf and side, each its own node (the subgraph's placeholders)
+    sides = [[output.call_method("select", [t, ConstantVariable(dim), ConstantVariable(0)], {}) for t in leaves]
+             for _ in range(2)]
+    slices = [n for side in sides for n in side]
+    pack = (lambda items: items[0]) if kind is None else (
+        (lambda items: ListVariable(list(items))) if kind is list else (lambda items: TupleVariable(list(items))))
+    region = Region(tx, slices)
+    try:
+        out = bound["combine_fn"].call(tx, [pack(sides[0]), pack(sides[1])], {})
+    except PythonException as e:
+        raise unsupported(BREAK_ID, f"associative_scan's combine_fn raised {type(e.exc).__name__} while tracing") from None
+    region.check_pure("associative_scan's combine_fn")
+    if isinstance(out, TensorVariable):
+        flat = [out]
+    elif isinstance(out, (TupleVariable, ListVariable)) and all(isinstance(i, TensorVariable) for i in out.items):
+        flat = list(out.items)
+    else:
+        raise unsupported(BREAK_ID, "associative_scan's combine_fn returns something other than tensors")
+    if len(flat) != len(leaves) or any(o.fake.shape != s.fake.shape or o.fake.dtype != s.fake.dtype
+                                       for o, s in zip(flat, sides[0])):
+        raise unsupported(BREAK_ID, "associative_scan's combine_fn returns other shapes or dtypes than its inputs")
+    body = region.nodes()
+    slice_nodes = [s.node for s in slices]
+    if region.external_inputs(body, set(slice_nodes), [o.node for o in flat]):
+        raise unsupported(BREAK_ID, "associative_scan's combine_fn reads tensors from outside its arguments")
+    gm = extract(body, slice_nodes, [o.node for o in flat], output.submodules)
+    region.erase()
+    for n in reversed(slice_nodes):
+        output.graph.erase_node(n)
+
+    fakes = tuple(t.fake for t in leaves)
+    kind_name = None if kind is None else kind.__name__
+    try:
+        with output.fake.enabled():
+            result = run_associative_scan(gm, fakes, dim, reverse, kind_name)
+    except Exception as e:  # noqa: BLE001 — what the scan refuses here it refuses in eager: run it eagerly
+        raise unsupported(BREAK_ID, f"associative_scan: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''}") from None
+    attr = output.add_submodule(gm, "scan_combine")
+    node = output.graph.create_node("call_function", run_associative_scan,
+                                    (attr, tuple(t.node for t in leaves), dim, reverse, kind_name), {})
+    if output.current_location:
+        node.meta["stack_trace"] = output.stack_trace()
+    items = list(output._wrap_result(node, tuple(result)).items)
+    return items[0] if kind is None else pack(items)
