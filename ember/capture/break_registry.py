@@ -249,6 +249,12 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
        "(autograd, a rollback, an unguarded non-tensor answer, a backend that traces the graph again).",
        "Register a fake class with torch._library.register_fake_class('ns::Cls') implementing the "
        "methods used (and __obj_unflatten__), or call the object outside the compiled function."),
+    _k("EB0055", "associative_scan",
+       "torch's associative_scan called in a way ember does not trace (a combine_mode other than "
+       "'generic', a combine_fn that reads tensors from outside its arguments or returns other "
+       "shapes, leaves that are not a tensor or a flat tuple/list of tensors).",
+       "Use combine_mode='generic', pass every tensor combine_fn needs through xs, and return the "
+       "inputs' structure."),
 )}
 
 

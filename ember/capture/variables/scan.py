@@ -25,9 +25,6 @@ from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
 
-BREAK_ID = "EB0051"
-
-
 def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kind_name):
     """The graph's call: torch's associative_scan over ``leaves`` (one tensor when ``kind_name`` is
     None, else a "tuple" or "list" of them) with ``combine_gm(*left, *right)`` as the combine
@@ -48,7 +45,7 @@ def _constant(vt, what):
     if vt is None:
         return None
     if not vt.is_constant():
-        raise unsupported(BREAK_ID, f"associative_scan with a non-constant {what}")
+        raise unsupported("EB0055", f"associative_scan with a non-constant {what}")
     return vt.as_constant()
 
 
@@ -65,19 +62,19 @@ def trace_associative_scan(tx, args: list, kwargs: dict) -> VariableTracker:
 def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
     names = ("combine_fn", "xs", "dim", "reverse", "combine_mode")
     if len(args) > len(names) or any(k not in names for k in kwargs):
-        raise unsupported(BREAK_ID, "associative_scan with unexpected arguments")
+        raise unsupported("EB0055", "associative_scan with unexpected arguments")
     bound = dict(zip(names, args))
     for k, v in kwargs.items():
         if k in bound:
-            raise unsupported(BREAK_ID, "associative_scan with an argument given twice")
+            raise unsupported("EB0055", "associative_scan with an argument given twice")
         bound[k] = v
     if any(n not in bound for n in names[:3]):
-        raise unsupported(BREAK_ID, "associative_scan without combine_fn, xs and dim")
+        raise unsupported("EB0055", "associative_scan without combine_fn, xs and dim")
     dim = _constant(bound["dim"], "dim")
     reverse = _constant(bound.get("reverse"), "reverse") or False
     mode = _constant(bound.get("combine_mode"), "combine_mode") or "pointwise"
     if mode != "generic" or type(dim) is not int or type(reverse) is not bool:
-        raise unsupported(BREAK_ID, f"associative_scan with combine_mode={mode!r}, dim={dim!r}, reverse={reverse!r} "
+        raise unsupported("EB0055", f"associative_scan with combine_mode={mode!r}, dim={dim!r}, reverse={reverse!r} "
                           "(only the generic mode is traced)")
     xs = bound["xs"]
     if isinstance(xs, TensorVariable):
@@ -86,14 +83,14 @@ def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
             all(isinstance(i, TensorVariable) for i in xs.items) and getattr(xs, "tuple_type", None) is None:
         leaves, kind = list(xs.items), (list if isinstance(xs, ListVariable) else tuple)
     else:
-        raise unsupported(BREAK_ID, "associative_scan over something other than a tensor or a flat tuple/list of tensors")
+        raise unsupported("EB0055", "associative_scan over something other than a tensor or a flat tuple/list of tensors")
     ndim = leaves[0].fake.dim()
     if not -ndim <= dim < ndim or any(t.fake.dim() != ndim for t in leaves):
-        raise unsupported(BREAK_ID, "associative_scan with leaves of different ranks or dim out of range")
+        raise unsupported("EB0055", "associative_scan with leaves of different ranks or dim out of range")
     dim = dim % ndim
     size = leaves[0].fake.shape[dim]
     if not isinstance(size, int) or size < 1 or any(t.fake.shape[dim] != size for t in leaves):
-        raise unsupported(BREAK_ID, "associative_scan over leaves of different (or zero, or symbolic) lengths")
+        raise unsupported("EB0055", "associative_scan over leaves of different (or zero, or symbolic) lengths")
 
     output = tx.output
     # one slice per leaf and side, each its own node (the subgraph's placeholders)
@@ -106,21 +103,21 @@ def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
     try:
         out = bound["combine_fn"].call(tx, [pack(sides[0]), pack(sides[1])], {})
     except PythonException as e:
-        raise unsupported(BREAK_ID, f"associative_scan's combine_fn raised {type(e.exc).__name__} while tracing") from None
+        raise unsupported("EB0055", f"associative_scan's combine_fn raised {type(e.exc).__name__} while tracing") from None
     region.check_pure("associative_scan's combine_fn")
     if isinstance(out, TensorVariable):
         flat = [out]
     elif isinstance(out, (TupleVariable, ListVariable)) and all(isinstance(i, TensorVariable) for i in out.items):
         flat = list(out.items)
     else:
-        raise unsupported(BREAK_ID, "associative_scan's combine_fn returns something other than tensors")
+        raise unsupported("EB0055", "associative_scan's combine_fn returns something other than tensors")
     if len(flat) != len(leaves) or any(o.fake.shape != s.fake.shape or o.fake.dtype != s.fake.dtype
                                        for o, s in zip(flat, sides[0])):
-        raise unsupported(BREAK_ID, "associative_scan's combine_fn returns other shapes or dtypes than its inputs")
+        raise unsupported("EB0055", "associative_scan's combine_fn returns other shapes or dtypes than its inputs")
     body = region.nodes()
     slice_nodes = [s.node for s in slices]
     if region.external_inputs(body, set(slice_nodes), [o.node for o in flat]):
-        raise unsupported(BREAK_ID, "associative_scan's combine_fn reads tensors from outside its arguments")
+        raise unsupported("EB0055", "associative_scan's combine_fn reads tensors from outside its arguments")
     gm = extract(body, slice_nodes, [o.node for o in flat], output.submodules)
     region.erase()
     for n in reversed(slice_nodes):
@@ -132,7 +129,7 @@ def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
         with output.fake.enabled():
             result = run_associative_scan(gm, fakes, dim, reverse, kind_name)
     except Exception as e:  # noqa: BLE001 — what the scan refuses here it refuses in eager: run it eagerly
-        raise unsupported(BREAK_ID, f"associative_scan: {type(e).__name__}: "
+        raise unsupported("EB0055", f"associative_scan: {type(e).__name__}: "
                           f"{str(e).splitlines()[0] if str(e) else ''}") from None
     attr = output.add_submodule(gm, "scan_combine")
     node = output.graph.create_node("call_function", run_associative_scan,
