@@ -8,7 +8,7 @@ import types
 
 import torch
 
-from ember.capture.skipfiles import compile_disabled
+from ember.capture.skipfiles import compile_disabled, optimizer_file
 from ember.capture.variables.base import VariableTracker
 
 
@@ -43,6 +43,14 @@ def _compiled_callee(vt, resumes, tx):
         if _compile_disabled(vt.fn):
             return vt
         return _Rebuilt(resumes.compiled_function(vt.fn))
+    from ember.capture.variables.torch_fn import TorchFunctionVariable
+    if isinstance(vt, TorchFunctionVariable) and type(vt.fn) is types.FunctionType \
+            and optimizer_file(vt.fn.__code__.co_filename) and not _compile_disabled(vt.fn):
+        # An optimizer's own Python function (the step wrapper's `func(*args)` inside
+        # `Optimizer.profile_hook_step`) is compiled as a frame, as torch.compile compiles
+        # torch/optim frames; torch's other functions at a break run as they are.
+        compiled = resumes.compiled_function(vt.fn)
+        return vt if compiled is vt.fn else _Rebuilt(compiled)
     from ember.capture.variables.functions import PartialVariable
     if isinstance(vt, PartialVariable) and isinstance(vt.func, UserFunctionVariable) \
             and not _compile_disabled(vt.func.fn):

@@ -9,8 +9,9 @@ the break is called as it is, and the caller's frame still resumes compiled afte
 Inlining them into a caller's graph is unaffected.
 
 torch's own files are skipped the same way, except ``torch/nn`` (module forwards and
-functionals, which users expect compiled): a break inside an optimizer's step or a
-``torch._disable_dynamo`` wrapper runs that callee eagerly, as Dynamo does.
+functionals, which users expect compiled) and ``torch/optim`` (an optimizer's ``step``: Dynamo
+compiles its frames too, so the parameter update after ``_use_grad``'s ``graph_break()`` is one
+graph). A ``torch._disable_dynamo`` wrapper (``Optimizer.zero_grad``) runs as it is.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ _STDLIB = _stdlib_dirs()
 def _torch_dirs() -> tuple[tuple[str, ...], tuple[str, ...]]:
     import torch
     root = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
-    return (root,), (root + "nn" + os.sep, root + "testing" + os.sep)
+    return (root,), (root + "nn" + os.sep, root + "testing" + os.sep, root + "optim" + os.sep)
 
 
 _TORCH, _TORCH_COMPILED = _torch_dirs()
@@ -53,6 +54,12 @@ def _skipped_file(filename: str) -> bool:
 def torch_file(filename: str) -> bool:
     """A file of the torch package itself."""
     return os.path.realpath(filename).startswith(_TORCH)
+
+
+@functools.lru_cache(maxsize=1024)
+def optimizer_file(filename: str) -> bool:
+    """A file of ``torch/optim`` (optimizers and LR schedulers)."""
+    return os.path.realpath(filename).startswith(_TORCH[0] + "optim" + os.sep)
 
 
 def skipped_code(code: types.CodeType) -> bool:

@@ -286,6 +286,10 @@ class TensorVariable(VariableTracker):
             return deepcopy_tensor(tx, self, {})
         if name in ("requires_grad_", "detach_"):
             return self._autograd_flag_change(tx, name, args, kwargs)
+        if name in _TENSOR_SCALAR_KWARG:
+            rewritten = _tensor_scalar_rewrite(tx, self, name, args, kwargs)
+            if rewritten is not None:
+                return rewritten
         return tx.output.call_method(name, [self, *args], kwargs)
 
     def _unbacked_scalars(self, tx) -> bool:
@@ -416,3 +420,38 @@ def subclass_result_class(values) -> tuple[type, bool] | None:
     certain = all(issubclass(winner, c) for c in found) and \
         getattr(winner.__torch_function__, "__func__", None) is torch.Tensor.__torch_function__.__func__
     return winner, certain
+
+
+# Methods whose scalar keyword (`value=` / `alpha=`) eager turns into a Python number with
+# `.item()` when given a 0-d tensor: a data-dependent read that breaks the graph. The optimizers
+# pass one on every step when compiled (`param.addcdiv_(exp_avg, denom, value=-step_size)` with
+# `step_size` a tensor, as `_get_value` keeps it under compile), so the step's loop ran eagerly.
+_TENSOR_SCALAR_KWARG = {"addcdiv_": "value", "addcdiv": "value", "addcmul_": "value", "addcmul": "value",
+                        "add_": "alpha", "add": "alpha", "sub_": "alpha", "sub": "alpha"}
+
+
+def _tensor_scalar_rewrite(tx, self, name, args, kwargs):
+    """``x.addcdiv_(t1, t2, value=v)`` with ``v`` a 0-d floating tensor, traced as the same
+    arithmetic on tensors (``x.add_((t1 * v) / t2)``, the order eager's kernel computes in). Only
+    for floating (not complex) tensors throughout and a ``v`` that does not require grad (eager
+    refuses that one with a TypeError); anything else keeps eager's call (and its break)."""
+    key = _TENSOR_SCALAR_KWARG[name]
+    v = kwargs.get(key)
+    n_tensors = 2 if name.startswith("addc") else 1
+    if not isinstance(v, TensorVariable) or set(kwargs) != {key} or len(args) != n_tensors:
+        return None
+    operands = [self, *args]
+    if not all(isinstance(a, TensorVariable) for a in operands):
+        return None
+    if v.fake.dim() != 0 or not v.fake.is_floating_point() or v.fake.is_complex() or v.fake.requires_grad:
+        return None  # (one that requires grad is not a number to eager: its TypeError, as it is)
+    if not all(a.fake.is_floating_point() and not a.fake.is_complex() for a in operands):
+        return None
+    call = tx.output.call_function
+    scaled = call(torch.mul, [args[0], v], {})
+    if name.startswith("addcdiv"):
+        scaled = call(torch.div, [scaled, args[1]], {})
+    elif name.startswith("addcmul"):
+        scaled = call(torch.mul, [scaled, args[1]], {})
+    method = ("sub" if name.startswith("sub") else "add") + ("_" if name.endswith("_") else "")
+    return tx.output.call_method(method, [self, scaled], {})
