@@ -24,7 +24,7 @@ import types
 import torch
 
 from ember.bytecode.call_hooks import hook_calls, hooked_function
-from ember.capture.skipfiles import torch_file
+from ember.capture.skipfiles import optimizer_file, torch_file
 
 log = logging.getLogger("ember.graph_breaks")
 
@@ -45,6 +45,12 @@ def is_generator_function(fn) -> bool:
     return bool(fn.__code__.co_flags & _GENERATOR_FLAGS)
 
 
+def _torch_skipped(filename: str) -> bool:
+    """torch's own functions a skipped frame calls run as they are (torch.compile's frame hook
+    skips them too), except an optimizer's (torch/optim: torch.compile compiles its frames)."""
+    return torch_file(filename) and not optimizer_file(filename)
+
+
 class CalleeHook:
     """``hook(callable)`` -> what a skipped frame calls instead: the compiled function for a
     Python function, a method bound to it, or a module call with its forward compiled. torch's
@@ -62,10 +68,10 @@ class CalleeHook:
         try:
             t = type(f)
             if t is types.FunctionType:
-                return f if torch_file(f.__code__.co_filename) else self.compiled_function(f)
+                return f if _torch_skipped(f.__code__.co_filename) else self.compiled_function(f)
             if t is types.MethodType:
                 func = f.__func__
-                if type(func) is types.FunctionType and not torch_file(func.__code__.co_filename):
+                if type(func) is types.FunctionType and not _torch_skipped(func.__code__.co_filename):
                     compiled = self.compiled_function(func)
                     return f if compiled is func else types.MethodType(compiled, f.__self__)
                 return f
