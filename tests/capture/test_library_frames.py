@@ -80,7 +80,11 @@ def test_optimizer_step_frames_compiled_as_torch_compiles_them(backend):
     # (graph_break() in Optimizer._use_grad) and its own frames are compiled, as torch.compile
     # compiles them: the forward and loss, then the update twice (before and after the momentum
     # buffers exist: one recompile). torch.compile 2.13 gives the same 3 graphs, 1 recompile.
-    assert cnt.frame_count == 3 and s["recompiles"] == 1 and s["fallbacks"] == 0
+    # (once torch.compile has run in the process, its TorchPatcher has wrapped every optimizer's
+    # _init_group in torch.compiler.disable: the step's loop then runs as it is, one fallback)
+    patched = hasattr(torch.optim.SGD._init_group, "_torchdynamo_disable")
+    assert (cnt.frame_count, s["recompiles"]) == (3, 1), (cnt.frame_count, s)
+    assert s["fallbacks"] == (1 if patched and not REFERENCE else 0), (patched, s)
 
 
 def sorted_items_with_tensors(a, b):
