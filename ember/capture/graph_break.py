@@ -149,6 +149,16 @@ def _covering_handler(code, offset):
     return None
 
 
+def _in_try_block(code, handler) -> bool:
+    """Whether the exception-table entry ``handler`` is a ``try`` statement's (not a ``with``
+    block's cleanup, whose handler runs WITH_EXCEPT_START)."""
+    if handler is None:
+        return False
+    import dis
+    ops = [i.opname for i in dis.get_instructions(code) if i.offset >= handler.target][:4]
+    return "WITH_EXCEPT_START" not in ops
+
+
 class GradModeExit:
     """Stands for the ``__exit__`` of a grad-mode ``with`` block that a graph break cut in two:
     the resume function calls it when it leaves the block (normally or by an exception)."""
@@ -363,15 +373,18 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     live_here = [n for n in resumes.live_at(bp.offset) if n in bound]
     # a call or value op pushes one result, a store pushes none; both go on at the next instruction
     is_call = bp.opname in _CALLS or bp.opname in _VALUE_OPS or bp.opname in _STORE_OPS
-    # A callee marked `eager_rest` (`__build_class__`: a class statement makes a new class on every
-    # call, and any trace of what follows would guard on its identity and recompile every call):
-    # the rest of the frame runs eagerly after it, as its own uncompiled resume function.
+    # A callee marked `eager_rest`, or a class statement (`__build_class__`) inside a `try` block
+    # (torch.compile skips such a frame; a compiled rest would guard on the new class's identity
+    # and recompile every call): the rest of the frame runs eagerly after it, as its own
+    # uncompiled resume function.
     # A call whose result goes straight into a local that nothing reads again (`class C: ...` with
     # C unused, `_ = f(x)`): the residual drops the result and the frame resumes after the store,
     # so the compiled rest takes (and guards) nothing about the new object.
     after_store = _after_dead_store(resumes, bp.offset) if bp.opname in ("CALL", "CALL_KW") else None
-    eager_rest = bp.opname in ("CALL", "CALL_KW") and after_store is None and \
-        getattr(stack[callee_position(stack, n_consumed)], "eager_rest", False)
+    callee = stack[callee_position(stack, n_consumed)] if bp.opname in ("CALL", "CALL_KW") else None
+    eager_rest = callee is not None and after_store is None and (
+        getattr(callee, "eager_rest", False)
+        or (getattr(callee, "class_statement", False) and _in_try_block(resumes.fn.__code__, handler)))
     depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS and after_store is None else 0)
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]

@@ -574,12 +574,15 @@ class OpcodeMixin:
     # -- class statements -------------------------------------------------------------------------
     def LOAD_BUILD_CLASS(self, inst):
         # `class C: ...` in the frame makes a new class on every call, which the trace cannot bake
-        # in: the call of __build_class__ that follows is a graph break (it and the rest of the
-        # frame run eagerly: `eager_rest`, see graph_break.build_residual).
+        # in: the call of __build_class__ that follows is a graph break, as in torch.compile, and
+        # the rest of the frame resumes compiled (guarding the new class by identity, so each
+        # call recompiles up to the recompile limit, as torch.compile does). Inside a `try` block,
+        # where torch.compile skips the frame, the rest runs eagerly instead (`eager_rest`, see
+        # graph_break.build_residual): a compiled rest would only recompile every call.
         import builtins
         from ember.capture.builder import OpaqueCallableVariable
         build = OpaqueCallableVariable(builtins.__build_class__, None, "defining a class in the compiled frame")
-        build.eager_rest = True
+        build.class_statement = True
         self.push(build)
 
 

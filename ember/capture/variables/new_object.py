@@ -207,6 +207,14 @@ class NewObjectVariable(VariableTracker):
             from ember.capture.variables.functions import BoundMethodVariable
             return BoundMethodVariable(self, name)
         if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None), tuple)):
+            getter = getattr(type(attr), "__get__", None)
+            if isinstance(getter, types.FunctionType):
+                # A non-data descriptor of a Python class (`torch.distributions.utils.lazy_property`,
+                # functools.cached_property is C): the instance dict missed, so its __get__ runs.
+                from ember.capture.sources import CallSource
+                from ember.capture.variables.objects import class_source
+                desc_vt = wrap(tx, attr, CallSource(_lookup, class_source(self.cls), (name,)))
+                return UserFunctionVariable(getter).call(tx, [desc_vt, self, ClassVariable(self.cls)], {})
             raise unsupported("EB0031", f"descriptor {name!r} of {self.cls.__name__}")
         # A plain class attribute, read through the class's lookup: guarded (the class may rebind it
         # between calls) and the very object (a class-level list the frame appends to is the one
