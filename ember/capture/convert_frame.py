@@ -544,6 +544,12 @@ def _passed_cell(cell, name):
     return vt
 
 
+def _with_attrs(obj, attrs: dict):
+    """``obj`` with the instance attributes ``attrs`` set (a dict made in the frame that escapes)."""
+    obj.__dict__.update(attrs)
+    return obj
+
+
 def _made_in_frame(vt) -> bool:
     """A value the frame created whose identity the program can observe (see _ReturnPlan.expr)."""
     from ember.capture.variables.new_object import NewObjectVariable
@@ -728,8 +734,13 @@ class _ReturnPlan:
                 return inner
             if issubclass(vt.dict_cls, collections.defaultdict):  # (its first argument is the factory)
                 factory = self.expr(vt.default_factory) if vt.default_factory is not None else "None"
-                return f"{bind(s, vt.dict_cls, 'dict_type')}({factory}, {inner})"
-            return f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
+                made = f"{bind(s, vt.dict_cls, 'dict_type')}({factory}, {inner})"
+            else:
+                made = f"{bind(s, vt.dict_cls, 'dict_type')}({inner})"
+            if vt.attr_dict is not None and vt.attr_dict.items:  # its instance attributes (`_metadata`)
+                attrs = "{" + ", ".join(f"{k!r}: {self.expr(v)}" for k, v in vt.attr_dict.items.items()) + "}"
+                return f"{bind(s, _with_attrs, 'with_attrs')}({made}, {attrs})"
+            return made
         from ember.capture.variables.new_object import NewObjectVariable, rebuild
         if callable(getattr(vt, "reconstruct", None)):  # trackers that know how to rebuild themselves
             return vt.reconstruct(self)

@@ -516,7 +516,35 @@ class DictVariable(VariableTracker):
             return self.default_factory if self.default_factory is not None else ConstantVariable(None)
         if self.dict_cls is not dict and name != "default_factory" and callable(getattr(self.dict_cls, name, None)):
             return BoundMethodVariable(self, name)  # Counter.most_common, OrderedDict.move_to_end, ...
+        if self._has_own_attrs():
+            if self.attr_dict is not None and name in self.attr_dict.items:
+                return self.attr_dict.items[name]
+            if not hasattr(self.dict_cls, name):
+                from ember.capture.variables.objects import MissingAttribute
+                cls = self.dict_cls  # (CPython names a C type by its tp_name: 'collections.OrderedDict')
+                shown = cls.__name__ if cls.__flags__ & (1 << 9) else f"{cls.__module__}.{cls.__qualname__}"
+                raise MissingAttribute(f"'{shown}' object has no attribute '{name}'")
         return super().getattr(tx, name)
+
+    attr_dict: "DictVariable | None" = None  # instance attributes set in the frame (`d._metadata = ...`)
+
+    def _has_own_attrs(self) -> bool:
+        """A dict of a builtin dict subclass with an instance ``__dict__`` (OrderedDict, defaultdict,
+        Counter) made in the frame: ember knows all its instance attributes."""
+        return self.source is None and self.owner is None and self.read_only is None and \
+            self.dict_cls is not dict and self.dict_cls.__module__ == "collections" and \
+            self.dict_cls.__dictoffset__ != 0
+
+    def setattr(self, tx, name, value):
+        # `destination._metadata = OrderedDict()` (Module.state_dict): an instance attribute of a
+        # dict made in the frame, rebuilt with it if it escapes (convert_frame). A name the class
+        # defines (a method, a descriptor) is left to the generic refusal.
+        if not self._has_own_attrs() or hasattr(self.dict_cls, name):
+            return super().setattr(tx, name, value)
+        if self.attr_dict is None:
+            self.attr_dict = DictVariable({})
+        self.attr_dict._mutable("setattr", tx)
+        self.attr_dict.set_item(ConstantVariable(name), value)
 
     def set_item(self, key_vt, value):
         k = set_key(key_vt)
