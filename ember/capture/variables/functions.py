@@ -167,6 +167,12 @@ class UserFunctionVariable(VariableTracker):
         if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)
             raise unsupported("EB0029", f"call to {name}(), marked torch.compiler.disable: it runs eagerly")
+        if "__deprecated__" in self.fn.__dict__:
+            from ember.capture.variables.deprecated import call_deprecated, deprecated_wrapper
+            found = deprecated_wrapper(self.fn)
+            result = call_deprecated(tx, self, found, args, kwargs) if found is not None else None
+            if result is not None:
+                return result
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
