@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import dis
+import types
 import operator
 import torch
 
@@ -386,6 +387,16 @@ class OpcodeMixin:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:
                 raise PythonException(e) from None  # eager raises this very exception
+        elif _type_subscript(obj, index):
+            # `Callable[[PyTree], bool]`, `list[int]`, `Optional[T]` (annotations of a nested def):
+            # a typing object made from constants, as eager makes it
+            form = _typing_form(obj)
+            if form is not None and callable(getattr(obj, "identity_guard", None)):
+                obj.identity_guard()  # (which special form: all are of one type)
+            try:
+                self.push(wrap_constant((obj.as_constant() if form is None else form)[_annotation_value(index)]))
+            except Exception as e:
+                raise PythonException(e) from None
         else:
             self.push(obj.call_method(self, "__getitem__", [index], {}))
 
@@ -719,3 +730,43 @@ def _constant_tuple_as_sequence(v: VariableTracker) -> VariableTracker:
         return TupleVariable([wrap_constant(x) for x in v.value])
     return v
 
+
+def _type_subscript(obj, index) -> bool:
+    """``obj[index]`` makes a typing object: ``obj`` a class whose ``__class_getitem__`` is C code
+    (``list``, ``collections.abc.Callable``) or a typing special form / alias, and ``index`` made of
+    constants, classes and lists of them."""
+    form = _typing_form(obj)
+    if form is None and (not obj.is_constant() or holds_symbols(obj)):
+        return False
+    value = obj.as_constant() if form is None else form
+    if isinstance(value, type):
+        hook = value.__dict__.get("__class_getitem__") if "__class_getitem__" in value.__dict__ else \
+            getattr(value, "__class_getitem__", None)
+        if hook is None or isinstance(getattr(hook, "__func__", hook), types.FunctionType):
+            return False  # (a Python __class_getitem__ runs the program's code: not folded here)
+    elif type(value).__module__ not in ("typing", "types", "typing_extensions"):
+        return False
+    return _annotation_value(index) is not _NOT_CONSTANT
+
+
+_NOT_CONSTANT = object()
+
+
+def _typing_form(vt):
+    """The typing object (``typing.Optional``, ``typing.List``) an outside-object tracker holds."""
+    from ember.capture.variables.objects import UserObjectVariable
+    if type(vt) is UserObjectVariable and type(vt.obj).__module__ in ("typing", "typing_extensions"):
+        return vt.obj
+    return None
+
+
+def _annotation_value(vt):
+    if isinstance(vt, (ListVariable, TupleVariable)) and type(vt) in (ListVariable, TupleVariable):
+        items = [_annotation_value(i) for i in vt.items]
+        if any(i is _NOT_CONSTANT for i in items):
+            return _NOT_CONSTANT
+        return items if isinstance(vt, ListVariable) else tuple(items)
+    if isinstance(vt, ConstantVariable) and not holds_symbols(vt) and type(vt).__name__ in (
+            "ConstantVariable", "ClassVariable"):
+        return vt.as_constant()
+    return _NOT_CONSTANT
