@@ -11,6 +11,7 @@ import collections
 import enum
 import functools
 import operator
+import random
 import types
 
 import torch
@@ -74,6 +75,11 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         return BuiltinVariable(cls).call(tx, args, kwargs)
     if cls is torch.Size:
         return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)] if args else ()))
+    if cls is random.Random:
+        from ember.capture.variables.random_objects import seeded_random
+        gen = seeded_random(tx, args, kwargs)
+        if gen is not None:
+            return gen
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):  # namedtuple
         bound = [*args] + [kwargs[f] for f in cls._fields[len(args):] if f in kwargs]
         if len(bound) != len(cls._fields):
