@@ -742,7 +742,9 @@ def _type_subscript(obj, index) -> bool:
     if isinstance(value, type):
         hook = value.__dict__.get("__class_getitem__") if "__class_getitem__" in value.__dict__ else \
             getattr(value, "__class_getitem__", None)
-        if hook is None or isinstance(getattr(hook, "__func__", hook), types.FunctionType):
+        target = getattr(hook, "__func__", hook)
+        if not (isinstance(target, types.BuiltinFunctionType) or (
+                isinstance(target, type) and target.__module__ in ("types", "typing", "collections.abc"))):
             return False  # (a Python __class_getitem__ runs the program's code: not folded here)
     elif type(value).__module__ not in ("typing", "types", "typing_extensions"):
         return False
