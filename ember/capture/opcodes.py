@@ -736,9 +736,9 @@ def _type_subscript(obj, index) -> bool:
     (``list``, ``collections.abc.Callable``) or a typing special form / alias, and ``index`` made of
     constants, classes and lists of them."""
     form = _typing_form(obj)
-    if form is None and (not obj.is_constant() or holds_symbols(obj)):
-        return False
-    value = obj.as_constant() if form is None else form
+    if form is None and type(obj).__name__ not in ("ConstantVariable", "ClassVariable"):
+        return False  # (never as_constant() of anything else: a lazily guarded value would be guarded)
+    value = obj.value if form is None else form
     if isinstance(value, type):
         hook = value.__dict__.get("__class_getitem__") if "__class_getitem__" in value.__dict__ else \
             getattr(value, "__class_getitem__", None)
