@@ -640,7 +640,7 @@ def pin_identity(tx, vt) -> None:
         tx.guards.id_match(vt.source, vt.module)
     elif isinstance(vt, UserObjectVariable):
         tx.guards.id_match(vt.source, vt.obj)
-    elif type(vt).__name__ == "TensorVariable" and vt.node.op == "placeholder":
+    elif type(vt).__name__ == "TensorVariable" and vt.reads_input():
         tx.output.observe_tensor_identity()
 
 

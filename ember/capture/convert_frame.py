@@ -691,7 +691,7 @@ class _ReturnPlan:
     def _build(self, vt: VariableTracker) -> str:
         s = self.scope
         if isinstance(vt, TensorVariable):
-            if vt.node.op == "placeholder" and vt.source is not None:
+            if vt.reads_input():
                 return self._read(vt.source)
             return self._out(vt.node)
         if isinstance(vt, LazyGuardedConstant) and not vt.specialized:

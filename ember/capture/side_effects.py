@@ -211,7 +211,10 @@ class SideEffects:
                 writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")
                 continue
             if key in self._setters:
-                setter = bind(scope, self._setters[key], "setattr_via")
+                via = self._setters[key]
+                if hasattr(via, "final_setter"):  # (decided by the whole trace: `DataAssignment`)
+                    via = via.final_setter()
+                setter = bind(scope, via, "setattr_via")
             else:
                 setter = "___object_setattr" if key in self._raw_attrs else "___setattr"
             writes.append(f"{setter}({targets[id(target)]}, {name!r}, {value_of(value)})")

@@ -8,6 +8,7 @@ tensor too, so later questions see the new metadata.
 """
 from __future__ import annotations
 
+import functools
 import operator
 
 import torch
@@ -74,7 +75,7 @@ class TensorVariable(VariableTracker):
         observe = getattr(self, "on_identity", None)
         if observe is not None:
             observe()
-        return ("__tensor__", id(self.fake))
+        return ("__tensor__", id(self.__dict__.get("rebound_from", self.fake)))
 
     def _own_attribute(self, tx, name):
         """An attribute the fake tensor lacks, of a real input tensor: its instance ``__dict__`` (read
@@ -182,6 +183,11 @@ class TensorVariable(VariableTracker):
         """A graph input read from the frame (its real tensor and source known)."""
         return self.real is not None and self.source is not None and self.node.op == "placeholder"
 
+    def reads_input(self) -> bool:
+        """The frame's value is the input object itself (read by its source when passed on or
+        returned): a graph input, or one whose ``.data`` the frame assigned (see `_set_data`)."""
+        return self.source is not None and (self.node.op == "placeholder" or "rebound_from" in self.__dict__)
+
     def _input_scalar(self, max_numel: int = 0) -> bool:
         """A CPU int/float input the trace has not written, 0-d (or, with ``max_numel``, with at most
         that many elements): its values can be read with the guards, like scalar arguments."""
@@ -194,7 +200,7 @@ class TensorVariable(VariableTracker):
                 and self.fake._version == 0)  # (views of it share the counter: no write so far)
 
     def setattr(self, tx, name, value):
-        if name == "data" and self._real_input() and isinstance(value, TensorVariable):
+        if name == "data" and self.real is not None and self.reads_input() and isinstance(value, TensorVariable):
             return self._set_data(tx, value)
         if name == "grad" and self.real is not None and self.source is not None:
             if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
@@ -212,21 +218,42 @@ class TensorVariable(VariableTracker):
         super().setattr(tx, name, value)
 
     def _set_data(self, tx, value):
-        """``x.data = v`` on an input: replayed after the graph (``setattr(x, "data", v)``, so the
+        """``x.data = v`` on an input: replayed after the graph (``setattr(x, "data", ...)``, so the
         input keeps its identity, autograd metadata and version counter as in eager), in program
-        order with the other side effects. From here on the trace no longer knows what ``x`` holds:
-        any later use of it in the frame is a graph break there (the frame goes on eagerly after the
-        graph and the replay); returning it, or comparing its identity, is fine. ``v``'s later
-        in-place writes are fine too: the graph makes them before the replay shares its storage."""
-        check_data_not_replaced(self)  # (a second assignment: the replay keeps one write per tensor)
+        order with the other side effects.
+
+        When ``x`` does not require grad, the rest of the frame goes on tracing: from here on the
+        graph sees ``x`` as ``v.detach()`` (an alias of ``v``'s storage, with ``v``'s metadata and no
+        autograd history, as ``x`` has in eager), and the replay gives ``x`` the final value of that
+        alias (what the graph wrote through ``x`` or ``v`` since included). This tracker is the
+        only one of the input (`OutputGraph.add_input` makes one per tensor), so it is re-pointed
+        in place; its source, identity and hash stay those of the input. A tensor that requires
+        grad would have to stay a leaf of the new shape: any later use of it in the frame is a
+        graph break there (returning it, or comparing its identity, is fine)."""
+        check_data_not_replaced(self)
         check_data_not_replaced(value)
         if tx.trace.checkpoints:
             raise unsupported("EB0032", "assigning Tensor.data inside a region traced speculatively")
+        if torch._C._functorch.peek_interpreter_stack() is not None:
+            _data_assignment_in_transform(self.real, value)
         if self.real.layout is not torch.strided or value.fake.layout is not torch.strided \
                 or value.fake.device != self.fake.device or type(value.fake) is not type(self.fake):
             raise unsupported("EB0032", f"assigning {value.describe()} to the .data of {self.describe()}")
-        tx.side_effects.store_attr(self, self.real, "data", value)
-        self.fake.__dict__["_ember_data_replaced"] = True
+        if self.fake.requires_grad or self.real.requires_grad:
+            if "rebound_from" in self.__dict__:
+                raise unsupported("EB0032", f"assigning the .data of {self.describe()} twice")
+            tx.side_effects.store_attr(self, self.real, "data", value)
+            self.fake.__dict__["_ember_data_replaced"] = True
+            return
+        # (as eager's .data: an alias with a version counter of its own, so the frame's writes
+        # through x do not count as writes of v; they count for x, see `DataAssignment`)
+        alias = tx.output.call_function(torch._C._autograd._get_data_attr, [value], {})
+        aliases = self.__dict__.setdefault("data_aliases", [])
+        aliases.append(alias.fake)
+        # (one replay per tensor: the last value, with the writes through every alias so far)
+        tx.side_effects.store_attr(self, self.real, "data", alias, via=DataAssignment(list(aliases)))
+        self.__dict__.setdefault("rebound_from", self.fake)
+        self.node, self.fake = alias.node, alias.fake
 
     def _attribute_owner(self):
         """The object attribute writes on this tensor are recorded against: the real input, or the
@@ -340,6 +367,50 @@ class TensorVariable(VariableTracker):
             raise unsupported("EB0034", "iteration over a 0-d tensor")
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
                 for i in range(self.fake.shape[0])]
+
+
+def _data_assignment_in_transform(real: torch.Tensor, value) -> None:
+    """``x.data = v`` under a functorch transform: eager refuses it under ``grad`` (whatever the
+    tensors) and under ``vmap`` for batched tensors, with an error the program may catch. It is
+    raised here as eager raises it, found by trying the assignment on scratch tensors of the same
+    kind; ``functionalize``'s tensors take it."""
+    from ember.exc import PythonException
+    functorch = torch._C._functorch
+
+    def scratch(t):
+        if t is not None and functorch.is_batchedtensor(t):
+            return functorch._add_batch_dim(torch.empty(1, 0), 0, functorch.maybe_get_level(t))
+        return torch.empty(0)
+    try:
+        scratch(real).data = scratch(value.real)
+    except RuntimeError as e:
+        raise PythonException(RuntimeError(*e.args)) from None
+    for t in (real, value.real if value.real is not None else value.fake):
+        if functorch.is_functorch_wrapped_tensor(t) and not torch._is_functional_tensor(t) \
+                and not functorch.is_batchedtensor(t):
+            raise unsupported("EB0032", "assigning the .data of a tensor wrapped by a functorch transform")
+    if value.real is None:  # (what it would wrap is decided at run time)
+        raise unsupported("EB0032", "assigning a tensor computed under a functorch transform to .data")
+
+
+class DataAssignment:
+    """How the replay of ``x.data = v`` is made (`TensorVariable._set_data`): ``x.data = alias``,
+    then ``x``'s version counter moved on by the writes the frame made through ``x`` since (eager
+    counts them on ``x``'s own counter; the graph made them through the aliases, whose fake
+    tensors counted them by the end of the trace)."""
+
+    def __init__(self, aliases: list):
+        self.aliases = aliases
+
+    def final_setter(self):
+        writes = sum(a._version for a in self.aliases)
+        return functools.partial(assign_data, writes=writes) if writes else assign_data
+
+
+def assign_data(x: torch.Tensor, name: str, value: torch.Tensor, writes: int = 0) -> None:
+    x.data = value
+    if writes:
+        torch._C._autograd._unsafe_set_version_counter((x,), (x._version + writes,))
 
 
 def check_data_not_replaced(vt: TensorVariable) -> None:
