@@ -724,14 +724,24 @@ def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
         return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
-    ra, rb = _real_object(a), _real_object(b)
-    if ra is not None and rb is not None:
+    (known_a, ra), (known_b, rb) = _object_of(a), _object_of(b)
+    if known_a and known_b:
+        # (an outside object and a constant made from it at trace time compare by the object:
+        # `OrderedSet[T].__args__[0] is T`)
         return ra is rb
-    if a.is_constant() and b.is_constant():
-        return a.as_constant() is b.as_constant()
     # Otherwise at least one was made in the frame, and each such object has one tracker
     # (bound methods, as in Python, are new objects on every access).
     return False
+
+
+def _object_of(vt: VariableTracker) -> tuple[bool, object]:
+    """(known, the object): an outside object's tracker, or a constant's value."""
+    real = _real_object(vt)
+    if real is not None:
+        return True, real
+    if vt.is_constant():
+        return True, vt.as_constant()
+    return False, None
 
 
 _EXC_TABLES: dict = {}

@@ -2,7 +2,9 @@
 look their method up on the type, as Python does: past the instance dict and ``__getattr__``, and
 without one the program sees eager's TypeError — never the AttributeError of a lookup on the object
 (which an ``except AttributeError`` would catch: a wrong answer)."""
+import typing
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 import pytest
 import torch
@@ -145,3 +147,28 @@ def test_with_looks_up_enter_exit_on_the_type(cls):
         actual = ember.compile(fn, backend="eager")(*args)
         assert_same(actual, expected)
         assert ember.stats()["fallbacks"] == 0
+
+
+T = TypeVar("T")
+
+
+class Box(Generic[T]):
+    pass
+
+
+def _subscript_with_typevar(x):
+    from torch.utils._ordered_set import OrderedSet
+    a = OrderedSet[T]  # collections.abc's __class_getitem__ (types.GenericAlias)
+    b = Box[T]  # typing.Generic's
+    c = list[T]  # a builtin's
+    s = typing.cast(OrderedSet[int], OrderedSet([3, 1, 2]) & OrderedSet([2, 3]))  # (its __and__ casts)
+    return x + len(s), a, b, c, a.__args__[0] is T, list(s)
+
+
+def test_class_subscript_with_typevar_is_traced():
+    """``Cls[T]`` for a ``TypeVar`` read from outside: the alias made at trace time (one graph)."""
+    x = torch.ones(2)
+    expected = _subscript_with_typevar(x)
+    actual = ember.compile(_subscript_with_typevar, backend="eager", fullgraph=True)(x)
+    assert torch.equal(actual[0], expected[0])
+    assert actual[1:] == expected[1:]

@@ -170,3 +170,54 @@ def test_instance_dict_written_then_attribute_read():
     _compare(_module_case(InstanceDictWrite), steps=2)
     if not REFERENCE:
         assert stats()["fallbacks"] == 0  # a graph break at the read, not the whole frame run eagerly
+
+
+class InstanceDictNewKey(nn.Module):
+    def forward(self, x):
+        self.__dict__["a"] = 10
+        return x * self.a + self.__dict__["a"]
+
+
+class InstanceDictShadowsSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        self.__dict__["lin"] = 3  # the instance dict is looked up before nn.Module.__getattr__
+        return x * self.lin
+
+
+class InstanceDictDelete(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = 2.0
+
+    def forward(self, x):
+        del self.__dict__["k"]
+        return x * getattr(self, "k", 5.0)
+
+
+def _instance_dicts_equal(make_module, fullgraph):
+    torch.manual_seed(0)
+    m_e, m_c = make_module(), make_module()
+    compiled = compile(m_c, backend=CompileCounter(), fullgraph=fullgraph)
+    x = torch.randn(3, 4)
+    assert_same(compiled(x.clone()), m_e(x.clone()))
+    assert sorted(m_c.__dict__) == sorted(m_e.__dict__)
+    assert {k: v for k, v in m_c.__dict__.items() if not k.startswith("_")} == \
+        {k: v for k, v in m_e.__dict__.items() if not k.startswith("_")}
+
+
+def test_instance_dict_written_then_read_in_one_graph():
+    """A key the frame wrote into ``module.__dict__`` is read back from the dict the trace holds:
+    one graph (fullgraph), the same answer and the same dict afterwards as eager."""
+    for make in (InstanceDictNewKey, InstanceDictShadowsSubmodule, InstanceDictWrite):
+        _instance_dicts_equal(make, fullgraph=True)
+
+
+def test_instance_dict_key_deleted_then_read():
+    """A key deleted from the instance dict, then looked up: not what the lookup found at entry (a
+    graph break there; the answer and the dict as eager's)."""
+    reset()
+    _instance_dicts_equal(InstanceDictDelete, fullgraph=False)

@@ -107,7 +107,50 @@ class ClassVariable(ConstantVariable):
                 return ConstantVariable(getattr(self.value, name)(*[a.as_constant() for a in args]))
             except Exception as e:
                 raise PythonException(e) from None
+        if name == "__getitem__" and not kwargs and len(args) == 1 and _typing_subscript(self.value):
+            alias = _generic_alias(tx, self.value, args[0])
+            if alias is not None:
+                return alias
         return super().call_method(tx, name, args, kwargs)
+
+
+def _typing_subscript(cls) -> bool:
+    """``cls[...]`` makes a typing alias (``OrderedSet[T]``, ``list[int]``, ``Box[T]`` of a Generic):
+    the metaclass has no ``__getitem__`` and the class's ``__class_getitem__`` is typing's own
+    (pure: it only builds an alias object)."""
+    import typing
+    if not isinstance(cls, type) or any("__getitem__" in k.__dict__ for k in type(cls).__mro__):
+        return False
+    try:
+        raw = inspect.getattr_static(cls, "__class_getitem__")
+    except AttributeError:
+        return False
+    func = getattr(raw, "__func__", None)
+    return func is types.GenericAlias or func is typing.Generic.__dict__["__class_getitem__"].__func__ \
+        or (type(raw).__name__ == "classmethod_descriptor" and raw.__objclass__ in (list, dict, set, frozenset, tuple, type))
+
+
+def _generic_alias(tx, cls, index):
+    """The alias ``cls[index]``, made now, when the parameters are constants or objects read from
+    outside (a ``TypeVar``: guarded by identity); None for anything else."""
+    from ember.capture.builder import pin_identity
+    from ember.capture.variables.builtins import wrap_constant
+    from ember.capture.variables.containers import TupleVariable
+    from ember.capture.variables.objects import UserObjectVariable
+    items = index.items if isinstance(index, TupleVariable) else [index]
+    values = []
+    for item in items:
+        if item.is_constant():
+            values.append(item.as_constant())
+        elif isinstance(item, UserObjectVariable) and item.source is not None:
+            pin_identity(tx, item)
+            values.append(item.obj)
+        else:
+            return None
+    try:
+        return wrap_constant(cls[tuple(values) if isinstance(index, TupleVariable) else values[0]])
+    except Exception as e:
+        raise PythonException(e) from None
 
 
 def _plain_enum(cls) -> bool:

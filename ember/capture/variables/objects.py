@@ -300,8 +300,6 @@ class NNModuleVariable(VariableTracker):
             return pending
         if name == "__dict__":
             tx.side_effects.read_instance_dict(m)
-        else:
-            check_instance_dict(tx, m)
         if name == "__class__":
             return ClassVariable(type(m), class_source(type(m)))
         # Python's lookup order: a data descriptor on the class (a property), the instance dict, any
@@ -311,6 +309,8 @@ class NNModuleVariable(VariableTracker):
         if on_class and _is_data_descriptor(_static_lookup(m, name)):
             return _class_attribute(tx, self, m, name)
         tracked = tracked_instance_dict(tx, self.source, m)
+        if tracked is None and name != "__dict__":
+            check_instance_dict(tx, m)  # (written through a tracker the read cannot consult)
         if tracked is not None:
             # the trace holds `module.__dict__` as a dict tracker (and may have written into it):
             # the attribute is what that dict holds now, not what the real one held
@@ -318,6 +318,9 @@ class NNModuleVariable(VariableTracker):
                 if name in MEMBER_DICTS:
                     check_members_written(tx, m)
                 return tracked.items[name]
+            if name in d:  # deleted by the frame: what the lookup finds now was not there at entry
+                raise unsupported("EB0032", f"reading {type(m).__name__}.{name} after the frame deleted it "
+                                  "from the instance __dict__")
         elif name in d:
             if name in MEMBER_DICTS:
                 check_members_written(tx, m)
