@@ -115,8 +115,16 @@ def _record_function(x):
     return y * 2
 
 
+def _profilers(x):
+    with torch.profiler.profile():
+        y = x.relu()
+        with torch.autograd.profiler.profile(record_shapes=True):
+            y = y * 3
+    return y * 2
+
+
 PROGRAMS = [_user_class, _outside_object, _suppress, _contextmanager, _contextmanager_swallows, _nullcontext,
-            _catch_warnings, _inference_mode, _record_function]
+            _catch_warnings, _inference_mode, _record_function, _profilers]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[p.__name__.strip("_") for p in PROGRAMS])
@@ -214,3 +222,43 @@ def test_exception_through_user_context_manager():
     with pytest.raises(KeyError):
         compile(fn, backend=CompileCounter())(torch.randn(2))
     assert LOG == eager_log
+
+
+def _profiled_with_break(x):
+    y = x ** 2
+    with torch.profiler.profile():
+        y = y + 2
+        with torch.profiler.record_function("my_function"):
+            z = y ** 3
+            z.tolist()  # graph break
+            z = z + 1
+    return z
+
+
+def test_profiler_block_with_a_break_is_two_graphs():
+    """As torch.compile: the profiler blocks are no-ops while traced; the break inside them splits
+    the frame in two graphs (the rest of the block runs in the resume function)."""
+    x = torch.randn(2, 2, requires_grad=True)
+    counter = CompileCounter()
+    assert_same(compile(_profiled_with_break, backend=counter)(x), _profiled_with_break(x))
+    assert counter.frame_count == 2
+
+
+def _profiler_used(x):
+    with torch.autograd.profiler.profile() as prof:
+        y = x + 1
+    return y, len(prof.function_events) > 0
+
+
+def _profiler_with_callback(x):
+    calls = []
+    with torch.profiler.profile(on_trace_ready=lambda p: calls.append(1)):
+        y = x + 1
+    return y, len(calls)
+
+
+@pytest.mark.parametrize("fn", [_profiler_used, _profiler_with_callback])
+def test_profiler_the_frame_uses_runs_eagerly(fn):
+    """A profiler whose object the frame reads, or with a callback: it really profiles (eager)."""
+    x = torch.randn(3)
+    assert_same(compile(fn)(x), fn(x))

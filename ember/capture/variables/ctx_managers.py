@@ -3,8 +3,11 @@
 * torch's grad-mode and autocast contexts (`GradModeVariable`, `AutocastVariable`
   in objects.py) and `InferenceModeVariable` here: enter/exit become nodes of
   the graph, so the graph runs the block under that mode.
-* `RecordFunctionVariable` (``torch.autograd.profiler.record_function``): a
-  profiler annotation, traced as a no-op (as torch.compile does by default).
+* `RecordFunctionVariable` (``torch.autograd.profiler.record_function``, and the
+  profilers ``torch.profiler.profile`` / ``torch.autograd.profiler.profile`` made
+  with plain settings): traced as a no-op, as torch.compile does (a graph runs
+  unprofiled inside the block; the object the ``with`` gives cannot be used in the
+  frame: such a use breaks there).
 * `CatchWarningsVariable` (``warnings.catch_warnings()``): the graph emits no
   Python warnings, so the block's filter changes (``warnings.simplefilter``)
   are no-ops whose effect ends at the block's exit anyway.
@@ -71,13 +74,16 @@ class InferenceModeVariable(VariableTracker):
 
 
 class RecordFunctionVariable(VariableTracker):
-    """``torch.autograd.profiler.record_function(name)``: no-op while traced."""
+    """``torch.autograd.profiler.record_function(name)`` or a profiler: no-op while traced."""
+
+    def __init__(self, cls=torch.autograd.profiler.record_function):
+        self.cls = cls
 
     def describe(self):
-        return "record_function"
+        return self.cls.__name__
 
     def python_type(self):
-        return torch.autograd.profiler.record_function
+        return self.cls
 
     def enter(self, tx):
         return self
@@ -143,6 +149,10 @@ def construct_context(tx, cls, args, kwargs):
         return InferenceModeVariable.create(args, kwargs)
     if cls is torch.autograd.profiler.record_function:
         return RecordFunctionVariable()
+    if cls in (torch.profiler.profile, torch.autograd.profiler.profile) and not args \
+            and all(v.is_constant() for v in kwargs.values()):
+        # (a schedule or on_trace_ready callback would never be called: those run eagerly)
+        return RecordFunctionVariable(cls)
     if cls is warnings.catch_warnings:
         record = kwargs.get("record")
         if args or set(kwargs) - {"record"} or (record is not None and not record.is_constant()):
@@ -165,7 +175,11 @@ class ContextWrappedFunction(VariableTracker):
         return True
 
     def call(self, tx, args, kwargs):
-        self.ctx.enter(tx)
+        from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
+        if isinstance(self.ctx, DisableSavedHooksVariable):
+            self.ctx.enter(tx, decorated=True)  # (a fresh manager for every call, as ContextDecorator)
+        else:
+            self.ctx.enter(tx)
         out = self.fn.call(tx, args, kwargs)
         self.ctx.exit(tx)
         return out
@@ -175,8 +189,9 @@ def enter_with(tx, ctx):
     """BEFORE_WITH: (the ``__exit__`` to leave on the stack, the ``__enter__`` to call)."""
     from ember.capture.variables.grad_modes import AutocastVariable, GradModeVariable
     from ember.capture.variables.objects import MissingAttribute
+    from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
-                        CatchWarningsVariable)):
+                        CatchWarningsVariable, DisableSavedHooksVariable)):
         return _WithExit(ctx), _Enter(ctx)
     from ember.capture.variables.tensor import TensorVariable
     if isinstance(ctx, TensorVariable) or ctx.is_constant():
@@ -260,8 +275,12 @@ class _WithExit(VariableTracker):
         if isinstance(self.ctx, AutocastVariable):
             from ember.capture.variables.autocast_breaks import AutocastExit
             return bind(plan.scope, AutocastExit(self.ctx.device_type, self.ctx.prior, self.ctx.block), "autocast_exit")
+        from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
+        if isinstance(self.ctx, DisableSavedHooksVariable):
+            return bind(plan.scope, self.ctx.exit_at_break(), "saved_hooks_exit")
         if isinstance(self.ctx, RecordFunctionVariable):
-            # A profiler label: the part of the block after the break just runs unlabelled.
+            # A profiler label (or profiler): the part of the block after the break just runs
+            # unlabelled (unprofiled).
             return bind(plan.scope, _no_exit, "no_exit")
         raise unsupported("EB0013", f"graph break inside `with {self.ctx.describe()}`")
 

@@ -5,6 +5,8 @@ import functools
 import inspect
 import types
 
+import torch
+
 from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException
@@ -148,6 +150,9 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
         if self.fn in WARNING_FILTER_FUNCTIONS:
             return call_warning_filter(tx, self.fn)
+        if self.fn is torch.autograd.graph.disable_saved_tensors_hooks:
+            from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
+            return DisableSavedHooksVariable.create(tx, args, kwargs)
         from ember.capture.variables.copying import COPY_FUNCTIONS, call_copy_function
         if self.fn in COPY_FUNCTIONS:
             return call_copy_function(tx, self.fn, args, kwargs)
