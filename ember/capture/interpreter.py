@@ -203,7 +203,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
                 del self.stack[entry.depth:]
                 if entry.lasti:
                     self.push(ConstantVariable(inst.offset))
-                self.push(ConstantVariable(exc.exc))
+                self.push(getattr(exc, "tracker", None) or ConstantVariable(exc.exc))
                 self.jump_to(entry.target)
                 return True
         return False
@@ -605,8 +605,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
 
     def RERAISE(self, inst):
         # CPython only peeks at the lasti below (oparg): the handler's unwinding pops the rest.
-        exc = _exception_value(self.pop())
-        raise PythonException(exc)
+        raise _reraised(self.pop())
 
     def RAISE_VARARGS(self, inst):
         args = self.popn(inst.arg)
@@ -614,6 +613,9 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             current = self.current_exception_now()
             if current is None:
                 raise PythonException(RuntimeError("No active exception to reraise"))
+            vt = self.current_exception_vt
+            if vt is not None and getattr(vt, "real_exception", None) is current:
+                raise _reraised(vt)
             raise PythonException(current)
         exc = args[0]
         if isinstance(exc, ClassVariable) and issubclass(exc.value, BaseException):
@@ -645,7 +647,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         from ember.capture.variables.builtins import wrap_constant
         exit_fn = self.stack[-4]
         exc = _exception_value(self.stack[-1])
-        args = [wrap_constant(type(exc)), ConstantVariable(exc), ConstantVariable(exc.__traceback__)]
+        exc_vt = self.stack[-1] if getattr(self.stack[-1], "real_exception", None) is exc else ConstantVariable(exc)
+        args = [wrap_constant(type(exc)), exc_vt, ConstantVariable(exc.__traceback__)]
         self.push(exit_fn.call(self, args, {}))
 
     # -- with blocks (variables/ctx_managers.py) --------------------------------------------------
@@ -683,8 +686,19 @@ def _handled_exception():
     return sys.exc_info()[1]
 
 
+def _reraised(vt: VariableTracker) -> PythonException:
+    """The exception ``vt`` stands for, raised again (with its tracker, see `RaisedStopIteration`)."""
+    failure = PythonException(_exception_value(vt))
+    if getattr(vt, "real_exception", None) is not None:
+        failure.tracker = vt
+    return failure
+
+
 def _exception_value(vt: VariableTracker):
     """The exception (or None) a tracker on the exception stack stands for."""
+    real = getattr(vt, "real_exception", None)
+    if real is not None:
+        return real
     if vt.is_constant():
         return vt.as_constant()
     real = _real_object(vt)

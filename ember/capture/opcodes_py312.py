@@ -53,13 +53,15 @@ class Py312OpcodeMixin:
         # [sub-iterator, last sent, exception] -> [None, its value] for a StopIteration (END_SEND
         # follows), else the exception propagates.
         from ember.capture.interpreter import _exception_value
-        exc = _exception_value(self.pop())
+        from ember.capture.interpreter import _reraised
+        exc_vt = self.pop()
+        exc = _exception_value(exc_vt)
         self.pop()
         self.pop()
         if not isinstance(exc, StopIteration):
-            raise PythonException(exc)
+            raise _reraised(exc_vt)
         self.push(ConstantVariable(None))
-        self.push(ConstantVariable(exc.value))
+        self.push(exc_vt.value if getattr(exc_vt, "real_exception", None) is not None else ConstantVariable(exc.value))
 
     # -- inlined comprehensions (PEP 709) ---------------------------------------------------------
     def LOAD_FAST_AND_CLEAR(self, inst):

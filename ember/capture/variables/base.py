@@ -130,6 +130,9 @@ class ConstantVariable(VariableTracker):
             e = unsupported("EB0011", "reading the __traceback__ of an exception raised in the compiled frame")
             e.whole_frame = True
             raise e
+        if isinstance(self.value, BaseException) and getattr(self.value, "_ember_traced_value", False):
+            # (a StopIteration whose value only its own tracker shows, reached another way)
+            raise unsupported("EB0005", f"{name} of a StopIteration carrying a non-constant value")
         return constant_attribute(tx, self, name)
 
     def unpack(self, tx):

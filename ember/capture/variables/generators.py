@@ -167,7 +167,7 @@ class GeneratorVariable(IteratorBase):
                     kind, value = delegate.resume(tx, throw=throw)
                 except PythonException as e:
                     if isinstance(e.exc, StopIteration):
-                        child.stack[-1] = ConstantVariable(e.exc.value)  # the `yield from` result
+                        child.stack[-1] = stop_value(e)  # the `yield from` result
                         child.jump_to(self._send_target())
                         return self._run(tx)
                     return self._run(tx, raised=e)
@@ -319,9 +319,61 @@ class GeneratorVariable(IteratorBase):
 
 def _stop_iteration(value) -> PythonException:
     if not value.is_constant():
-        return unsupported("EB0005", "StopIteration carrying a non-constant value")
+        # (a value made in the frame: the exception a handler gets is `RaisedStopIteration`)
+        exc = StopIteration(_UNREADABLE)
+        exc._ember_traced_value = True  # (a plain tracker of it refuses to show its value)
+        failure = PythonException(exc)
+        failure.tracker = RaisedStopIteration(exc, value)
+        return failure
     return PythonException(StopIteration(value.as_constant()) if value.as_constant() is not None
                            else StopIteration())
+
+
+class _Unreadable:
+    """The argument of the real StopIteration behind a `RaisedStopIteration` (never read)."""
+
+    def __repr__(self):
+        return "<a value traced by ember>"
+
+
+_UNREADABLE = _Unreadable()
+
+
+class RaisedStopIteration(VariableTracker):
+    """A StopIteration the trace raised with a value made in the frame (``gen.send``/``throw``
+    whose generator returned ``Foo(3)`` or a tensor): the exception an ``except`` block gets, whose
+    ``value`` and ``args`` are that tracker. The real exception object (for matching) carries a
+    stand-in: anything else that would read it is refused."""
+
+    def __init__(self, exc: StopIteration, value: VariableTracker):
+        self.real_exception = exc
+        self.value = value
+
+    def describe(self):
+        return f"StopIteration({self.value.describe()})"
+
+    def python_type(self):
+        return StopIteration
+
+    def getattr(self, tx, name):
+        from ember.capture.variables.builtins import wrap_constant
+        from ember.capture.variables.containers import TupleVariable
+        from ember.capture.variables.objects import ClassVariable
+        if name == "value":
+            return self.value
+        if name == "args":
+            return TupleVariable([self.value])
+        if name == "__class__":
+            return ClassVariable(StopIteration)
+        if name in ("__context__", "__cause__", "__suppress_context__"):
+            return wrap_constant(getattr(self.real_exception, name))
+        raise unsupported("EB0005", f"{name} of a StopIteration carrying a non-constant value")
+
+
+def stop_value(e: PythonException):
+    """The tracker of the value a StopIteration the trace raised carries."""
+    tracker = getattr(e, "tracker", None)
+    return tracker.value if isinstance(tracker, RaisedStopIteration) else ConstantVariable(e.exc.value)
 
 
 def _bind(plan, value, name) -> str:
