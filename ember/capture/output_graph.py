@@ -63,7 +63,7 @@ class OutputGraph:
         self.autocast_exits: list = []  # autocast blocks entered before the frame that it left
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self._location: str | None = None  # "file:line" of the instruction being traced
-        self.current_frame = None  # the frame being traced (its user stack: node_meta.stack_trace)
+        self._current_frame = None  # (weakly) the frame being traced: its user stack, node_meta.stack_trace
         self.guard_lines: list = []  # (number of ShapeEnv guards when a line started, "file:line: code")
         self.submodules: dict[str, torch.nn.Module] = {}  # GraphModules the graph calls (cond branches)
         self.symbolic_inputs: list = []  # (fake or SymInt, guard expression, entry metadata, source)
@@ -165,12 +165,24 @@ class OutputGraph:
         self.symbolic_inputs.append((fake, expr, entry_metadata(fake), source))
         return fake
 
+    @property
+    def current_frame(self):
+        ref = self._current_frame
+        return ref() if ref is not None else None
+
+    @current_frame.setter
+    def current_frame(self, frame) -> None:
+        # (weak: a translator holds its output graph; a cycle would keep the inputs alive after
+        # the call until the next garbage collection, where eager frees them at once)
+        self._current_frame = weakref.ref(frame) if frame is not None else None
+
     def stack_trace(self) -> str | None:
         """The user's stack where the trace is (``node.meta["stack_trace"]``, see node_meta)."""
-        if self.current_frame is None:
+        frame = self.current_frame
+        if frame is None:
             return self._location
         from ember.capture.node_meta import stack_trace
-        return stack_trace(self.current_frame)
+        return stack_trace(frame)
 
     @property
     def current_location(self) -> str | None:

@@ -50,3 +50,35 @@ def test_input_not_kept_alive_by_the_cache():
     del x, item
     gc.collect()
     assert rx() is None and ri() is None
+
+
+def _add(x):
+    return x + x
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * 2
+
+
+def test_inputs_freed_without_a_gc_pass():
+    """Nothing of a finished trace (its translator, output graph, source memo) stays in a
+    reference cycle holding the inputs: they die when the caller drops them, as in eager."""
+    gc.disable()
+    try:
+        x = torch.rand(4)
+        rx = weakref.ref(x)
+        assert torch.equal(compile(_add)(x), x + x)
+        del x
+        assert rx() is None
+        m = _Scaled()
+        rm, rw = weakref.ref(m), weakref.ref(m.lin.weight)
+        compile(m)(torch.rand(2, 4))
+        del m
+        assert rm() is None and rw() is None
+    finally:
+        gc.enable()
