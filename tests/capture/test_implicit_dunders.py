@@ -172,3 +172,21 @@ def test_class_subscript_with_typevar_is_traced():
     actual = ember.compile(_subscript_with_typevar, backend="eager", fullgraph=True)(x)
     assert torch.equal(actual[0], expected[0])
     assert actual[1:] == expected[1:]
+
+
+def _typing_forms(x):
+    def foo(c: typing.Callable[[T], T], y: T) -> T:  # annotations evaluated when foo is made
+        return c(y)
+
+    a = typing.List[int]
+    b = typing.Dict[str, typing.Optional[torch.Tensor]]
+    return foo(torch.sum, x), a, b, typing.Callable[[T], T].__args__[0] is T
+
+
+def test_typing_special_forms_subscripted_in_the_frame():
+    """``typing.List[int]``, ``Callable[[T], T]``: typing's cached aliases, made at trace time."""
+    x = torch.randn(3)
+    expected = _typing_forms(x)
+    actual = ember.compile(_typing_forms, backend="eager", fullgraph=True)(x)
+    assert torch.equal(actual[0], expected[0])
+    assert actual[1:] == expected[1:]

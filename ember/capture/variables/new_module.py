@@ -207,16 +207,27 @@ def call_lru_cached(tx, wrapper, args, kwargs):
     not cached yet); later calls of the compiled code use the answer, which is what the cache
     gives eager for the same arguments. Only immutable answers are baked in."""
     from ember.capture.builder import pin_identity
-    values = []
-    for a in [*args, *kwargs.values()]:
+    from ember.capture.variables.containers import TupleVariable
+    missing = object()
+
+    def value_of(a):
         if a.is_constant() and _immutable(a.as_constant()):
-            values.append(a.as_constant())
-        elif type(a).__name__ == "UserObjectVariable" and _immutable(a.obj) and a.source is not None:
-            pin_identity(tx, a)  # e.g. `typing.List` as `self` of its cached __getitem__
-            values.append(a.obj)
-        else:
-            raise unsupported("EB0036", f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
-                              f"with non-constant arguments")
+            return a.as_constant()
+        if type(a).__name__ == "UserObjectVariable" and _immutable(a.obj):
+            if a.source is not None:
+                pin_identity(tx, a)  # e.g. `typing.List` as `self` of its cached __getitem__
+                return a.obj
+            if type(a.obj).__module__ == "typing":  # (an alias or TypeVar the trace passed on)
+                return a.obj
+        if type(a) is TupleVariable and a.tuple_type in (None, tuple):  # (`Callable[[T], T]`'s parameters)
+            items = [value_of(i) for i in a.items]
+            return missing if any(i is missing for i in items) else tuple(items)
+        return missing
+
+    values = [value_of(a) for a in [*args, *kwargs.values()]]
+    if any(v is missing for v in values):
+        raise unsupported("EB0036", f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
+                          f"with non-constant arguments")
     value = wrapper(*values[:len(args)], **dict(zip(kwargs, values[len(args):])))
     if not _immutable(value):
         raise unsupported("EB0042", f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
