@@ -13,6 +13,10 @@ here once, so that the layers above test no torch version. Supported: the releas
   a fake op that reads the value (``torch.zeros(2, m)`` with a 0-d tensor ``m``) silently gets the
   first call's number and the graph bakes it in. ``fake_from_real`` forgets such a concrete memo:
   the value is data, read as 2.13 reads it (a data-dependent error, or an unbacked symbol).
+* ``torch.amp.autocast_mode._UnmanagedAutocast`` (the autocast ``_enter_autocast`` makes) exists
+  from torch 2.12 on; 2.11 makes a plain ``torch.amp.autocast``: ``UNMANAGED_AUTOCAST``.
+* A guard's location (``SLoc``): torch 2.11 formats ``framework_loc=None`` as a frame and fails;
+  ``NO_FRAMEWORK_LOC`` is the empty string later releases print for None.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ import types
 
 import torch
 
-__all__ = ["FUNCTION_APPLY", "TORCH_VERSION", "fake_from_real", "function_apply_class"]
+__all__ = ["FUNCTION_APPLY", "NO_FRAMEWORK_LOC", "TORCH_VERSION", "UNMANAGED_AUTOCAST", "fake_from_real",
+           "function_apply_class"]
 
 
 def _torch_version() -> tuple[int, int]:
@@ -32,6 +37,9 @@ def _torch_version() -> tuple[int, int]:
 
 
 TORCH_VERSION: tuple[int, int] = _torch_version()
+
+UNMANAGED_AUTOCAST = getattr(torch.amp.autocast_mode, "_UnmanagedAutocast", torch.amp.autocast)
+NO_FRAMEWORK_LOC = ""
 
 _APPLY_DESCRIPTOR = torch.autograd.Function.__dict__["apply"]
 

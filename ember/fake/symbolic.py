@@ -118,6 +118,9 @@ def _shape_env_class():
             ember_locate = None  # () -> the provenance of the traced instruction (compile time)
 
             def _get_stack_summary(self, is_debug: bool = False, framework_loc=None):
+                if framework_loc is None:
+                    from ember.compat import NO_FRAMEWORK_LOC
+                    framework_loc = NO_FRAMEWORK_LOC
                 locate = self.ember_locate
                 prov = locate() if locate is not None else None
                 if prov is None:

@@ -121,7 +121,8 @@ class AutocastVariable(VariableTracker):
         self.prior = autocast_state(self.device_type)
         vals = (self.device_type, self.dtype, self.enabled, self.cache_enabled)
         self.node = tx.output.graph.call_function(torch.amp._enter_autocast, vals)
-        self.real = torch.amp.autocast_mode._UnmanagedAutocast(*vals)
+        from ember.compat import UNMANAGED_AUTOCAST
+        self.real = UNMANAGED_AUTOCAST(*vals)
         self.real.__enter__()
         tx.output.active_contexts.append(self.real)
         tx.output.active_autocasts.append(self)
