@@ -126,7 +126,8 @@ def _typing_subscript(cls) -> bool:
     except AttributeError:
         return False
     func = getattr(raw, "__func__", None)
-    return func is types.GenericAlias or func is typing.Generic.__dict__["__class_getitem__"].__func__ \
+    generic = typing.Generic.__dict__["__class_getitem__"]  # (3.12+: C code, a classmethod_descriptor)
+    return func is types.GenericAlias or raw is generic or func is getattr(generic, "__func__", generic) \
         or (type(raw).__name__ == "classmethod_descriptor" and raw.__objclass__ in (list, dict, set, frozenset, tuple, type))
 
 
