@@ -22,13 +22,14 @@ from torch._subclasses.fake_tensor import (DataDependentOutputException, Dynamic
                                            UnsupportedOperatorException)
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable, subclass_result_class
 from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation, named_dynamic, named_dynamic_dims, \
     unbacked_dims
-from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, SymSliceVariable, symbolic_tensor_literal
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
+from ember.capture.lowering import _has_numpy_scalar, _lower  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
@@ -737,72 +738,3 @@ def _observe_identity(graph_ref) -> None:
     graph = graph_ref()
     if graph is not None:
         graph.observes_tensor_identity = True
-
-
-# Python scalar types torch accepts where it takes a dtype (fx cannot print the class into code).
-_PYTHON_SCALAR_TYPES = {bool: torch.bool, int: torch.int64, float: torch.float64, complex: torch.complex128}
-
-
-def _has_numpy_scalar(values) -> bool:
-    for v in values:
-        if type(v) in (TupleVariable, ListVariable):  # (not a lazy list: reading its items guards them)
-            if _has_numpy_scalar(v.items):
-                return True
-        elif type(v) is ConstantVariable and type(v.value).__module__ == "numpy":  # (how numpy_arrays wraps one)
-            return True
-        elif type(v).__name__ == "NumpyNdarrayVariable":  # (a NumPy scalar argument, unspecialized)
-            return True
-    return False
-
-
-def _numpy_constant(c):
-    """A NumPy scalar passed to a torch operation (``x * np.float32(2.0)``): torch reads a float or
-    int NumPy scalar as the Python number it holds (fx cannot print the NumPy object into code);
-    other NumPy values (bool scalars, which torch promotes differently, dtypes) break."""
-    import numpy as np
-    if isinstance(c, (np.floating, np.integer)) and not isinstance(c, np.bool_):
-        value = c.item()
-        return value, value
-    raise unsupported("EB0030", f"passing NumPy's {type(c).__name__} to a torch operation")
-
-
-def _lower(value):
-    """Trackers → (fx argument, fake value) with the same structure."""
-    if isinstance(value, TensorVariable):
-        if value.fake.__dict__.get("_ember_data_replaced"):
-            from ember.capture.variables.tensor import check_data_not_replaced
-            check_data_not_replaced(value)
-        return value.node, value.fake
-    if isinstance(value, SymNodeVariable):
-        return value.node, value.sym
-    if isinstance(value, SymSliceVariable):
-        pairs = [_lower(p) for p in value.parts]
-        return slice(*[p[0] for p in pairs]), slice(*[p[1] for p in pairs])
-    if isinstance(value, (list, tuple)) and not isinstance(value, VariableTracker):
-        pairs = [_lower(v) for v in value]
-        return type(value)(p[0] for p in pairs), type(value)(p[1] for p in pairs)
-    if isinstance(value, dict):
-        pairs = {k: _lower(v) for k, v in value.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(value, (TupleVariable, ListVariable)):
-        pairs = [_lower(v) for v in value.items]
-        kind = list if isinstance(value, ListVariable) else tuple
-        return kind(p[0] for p in pairs), kind(p[1] for p in pairs)
-    if isinstance(value, DictVariable):
-        pairs = {k: _lower(v) for k, v in value.items.items()}
-        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
-    if isinstance(value, VariableTracker):
-        graph_value = getattr(value, "graph_value", None)  # a TorchScript object (script_objects.py)
-        if graph_value is not None:
-            return graph_value()
-        if value.is_constant():
-            c = value.as_constant()
-            if has_symbols(c):  # a size some other path kept as a constant: its value, guarded
-                c = plain(c)
-            if type(c) is type and c in _PYTHON_SCALAR_TYPES:  # x.to(bool): the dtype torch reads it as
-                return _PYTHON_SCALAR_TYPES[c], c
-            if type(c).__module__ == "numpy" or isinstance(c, type) and c.__module__ == "numpy":
-                return _numpy_constant(c)
-            return c, c
-        raise unsupported("EB0030", f"passing {value.describe()} to a torch operation")
-    return value, value

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import inspect
 import types
 
 import torch
@@ -22,6 +21,7 @@ from ember.capture.variables.instance_lookup import tracked_instance_dict, type_
 from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, check_instance_dict,
                                                   check_members_written, check_tree)
 from ember.exc import PythonException
+from ember.capture.variables.module_listings import _LISTINGS, _listing_prefix, listing_keys  # noqa: F401
 
 
 _ABSENT = object()
@@ -218,32 +218,6 @@ def _guard_absent(tx, source, obj, name):
     """``obj`` has no attribute ``name`` (a failed hasattr / getattr with a default): pin that."""
     if source is not None:
         tx.guards.no_attribute(source, obj, name)
-
-
-_LISTINGS = ("children", "modules", "parameters", "buffers", "named_children", "named_modules",
-             "named_parameters", "named_buffers", "keys", "values", "items")
-
-
-def listing_keys(m, name: str, cargs: tuple, ckw: tuple) -> tuple:
-    """What identifies the items of ``m.<name>(*cargs, **ckw)`` (a module listing) for a guard."""
-    items = getattr(m, name)(*cargs, **dict(ckw))
-    if name in ("keys",):
-        return tuple(items)
-    return tuple(k if not isinstance(k, tuple) else k[0] for k in
-                 (item if name.startswith("named_") or name == "items" else (type(item).__name__,)
-                  for item in items))
-
-
-def _listing_prefix(m, name: str, cargs: list, ckw: dict) -> str:
-    """The ``prefix`` a ``named_*`` listing puts in front of each key (not part of the path)."""
-    if not name.startswith("named_") or name == "named_children":
-        return ""
-    try:
-        bound = inspect.signature(getattr(m, name)).bind(*cargs, **ckw)
-    except TypeError:
-        return ""
-    prefix = bound.arguments.get("prefix", "")
-    return prefix if isinstance(prefix, str) else ""
 
 
 class NNModuleVariable(VariableTracker):
