@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ember.capture.subgraph import Region, extract
-from ember.capture.variables.base import VariableTracker, unsupported
+from ember.capture.variables.base import VariableTracker, bind_call_arguments, unsupported
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
 
@@ -56,16 +56,7 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
 
 def _trace_cond(tx, args: list, kwargs: dict, cp) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
-    names = ("pred", "true_fn", "false_fn", "operands")
-    if len(args) > 4 or any(k not in names for k in kwargs):
-        raise unsupported("EB0050", "torch.cond with unexpected arguments")
-    bound = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k in bound:
-            raise unsupported("EB0050", "torch.cond with an argument given twice")
-        bound[k] = v
-    if any(n not in bound for n in names[:3]):
-        raise unsupported("EB0050", "torch.cond without pred, true_fn and false_fn")
+    bound = bind_call_arguments("torch.cond", "EB0050", ("pred", "true_fn", "false_fn", "operands"), 3, args, kwargs)
     pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
     operands_vt = bound.get("operands", TupleVariable([]))
     if operands_vt.is_constant() and operands_vt.as_constant() in ((), []):

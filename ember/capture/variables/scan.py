@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ember.capture.subgraph import Region, extract
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import ConstantVariable, VariableTracker, bind_call_arguments, unsupported
 from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
@@ -60,16 +60,8 @@ def trace_associative_scan(tx, args: list, kwargs: dict) -> VariableTracker:
 
 
 def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
-    names = ("combine_fn", "xs", "dim", "reverse", "combine_mode")
-    if len(args) > len(names) or any(k not in names for k in kwargs):
-        raise unsupported("EB0055", "associative_scan with unexpected arguments")
-    bound = dict(zip(names, args))
-    for k, v in kwargs.items():
-        if k in bound:
-            raise unsupported("EB0055", "associative_scan with an argument given twice")
-        bound[k] = v
-    if any(n not in bound for n in names[:3]):
-        raise unsupported("EB0055", "associative_scan without combine_fn, xs and dim")
+    bound = bind_call_arguments("associative_scan", "EB0055", ("combine_fn", "xs", "dim", "reverse", "combine_mode"),
+                                3, args, kwargs)
     dim = _constant(bound["dim"], "dim")
     reverse = _constant(bound.get("reverse"), "reverse") or False
     mode = _constant(bound.get("combine_mode"), "combine_mode") or "pointwise"
