@@ -314,6 +314,11 @@ def _compile(model, settings: _Settings):
         return staticmethod(_compile(model.__func__, settings))
     if isinstance(model, classmethod):
         return classmethod(_compile(model.__func__, settings))
+    if isinstance(model, type) and any("__call__" in vars(k) for k in model.__mro__ if k is not object):
+        # A class (`@compile` on a class statement): its instances' calls are compiled, as
+        # torch.compile does it; the class itself is returned and constructs as before.
+        model.__call__ = _compile(model.__call__, settings)
+        return model
     if not callable(model):
         raise TypeError(f"ember.compile expects a callable (a function or an nn.Module), "
                         f"got {type(model).__name__}")

@@ -106,10 +106,15 @@ def test_callables_of_every_kind():
     assert_same(ember.compile(torch.relu, backend=counter)(a), torch.relu(a))
     assert_same(ember.compile(abs, backend=counter)(a), abs(a))
     assert counter.frame_count == 6
-    # a class: no frame to compile, it runs as it is
-    lin = ember.compile(nn.Linear, backend=counter)(4, 2)
-    assert isinstance(lin, nn.Linear) and lin.out_features == 2
+    # a class: it constructs as before; its instances' calls are compiled (as torch.compile does:
+    # tests/test_api_classes_and_global_hooks.py)
+    class Lin(nn.Linear):
+        pass
+    lin = ember.compile(Lin, backend=counter)(4, 2)
+    assert isinstance(lin, Lin) and lin.out_features == 2
     assert counter.frame_count == 6
+    assert_same(lin(x_(4)), nn.Linear.forward(lin, x_(4)))
+    assert counter.frame_count == 7
     with pytest.raises(TypeError, match="callable"):
         ember.compile("not callable")
 
