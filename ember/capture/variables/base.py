@@ -28,20 +28,20 @@ def unsupported(id: str, detail: str | None = None) -> "Unsupported":
     return Unsupported(detail, id=id)
 
 
-def bind_call_arguments(what: str, break_id: str, names: tuple, required: int, args: list, kwargs: dict) -> dict:
+def bind_call_arguments(names: tuple, required: int, args: list, kwargs: dict) -> "dict | str":
     """Bind a traced call's arguments to ``names`` as Python would (positional first, then keywords);
-    the first ``required`` names must be given. Anything Python would reject (too many, an unknown
-    or twice-given keyword, a missing required argument) is a graph break with ``break_id``, so the
-    call runs eagerly and raises there exactly as eager does."""
+    the first ``required`` names must be given. Returns the bound dict, or what Python would reject
+    (too many, an unknown or twice-given keyword, a missing required argument) as a phrase for the
+    caller's graph break, so the call runs eagerly and raises there exactly as eager does."""
     if len(args) > len(names) or any(k not in names for k in kwargs):
-        raise unsupported(break_id, f"{what} with unexpected arguments")
+        return "with unexpected arguments"
     bound = dict(zip(names, args))
     for k, v in kwargs.items():
         if k in bound:
-            raise unsupported(break_id, f"{what} with an argument given twice")
+            return "with an argument given twice"
         bound[k] = v
     if any(n not in bound for n in names[:required]):
-        raise unsupported(break_id, f"{what} without {', '.join(names[:required])}")
+        return f"without {', '.join(names[:required])}"
     return bound
 
 

@@ -56,7 +56,9 @@ def trace_cond(tx, args: list, kwargs: dict) -> VariableTracker:
 
 def _trace_cond(tx, args: list, kwargs: dict, cp) -> VariableTracker:
     from ember.capture.variables.containers import ListVariable, TupleVariable
-    bound = bind_call_arguments("torch.cond", "EB0050", ("pred", "true_fn", "false_fn", "operands"), 3, args, kwargs)
+    bound = bind_call_arguments(("pred", "true_fn", "false_fn", "operands"), 3, args, kwargs)
+    if isinstance(bound, str):
+        raise unsupported("EB0050", f"torch.cond {bound}")
     pred, true_fn, false_fn = bound["pred"], bound["true_fn"], bound["false_fn"]
     operands_vt = bound.get("operands", TupleVariable([]))
     if operands_vt.is_constant() and operands_vt.as_constant() in ((), []):

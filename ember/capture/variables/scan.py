@@ -60,8 +60,9 @@ def trace_associative_scan(tx, args: list, kwargs: dict) -> VariableTracker:
 
 
 def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
-    bound = bind_call_arguments("associative_scan", "EB0055", ("combine_fn", "xs", "dim", "reverse", "combine_mode"),
-                                3, args, kwargs)
+    bound = bind_call_arguments(("combine_fn", "xs", "dim", "reverse", "combine_mode"), 3, args, kwargs)
+    if isinstance(bound, str):
+        raise unsupported("EB0055", f"associative_scan {bound}")
     dim = _constant(bound["dim"], "dim")
     reverse = _constant(bound.get("reverse"), "reverse") or False
     mode = _constant(bound.get("combine_mode"), "combine_mode") or "pointwise"
