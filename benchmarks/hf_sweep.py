@@ -3,6 +3,8 @@
     python -m benchmarks.hf_sweep                        # all architectures, backend eager
     python -m benchmarks.hf_sweep --backend aot_eager --only bert,t5
     python -m benchmarks.hf_sweep --torch                # also count torch.compile's graphs
+    python -m benchmarks.hf_sweep --backend inductor --compiler torch --fresh-cache   # torch.compile's
+                                                         # rows and cold compile times, to compare
 
 Each architecture is built from a tiny config with random weights (no downloads) and run in
 its own process: an inference forward (no_grad) and a train step (forward with labels where the
@@ -16,8 +18,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 # model_type -> (model class, extra config kwargs, input kind)
@@ -206,7 +210,7 @@ ARCHS: dict[str, tuple[str, dict, str]] = {
 }
 
 
-def _config(model_type, extra):
+def _config(model_type, extra, attn="eager"):
     from transformers import AutoConfig
     kw = dict(_SMALL)
     if model_type == "clip":
@@ -223,25 +227,32 @@ def _config(model_type, extra):
             setattr(cfg, k, 0.0)
     if hasattr(cfg, "_attn_implementation"):
         try:
-            cfg._attn_implementation = "eager"
+            cfg._attn_implementation = attn
         except Exception:
             pass
     return cfg
 
 
-def _inputs(kind, cfg, seed=0):
+def _inputs(kind, cfg, seed=0, pad=False, b=2, s=8):
     import torch
     g = torch.Generator().manual_seed(seed)
-    b, s = 2, 8
     vocab = getattr(cfg, "vocab_size", 128) or 128
     if kind in ("text_cls", "causal"):
         ids = torch.randint(2, min(vocab, 120), (b, s), generator=g)
         labels = torch.randint(0, 2, (b,), generator=g) if kind == "text_cls" else ids.clone()
-        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long)}, {"labels": labels}
+        mask = torch.ones(b, s, dtype=torch.long)
+        if pad:  # the second sequence is 3 tokens shorter (right padding, ignored by the loss)
+            mask[1, -3:] = 0
+            if kind == "causal":
+                labels[1, -3:] = -100
+        return {"input_ids": ids, "attention_mask": mask}, {"labels": labels}
     if kind == "seq2seq":
         ids = torch.randint(2, min(vocab, 120), (b, s), generator=g)
         dec = torch.randint(2, min(vocab, 120), (b, 6), generator=g)
-        return {"input_ids": ids, "attention_mask": torch.ones(b, s, dtype=torch.long),
+        mask = torch.ones(b, s, dtype=torch.long)
+        if pad:
+            mask[1, -3:] = 0
+        return {"input_ids": ids, "attention_mask": mask,
                 "decoder_input_ids": dec}, {"labels": dec.clone()}
     if kind == "audio_seq2seq":
         feats = torch.randn(b, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)
@@ -256,7 +267,7 @@ def _inputs(kind, cfg, seed=0):
         return {"input_ids": ids, "pixel_values": torch.randn(b, 3, 32, 32, generator=g),
                 "return_loss": True}, {}
     if kind == "audio_cls":
-        return {"input_values": torch.randn(b, 400, generator=g)}, {"labels": torch.randint(0, 2, (b,), generator=g)}
+        return {"input_values": torch.randn(b, 400 + 80 * (s - 8), generator=g)}, {"labels": torch.randint(0, 2, (b,), generator=g)}
     raise ValueError(kind)
 
 
@@ -288,7 +299,25 @@ def _max_diff(a, b):
     return worst
 
 
-def run_one(arch: str, backend: str, with_torch: bool) -> dict:
+def _torch_compile(model, backend, counter):
+    """torch.compile(model, backend=backend), counting the graphs it hands the backend."""
+    import torch
+    if backend == "inductor":
+        from torch._inductor.compile_fx import compile_fx as inner
+    elif backend == "eager":
+        inner = lambda gm, ex: gm.forward  # noqa: E731
+    else:
+        import torch._dynamo
+        inner = torch._dynamo.lookup_backend(backend)
+
+    def counting(gm, ex):
+        counter["graphs"] += 1
+        return inner(gm, ex)
+    return torch.compile(model, backend=counting)
+
+
+def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", attn: str = "eager",
+            pad: bool = False, vary: bool = False) -> dict:
     import copy
     import warnings
 
@@ -297,21 +326,24 @@ def run_one(arch: str, backend: str, with_torch: bool) -> dict:
 
     import ember
     cls_name, extra, kind = ARCHS[arch]
-    row = {"arch": arch, "backend": backend}
+    row = {"arch": arch, "backend": backend, "compiler": compiler}
     torch.manual_seed(0)
-    cfg = _config(arch, extra)
+    cfg = _config(arch, extra, attn)
     model = getattr(transformers, cls_name)(cfg)
     model.eval()  # dropout off; train steps still build the backward
-    inputs, labels = _inputs(kind, cfg)
+    inputs, labels = _inputs(kind, cfg, pad=pad)
+    # --vary: the second call has another batch size and sequence length (a recompile; torch.compile
+    # makes the changed sizes dynamic there)
+    inputs2, labels2 = _inputs(kind, cfg, seed=1, pad=pad, b=3, s=12) if vary else (inputs, labels)
     tol = 1e-4 if backend != "inductor" else 1e-3
 
-    def infer(m):
+    def infer(m, second=False):
         with torch.no_grad():
-            return m(**inputs)
+            return m(**(inputs2 if second else inputs))
 
-    def train(m):
+    def train(m, second=False):
         m.zero_grad(set_to_none=True)
-        out = m(**inputs, **labels)
+        out = m(**(inputs2 if second else inputs), **(labels2 if second else labels))
         loss = out["loss"] if "loss" in out else _flat(out, [])[0].float().pow(2).mean()
         loss.backward()
         return loss.detach(), [p.grad for p in m.parameters() if p.grad is not None]
@@ -326,19 +358,25 @@ def run_one(arch: str, backend: str, with_torch: bool) -> dict:
         # the compiled model is called twice, so is eager: a second call may raise in eager (levit's
         # eval-mode bias cache keeps the first call's autograd graph; its second backward raises)
         try:
-            expected2, eager_error2 = fn(ref_model), None
+            expected2, eager_error2 = fn(ref_model, True), None
         except Exception as e:
             expected2, eager_error2 = None, e
         ember.reset()
         m = copy.deepcopy(model)
-        compiled = ember.compile(m, backend=backend)
+        torch_counter = {"graphs": 0}
+        if compiler == "torch":
+            import torch._dynamo
+            torch._dynamo.reset()
+            compiled = _torch_compile(m, backend, torch_counter)
+        else:
+            compiled = ember.compile(m, backend=backend)
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
                 got = fn(compiled)
                 try:
-                    got2 = fn(compiled)
+                    got2 = fn(compiled, True)
                 except Exception as e:
                     if eager_error2 is None or type(e) is not type(eager_error2):
                         raise
@@ -356,13 +394,13 @@ def run_one(arch: str, backend: str, with_torch: bool) -> dict:
             row[step + "_note"] = f"2nd call raises {type(eager_error2).__name__} in eager and compiled"
         else:
             diff = max(_max_diff(got, expected), _max_diff(got2, expected2))
-        st = ember.stats()
+        st = ember.stats() if compiler == "ember" else {"graphs": torch_counter["graphs"]}
         row[step] = "ok" if diff <= tol else "WRONG"
         row[step + "_diff"] = diff
         row[step + "_stats"] = {k: st.get(k) for k in ("graphs", "graph_breaks", "recompiles", "fallbacks")}
         if fell_back:
             row[step + "_warnings"] = fell_back[:3]
-        if with_torch:
+        if with_torch and compiler == "ember":
             import torch._dynamo
             torch._dynamo.reset()
             counter = {"graphs": 0}
@@ -385,31 +423,48 @@ def main(argv=None):
     p.add_argument("--torch", action="store_true", help="also count torch.compile's graphs")
     p.add_argument("--timeout", type=int, default=300)
     p.add_argument("--json", default="")
+    p.add_argument("--compiler", default="ember", choices=("ember", "torch"),
+                   help="torch: run torch.compile with the same backend instead of ember (to compare)")
+    p.add_argument("--attn", default="eager", choices=("eager", "sdpa"),
+                   help="the models' attention implementation (transformers' default is sdpa)")
+    p.add_argument("--pad", action="store_true", help="text inputs with padding (attention_mask zeros)")
+    p.add_argument("--vary", action="store_true",
+                   help="the second call has other sizes (batch 3, sequence 12): dynamic-shape recompiles")
+    p.add_argument("--fresh-cache", action="store_true",
+                   help="each architecture gets an empty TORCHINDUCTOR_CACHE_DIR (cold compile times)")
     p.add_argument("--one", default="", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.one:
-        print("ROW " + json.dumps(run_one(a.one, a.backend, a.torch)))
+        print("ROW " + json.dumps(run_one(a.one, a.backend, a.torch, a.compiler, a.attn, a.pad, a.vary)))
         return
     archs = [x for x in a.only.split(",") if x] or list(ARCHS)
     rows = []
     for arch in archs:
-        cmd = [sys.executable, "-m", "benchmarks.hf_sweep", "--one", arch, "--backend", a.backend]
+        cmd = [sys.executable, "-m", "benchmarks.hf_sweep", "--one", arch, "--backend", a.backend,
+               "--compiler", a.compiler, "--attn", a.attn] + (["--pad"] if a.pad else []) + (["--vary"] if a.vary else [])
         if a.torch:
             cmd.append("--torch")
+        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        cache = tempfile.mkdtemp(prefix="hf_sweep_inductor_") if a.fresh_cache else None
+        if cache:
+            env["TORCHINDUCTOR_CACHE_DIR"] = cache
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout,
-                               env={**os.environ, "PYTHONWARNINGS": "ignore"})
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout, env=env)
             line = [x for x in r.stdout.splitlines() if x.startswith("ROW ")]
             row = json.loads(line[-1][4:]) if line else {"arch": arch, "infer": "DIED",
                                                          "error": (r.stderr or "")[-400:]}
         except subprocess.TimeoutExpired:
             row = {"arch": arch, "infer": "TIMEOUT"}
+        finally:
+            if cache:
+                shutil.rmtree(cache, ignore_errors=True)
         rows.append(row)
         st = lambda k: row.get(k + "_stats") or {}
         print(f"{arch:14s} infer={row.get('infer', '?'):8s} train={row.get('train', '?'):8s} "
               f"graphs={st('infer').get('graphs')}/{st('train').get('graphs')} "
               f"breaks={st('infer').get('graph_breaks')}/{st('train').get('graph_breaks')} "
               f"fallbacks={st('infer').get('fallbacks')}/{st('train').get('fallbacks')} "
+              f"s={row.get('infer_s')}/{row.get('train_s')} "
               f"torch_graphs={row.get('infer_torch_graphs', '-')}/{row.get('train_torch_graphs', '-')} "
               f"{row.get('infer_error', '') or row.get('train_error', '') or row.get('error', '')}"[:400],
               flush=True)
