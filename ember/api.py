@@ -24,7 +24,7 @@ import torch
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture import dynamic_dims as _dynamic_dims
-from ember.capture.cache import FrameCache, reset_all
+from ember.capture.cache import FrameCache, keep_recent, reset_all
 from ember.distributed import collectives as _collectives
 from ember.capture.skipfiles import compile_disabled
 from ember.capture.variables.module_hooks import has_hooks, untraced_hooks
@@ -83,7 +83,8 @@ def _builtin_trampoline(fn):
 # Compiled code lives with the function (per backend and settings), not with one ``ember.compile``
 # result, as torch keeps it on the code object: compiling the same function again, or another
 # instance of the same module class, reuses the entries (their guards decide). Weak values: a cache
-# lives as long as some compiled wrapper uses it.
+# lives as long as some compiled wrapper uses it, or while it is among the most recently used
+# (``cache.keep_recent``: compiling again after the wrapper is gone reuses it, as torch does).
 _SHARED_CACHES: "weakref.WeakValueDictionary[tuple, FrameCache]" = weakref.WeakValueDictionary()
 
 
@@ -102,6 +103,7 @@ def _shared_cache(frame: types.FunctionType, settings: _Settings, label: str = "
                            dynamic=settings.dynamic)
         cache.settings_backend = backend  # (keeps it alive, so its id in the key stays its own)
         _SHARED_CACHES[key] = cache
+    keep_recent(("compiled", *key), cache)
     return cache
 
 

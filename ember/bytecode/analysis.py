@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dis
 import sys
+import collections.abc
 from typing import Iterable, Optional, Sequence
 
 from .instructions import (
@@ -207,7 +208,7 @@ def _uses_defs(instr: Instruction, freevars: frozenset) -> tuple[tuple, tuple]:
 
 def live_locals_at_all(
     instructions: Sequence[Instruction], freevars: Iterable[str] = ()
-) -> list[frozenset]:
+) -> Sequence[frozenset]:
     """Live-in sets for every instruction (backward data flow to a fixed point)."""
     freevars = frozenset(freevars)
     n = len(instructions)
@@ -233,8 +234,28 @@ def live_locals_at_all(
             if new != live_in[i]:
                 live_in[i] = new
                 changed = True
-    by_bit = sorted(names, key=names.__getitem__)
-    return [frozenset(v for k, v in enumerate(by_bit) if bits >> k & 1) for bits in live_in]
+    return _LiveSets(sorted(names, key=names.__getitem__), live_in)
+
+
+class _LiveSets(collections.abc.Sequence):
+    """The live-in set of each instruction, made from its bit set when first asked for (a resume
+    function needs a few of them, not one per instruction)."""
+
+    def __init__(self, by_bit: list[str], bits: list[int]):
+        self._by_bit, self._bits, self._made = by_bit, bits, {}
+
+    def __len__(self) -> int:
+        return len(self._bits)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        index = range(len(self._bits))[index]  # (negative indices, IndexError)
+        hit = self._made.get(index)
+        if hit is None:
+            bits, by_bit = self._bits[index], self._by_bit
+            hit = self._made[index] = frozenset(by_bit[k] for k in range(bits.bit_length()) if bits >> k & 1)
+        return hit
 
 
 def live_locals(

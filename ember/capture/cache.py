@@ -12,6 +12,7 @@ so a user's exception from it carries no ember exception as its context.
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import logging
 import threading
@@ -49,6 +50,19 @@ _nesting = threading.local()
 _REPORTED: set = set()
 #: callees compiled at a break or from a frame that runs as it is, by (function, backend, dynamic)
 _CALLEE_CACHES: "weakref.WeakValueDictionary[tuple, FrameCache]" = weakref.WeakValueDictionary()
+#: the most recently used shared caches (of functions compiled by ``ember.compile`` and callees
+#: compiled at a break), held strongly: compiled code outlives the compiled wrapper that made it
+#: (torch keeps it on the code object until ``reset``), so compiling the same function again
+#: reuses it; bounded, so dropped functions' graphs do not accumulate without end
+_RECENT: "collections.OrderedDict[tuple, FrameCache]" = collections.OrderedDict()
+_RECENT_KEPT = 256
+
+
+def keep_recent(key: tuple, cache: "FrameCache") -> None:
+    _RECENT[key] = cache
+    _RECENT.move_to_end(key)
+    if len(_RECENT) > _RECENT_KEPT:
+        _RECENT.popitem(last=False)
 _CALLEE = object()  # _compile_nested's marker: a callee at a break, not a resume function
 _GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
@@ -99,18 +113,27 @@ class FrameCache:
             # per level of recursion.
             key = (id(fn), id(self.backend), self.dynamic)
             hit = _CALLEE_CACHES.get(key)
-            if hit is not None and hit.fn is fn and hit.backend is self.backend:
-                return hit
-            hit = FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
-                             dynamic=self.dynamic)
-            _CALLEE_CACHES[key] = hit
+            if hit is None or hit.fn is not fn or hit.backend is not self.backend:
+                hit = FrameCache(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
+                                 dynamic=self.dynamic)
+                _CALLEE_CACHES[key] = hit
+            keep_recent(("callee", *key), hit)
             return hit
         cls = ResumeFrameCache if is_resume else FrameCache
         return cls(fn, self.backend, False, label=f"{self.label}:{fn.__code__.co_name}",
                    resumes=self.resumes if offset_map is not None else None, offset_map=offset_map,
                    is_resume=is_resume, dynamic=self.dynamic)
 
+    def __del__(self):
+        if self.root_resumes is None:  # the owner of its ResumeCache: free what its code holds
+            try:
+                self.resumes.release()
+            except Exception:  # interpreter shutdown: modules already torn down
+                pass
+
     def reset(self) -> None:
+        if self.root_resumes is None and getattr(self, "resumes", None) is not None:
+            self.resumes.release()
         self.entries = []
         self.run_eagerly_reason = None
         self.skipped = None
@@ -473,6 +496,7 @@ def _violates_mark_dynamic(e: BaseException) -> bool:
 
 def reset_all() -> None:
     _REPORTED.clear()
+    _RECENT.clear()
     for cache in list(_ALL_CACHES):
         cache.reset()
 

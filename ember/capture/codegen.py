@@ -42,15 +42,32 @@ def parameter_names(code: types.CodeType) -> list[str]:
     return list(code.co_varnames[:n])
 
 
+# Generated source -> (its module code, the checked function code): the same guards, binders and
+# entries are generated again on every recompile, reset and new function of the same shape. The
+# code holds only literals (objects come from the namespace), so keeping it keeps nothing alive.
+_COMPILED: dict[tuple, tuple] = {}
+
+
 def make_function(fn: types.FunctionType, body: list[str], scope: dict[str, Any], label: str):
     """Compile ``def <fn's name>(<fn's parameters>): <body>`` in ``scope``, with fn's defaults."""
     code = fn.__code__
     src = f"def ___generated({parameter_text(code)}):\n" + "".join(f"    {line}\n" for line in body)
     namespace = dict(scope)
-    exec(compile(src, f"<ember {label} for {fn.__qualname__}>", "exec"), namespace)
+    key = (src, label, fn.__qualname__, code.co_name)
+    hit = _COMPILED.get(key)
+    if hit is None:
+        module = compile(src, f"<ember {label} for {fn.__qualname__}>", "exec")
+        exec(module, namespace)
+        made = namespace["___generated"].__code__
+        hit = _COMPILED[key] = (module, check_generated(made.replace(co_name=code.co_name,
+                                                                      co_qualname=fn.__qualname__),
+                                                         from_source=True))
+        if len(_COMPILED) > 1024:
+            _COMPILED.pop(next(iter(_COMPILED)))
+    else:
+        exec(hit[0], namespace)
     gen = namespace["___generated"]
-    gen.__code__ = check_generated(gen.__code__.replace(co_name=code.co_name, co_qualname=fn.__qualname__),
-                                   from_source=True)
+    gen.__code__ = hit[1]
     gen.__name__, gen.__qualname__ = fn.__name__, fn.__qualname__
     gen.__defaults__ = fn.__defaults__
     gen.__kwdefaults__ = fn.__kwdefaults__

@@ -20,6 +20,7 @@ import functools
 import inspect
 import logging
 import types
+import weakref
 
 import torch
 
@@ -61,8 +62,21 @@ class CalleeHook:
     decides what runs as it is (``torch.compiler.disable``d, library code)."""
 
     def __init__(self, compiled_function):
-        self.compiled_function = compiled_function
+        # Hooked code holds this hook as a constant, and this hook holds the hooked code (``_codes``)
+        # and, through the owner, the compiled frames: code objects are invisible to the cycle
+        # collector, so the owner is held weakly (once it is gone, callees run as they are).
+        self._owner = weakref.WeakMethod(compiled_function) if inspect.ismethod(compiled_function) \
+            else (lambda: compiled_function)
         self._codes: dict = {}  # code object -> its hooked copy (None: could not be made)
+        self._const = _HookConstant(self)
+
+    def forget(self) -> None:
+        """Drop the hooked copies (a generator's holds its owners: a cycle through code)."""
+        self._codes = {}
+
+    def compiled_function(self, f):
+        compiled = self._owner()
+        return f if compiled is None else compiled(f)
 
     def __call__(self, f):
         try:
@@ -101,7 +115,11 @@ class CalleeHook:
             new_code = self._codes[code]
         else:
             try:
-                new_code = hook_calls(code, self)
+                # A generator's body runs as it is iterated, possibly after the compiled function
+                # that made it is gone: its calls must still reach a live owner (kept, at the cost of
+                # a cycle through its code that is never collected: generators in frames are rare).
+                const = _KeepingHookConstant(self) if code.co_flags & _GENERATOR_FLAGS else self._const
+                new_code = hook_calls(code, const)
             except Exception as e:  # noqa: BLE001 — run it as it is
                 log.debug("could not hook the calls of %s: %s: %s", fn.__qualname__, type(e).__name__, e)
                 new_code = None
@@ -111,6 +129,39 @@ class CalleeHook:
         new = hooked_function(fn, new_code)
         new.__dict__.update(fn.__dict__)
         return new
+
+
+class _HookConstant:
+    """What hooked code calls: the hook, held weakly (the hook holds the hooked code; a strong
+    reference back would be a cycle through a code object, never collected). A generator's hooked
+    body can outlive its hook: its calls then run as they are."""
+
+    __slots__ = ("_hook",)
+
+    def __init__(self, hook: CalleeHook):
+        self._hook = weakref.ref(hook)
+
+    def __call__(self, f):
+        hook = self._hook()
+        return f if hook is None else hook(f)
+
+
+class _KeepingHookConstant:
+    """The hook and its owners (the ``ResumeCache`` and the cache that owns that), held strongly
+    (for generator bodies, see ``CalleeHook.hooked``)."""
+
+    __slots__ = ("_hook", "_owners")
+
+    def __init__(self, hook: CalleeHook):
+        owner = hook._owner()
+        resumes = getattr(owner, "__self__", None)
+        self._hook, self._owners = hook, (owner, getattr(resumes, "_make_compiled", lambda: None)())
+
+    def __call__(self, f):
+        return self._hook(f)
+
+
+_GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 class SkippedFrame:

@@ -32,14 +32,17 @@ value on the stack cannot be rebuilt.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
 import sys
 import types
+import weakref
 
 import torch
 from typing import Callable
 
-from ember.bytecode import create_instruction, decode, find_offset, leading_argument, live_locals, \
+from ember.bytecode import create_instruction, decode, find_offset, leading_argument, live_locals_at_all, \
     make_resume_code, make_resume_function
 from ember.bytecode import assemble, check_generated
 from ember.bytecode.instructions import ExnTabEntry
@@ -179,18 +182,45 @@ class ResumeCache:
 
     def __init__(self, fn: types.FunctionType, make_compiled: Callable):
         self.fn = fn
-        self.make_compiled = make_compiled
-        self.instructions = decode(fn.__code__)
+        # Generated code holds the compiled resume functions it calls as constants, and code
+        # objects are invisible to the cycle collector: a strong reference from here back to the
+        # owning cache would make a cycle through a code object that is never freed (every dead
+        # compiled function's caches and graphs kept for good).
+        self._make_compiled = weakref.WeakMethod(make_compiled) if inspect.ismethod(make_compiled) \
+            else (lambda: make_compiled)
         self._resume: dict = {}
         self._callees: dict = {}
         self._per_code: dict = {}  # code object -> how many of its function objects were compiled
         from ember.capture.eager_frames import CalleeHook
         self.hook = CalleeHook(self.compiled_function)  # for frames that run as they are
 
+    @functools.cached_property
+    def instructions(self):
+        return decode(self.fn.__code__)  # on first use: a reset makes a new ResumeCache per cache
+
+    @functools.cached_property
+    def _live(self):
+        return live_locals_at_all(self.instructions, self.fn.__code__.co_freevars)  # (once per function)
+
+    def make_compiled(self, fn, *args):
+        make = self._make_compiled()
+        return fn if make is None else make(fn, *args)  # the owner is gone: nothing compiles it
+
+    def release(self) -> None:
+        """Drop the compiled resume functions and callees, and their entries: their generated code
+        holds the caches it calls as constants, and a cycle through a code object is never
+        collected (code objects are invisible to the cycle collector). Called when the owning
+        cache dies or is reset; code still running keeps what it calls alive (strong constants)."""
+        resumes, self._resume, self._callees = self._resume, {}, {}
+        self.hook.forget()
+        for run, _ in resumes.values():
+            if hasattr(run, "entries"):  # a compiled resume function: its entries, logs and
+                run.reset()                 # break reasons (tracebacks) hold generated code
+
     def live_at(self, offset: int) -> list[str]:
         code = self.fn.__code__
         idx = find_offset(self.instructions, offset)
-        names = set(live_locals(self.instructions, idx, code.co_freevars))
+        names = set(self._live[idx])
         lead = leading_argument(code)
         if lead is not None and "__class__" in code.co_freevars:
             # Zero-argument super() reads the first argument without naming it: keep it alive.

@@ -12,6 +12,8 @@ import pytest
 import torch
 import torch._dynamo
 
+import ember
+
 from ember_test_helpers import compile
 
 
@@ -82,3 +84,61 @@ def test_inputs_freed_without_a_gc_pass():
         assert rm() is None and rw() is None
     finally:
         gc.enable()
+
+
+def test_dropped_compiled_function_frees_its_caches_and_graphs():
+    """Generated code holds the compiled resume functions it calls as constants, and code objects
+    are invisible to the cycle collector: a back reference from a resume function's cache to its
+    owner (or a resume function that calls itself, a break in a loop) must not keep a dropped
+    compiled function's caches, graphs and captured constants alive for good."""
+    from ember.capture import cache as frame_cache
+
+    def make():
+        big = torch.ones(1000)  # a constant the graphs capture
+
+        def fn(x):
+            for i in range(3):
+                x = x + big[:3]
+                print("break", i)  # a break inside a loop: resume functions calling each other
+            if x.sum() > 0:
+                x = x * 2
+            torch._dynamo.graph_break()
+            return x
+        return fn, weakref.ref(big)
+
+    def run():
+        fn, rbig = make()
+        before = {id(c) for c in frame_cache.live_caches()}
+        compiled = compile(fn)
+        x = torch.ones(3)
+        assert torch.equal(compiled(x), fn(x))
+        caches = [weakref.ref(c) for c in frame_cache.live_caches() if id(c) not in before]
+        assert caches, "the trace made no caches to check"
+        return caches, rbig
+
+    caches, rbig = run()
+    gc.collect()
+    # the most recently compiled functions' caches are kept for reuse (as torch keeps compiled code
+    # on the code object) until they age out or ember.reset()
+    assert any(r() is not None for r in caches)
+    ember.reset()
+    gc.collect()
+    assert all(r() is None for r in caches)
+    assert rbig() is None
+
+
+def test_compiling_the_same_function_again_reuses_its_code():
+    """torch.compile(fn)(x) twice, the first wrapper dropped: one frame compiled (torch keeps the
+    compiled code with the code object); so does ember (recently used caches are kept)."""
+    from torch._dynamo.testing import CompileCounter
+
+    def fn(x):
+        return x.sin() + 1
+
+    ember.reset()
+    cnt = CompileCounter()
+    x = torch.randn(3)
+    assert torch.equal(compile(fn, backend=cnt)(x), fn(x))
+    gc.collect()
+    assert torch.equal(compile(fn, backend=cnt)(x), fn(x))
+    assert cnt.frame_count == 1
