@@ -364,8 +364,19 @@ class OutputGraph:
         if env is not None and env.pending_fresh_unbacked_symbols:
             # data-dependent values (.item(), nonzero's size) this op made: the node binds them (where
             # the runtime asserts about them go; the AOT layer traces the graph again with its own)
-            from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
-            bindings = compute_unbacked_bindings(env, result)
+            from torch.fx.experimental.symbolic_shapes import (PendingUnbackedSymbolNotFound, compute_unbacked_bindings,
+                                                               free_unbacked_symbols)
+            try:
+                bindings = compute_unbacked_bindings(env, result)  # (clears the pending list)
+            except PendingUnbackedSymbolNotFound:
+                if free_unbacked_symbols(result):
+                    # a size made from a value the kernel read (arange(t)): out of reach
+                    raise unsupported("EB0019", f"{_describe(kind, target)} makes a size from a "
+                                      f"tensor's value (data-dependent)") from None
+                # the kernel read a 0-d tensor's value as a Scalar argument (alpha=, full_like's
+                # fill) and consumed it: nothing to bind, the node reads the value at run time
+                # (torch.compile's ops_consuming_unbacked_scalars)
+                bindings = None
         if not _contains_tensor(result) and has_symbols(result):
             # A size (or sizes) of a dynamic dimension: a node computes it at run time.
             node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))

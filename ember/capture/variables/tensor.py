@@ -313,6 +313,10 @@ class TensorVariable(VariableTracker):
             return deepcopy_tensor(tx, self, {})
         if name in ("requires_grad_", "detach_"):
             return self._autograd_flag_change(tx, name, args, kwargs)
+        if name == "new_full":
+            rewritten = full_with_tensor_fill(tx, self, args, kwargs)
+            if rewritten is not None:
+                return rewritten
         if name in _TENSOR_SCALAR_KWARG:
             rewritten = _tensor_scalar_rewrite(tx, self, name, args, kwargs)
             if rewritten is not None:
@@ -526,3 +530,45 @@ def _tensor_scalar_rewrite(tx, self, name, args, kwargs):
         scaled = call(torch.mul, [scaled, args[1]], {})
     method = ("sub" if name.startswith("sub") else "add") + ("_" if name.endswith("_") else "")
     return tx.output.call_method(method, [self, scaled], {})
+
+
+_FULL_KWARGS = {"dtype", "device", "layout", "pin_memory", "requires_grad"}
+
+
+def full_with_tensor_fill(tx, base, args, kwargs):
+    """``torch.full(size, v)`` / ``x.new_full(size, v)`` with ``v`` a 0-d tensor, traced as
+    ``torch.empty(size).fill_(v)`` / ``x.new_empty(size).fill_(v)`` (as torch.compile does).
+
+    Eager turns ``v`` into a Python number (``.item()``): a data-dependent read that broke the
+    graph, and under fullgraph made an unbacked symbol the fake kernel consumed
+    (PendingUnbackedSymbolNotFound escaped). ``fill_`` takes the 0-d tensor as it is. ``full``'s
+    dtype comes from the number's kind when not given (bool, int64, the default float dtype).
+    Only where the two agree: a complex ``v`` (eager's overflow error), one that requires grad
+    (eager's TypeError), ``requires_grad=True`` or ``out=`` keep eager's call. ``base`` is the
+    tensor of ``new_full``, None for ``torch.full``."""
+    if "fill_value" in kwargs:
+        if len(args) != 1:
+            return None
+        args, kwargs = [args[0], kwargs["fill_value"]], {k: v for k, v in kwargs.items() if k != "fill_value"}
+    if len(args) != 2 or not set(kwargs) <= _FULL_KWARGS:
+        return None
+    size, v = args
+    if not isinstance(v, TensorVariable) or type(v.fake).__name__ != "FakeTensor":
+        return None
+    if v.fake.dim() != 0 or v.fake.is_complex() or v.fake.requires_grad:
+        return None
+    if "requires_grad" in kwargs and not (kwargs["requires_grad"].is_constant()
+                                          and kwargs["requires_grad"].as_constant() is False):
+        return None
+    if any(not k.is_constant() for k in kwargs.values()):
+        return None
+    kwargs = dict(kwargs)
+    if base is None:
+        if "dtype" not in kwargs or kwargs["dtype"].as_constant() is None:
+            d = v.fake.dtype
+            kwargs["dtype"] = ConstantVariable(torch.bool if d is torch.bool else torch.int64
+                                               if not d.is_floating_point else torch.get_default_dtype())
+        empty = tx.output.call_function(torch.empty, [size], kwargs)
+    else:
+        empty = tx.output.call_method("new_empty", [base, size], kwargs)
+    return tx.output.call_method("fill_", [empty, v], {})

@@ -186,6 +186,11 @@ class TorchFunctionVariable(VariableTracker):
             if not all(a.is_constant() for a in (*args, *kwargs.values()) if type(a).__name__ == "NumpyNdarrayVariable"):
                 raise unsupported("EB0053", f"torch.{getattr(fn, '__name__', fn)} of an ndarray")
             # (a NumPy scalar argument, unspecialized: its value here, guarded)
+        if fn is torch.full:  # a 0-d tensor fill value: empty + fill_ (no data-dependent read)
+            from ember.capture.variables.tensor import full_with_tensor_fill
+            rewritten = full_with_tensor_fill(tx, None, args, kwargs)
+            if rewritten is not None:
+                return rewritten
         name = getattr(fn, "__name__", "")
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
