@@ -11,7 +11,7 @@ import operator
 import torch
 
 from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
-                                              symbolic_operation,
+                                              dynamic_number, symbolic_operation,
                                               symbolic_sequence_operation)
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
@@ -279,6 +279,10 @@ class OpcodeMixin:
         viewed = view_set_operation(fn, a, b)  # `d.keys() & s`, `d.items() - other.items()`
         if viewed is not None:
             return viewed
+        if fn in (operator.mod, operator.imod) and isinstance(a, ConstantVariable) and type(a.value) is str \
+                and dynamic_number(b):
+            # "%d" % x.size(0): a break as torch.compile's (the size stays dynamic, no guard per size)
+            raise unsupported("EB0036", "str % of a dynamic size needs its exact value")
         if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)):
             lazy = _lazy_arithmetic(fn, a, b)
             if lazy is not None:  # e.g. `step + 1` of an unused scalar argument: not guarded by value

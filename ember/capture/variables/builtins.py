@@ -18,7 +18,8 @@ import types
 
 import torch
 
-from ember.capture.variables.symbolic import SymNodeVariable, is_number, symbolic_conversion, symbolic_operation
+from ember.capture.variables.symbolic import (VALUE_TEXT_BUILTINS, SymNodeVariable, dynamic_number, is_number,
+                                              symbolic_conversion, symbolic_operation)
 from ember.fake.symbolic import has_symbols, has_unbacked
 from ember.capture.variables.base import derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -113,6 +114,12 @@ class BuiltinVariable(VariableTracker):
             lazy = derived_lazy(fn, [args[0]], symbols=True)
             if lazy is not None:
                 return lazy
+        if fn in VALUE_TEXT_BUILTINS and any(dynamic_number(a) for a in (*args, *kwargs.values())):
+            # (a break as torch.compile's: the size stays dynamic, the call runs after the graph)
+            raise unsupported("EB0036" if fn.__module__ == "math" else "EB0037",
+                              f"{fn.__name__}() of a dynamic size needs its exact value")
+        if fn is pow and len(args) == 2 and not kwargs and any(dynamic_number(a) for a in args):
+            return tx.binary_op(operator.pow, args[0], args[1])  # pow(n, 2): symbolic, as n ** 2
         dunder = _SUBCLASS_DUNDERS.get(fn)
         if dunder is not None and len(args) == 1 and not kwargs and isinstance(args[0], TensorVariable) \
                 and user_defines(args[0].cls, dunder):
@@ -681,6 +688,10 @@ class ConstantMethodVariable(VariableTracker):
         from ember.capture.variables.generators import IteratorBase
         if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
             args = [TupleVariable(args[0].unpack(tx)), *args[1:]]  # str.join(generator) consumes it
+        if isinstance(self.value, str) and self.name in ("format", "__mod__") \
+                and any(dynamic_number(a) for a in (*args, *kwargs.values())):
+            # "{}".format(x.size(0)): a break as torch.compile's (the size stays dynamic)
+            raise unsupported("EB0036", f"{self.describe()} of a dynamic size needs its exact value")
         if _constants(args) and _constants(kwargs.values()):
             try:
                 result = getattr(self.value, self.name)(*[a.as_constant() for a in args],

@@ -42,6 +42,12 @@ class SymNodeVariable(ConstantVariable):
     def describe(self):
         return f"{type(self.sym).__name__}({self.sym.node.expr})"
 
+    def getattr(self, tx, name):
+        if name in ("__str__", "__repr__", "__format__") and dynamic_number(self):
+            from ember.capture.variables.base import unsupported
+            raise unsupported("EB0036", f"{name} of a dynamic size needs its exact value")  # (as str(n))
+        return super().getattr(tx, name)
+
     def truth(self, tx):
         # (a float's truth is `!= 0`: a guard on that, not on its value)
         return bool(self.sym != 0) if isinstance(self.sym, torch.SymFloat) else bool(self.sym)
@@ -234,3 +240,18 @@ def symbolic_tensor_literal(output, arg, kwargs) -> VariableTracker | None:
     parts = [output.call_function(torch.scalar_tensor, [i], dict(extra)) for i in flat]
     stacked = output.call_function(torch.stack, [ListVariable(parts)], {})
     return output.call_method("reshape", [stacked, TupleVariable([ConstantVariable(d) for d in shape])], {})
+
+
+def dynamic_number(v) -> bool:
+    """A symbolic int/float whose value the ShapeEnv would have to pin to use it (a dynamic size)."""
+    return isinstance(v, SymNodeVariable) and isinstance(v.sym, (torch.SymInt, torch.SymFloat)) \
+        and has_symbols(v.sym)
+
+
+# Builtins whose answer needs the exact value of a number (text, number theory). On a dynamic
+# size torch.compile breaks the graph there (its value stays unguarded, the call runs after the
+# graph); reading `.value` instead pinned the size, one recompile per size. (Not f-strings, `%s` of
+# a tuple, math.log/exp/pow, hash, indexing: torch.compile specialises those too.)
+VALUE_TEXT_BUILTINS = frozenset({str, repr, ascii, format, hex, oct, bin, math.gcd, math.lcm, math.factorial,
+                                 math.isqrt, math.comb, math.perm, math.isclose, math.isfinite, math.isinf,
+                                 math.isnan})
