@@ -20,6 +20,7 @@ import weakref
 import torch
 
 from ember.capture.dynamic_dims import named_dynamic
+from ember.capture.variables.random_draws import is_random_draw
 from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, GlobalSource, ItemSource,
                                    LocalSource)
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
@@ -412,6 +413,13 @@ def _wrap(tx, value, source) -> VariableTracker:
         guards.type_match(source, value)
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return TensorMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
+
+    if source is not None and is_random_draw(value):  # random.randint(1, 6): drawn before the graph
+        from ember.capture.variables.random_draws import RandomDrawFunction
+        guards.type_match(source, value)
+        guards.id_match(AttrSource(source, "__self__"), value.__self__)
+        guards.constant_match(AttrSource(source, "__name__"), value.__name__)
+        return RandomDrawFunction(value.__self__, value.__name__, source)
 
     if isinstance(value, types.BuiltinFunctionType) and value in _torch_polyfills():
         if source is not None:

@@ -21,6 +21,7 @@ import torch
 
 from ember import metrics
 from ember.capture import codegen, trace_hooks
+from ember.capture.variables import random_draws
 from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
@@ -29,6 +30,7 @@ from ember.capture.guards import GuardSet
 from ember.capture.entry_guards import _guard_block, _shape_guard_names
 from ember.capture.callees import _compiled_callee, _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
+from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _with_attrs, _with_kwdefaults
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
@@ -379,6 +381,8 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     scope = guards.scope
     args = ", ".join(src.expr(scope) for src in input_sources)
     body = _guard_block(guards)
+    draw_lines, restore_draws = random_draws.entry_lines(output, scope)  # (after the guards, before the graph)
+    body += draw_lines
     if compiled is not None:
         scope["___compiled"] = compiled
         from ember.capture.rerun import rerun_safe
@@ -400,10 +404,12 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
             scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)
+            restore_draws = [f"    {line}" for line in restore_draws]
             body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", *restore,
-                     "    raise", "except Exception as ___e:", *restore,
+                     *restore_draws, "    raise", "except Exception as ___e:", *restore,
                      "    if getattr(___e, 'ember_internal', False):", "        raise",
-                     "    ___failed = True", "if ___failed:", f"    return ___eager_rerun({forward_call(fn.__code__)})"]
+                     "    ___failed = True", "if ___failed:", *restore_draws,
+                     f"    return ___eager_rerun({forward_call(fn.__code__)})"]
         elif toggles:
             body += ["try:", f"    ___o = ___compiled({args})", "except BaseException:", *restore, "    raise"]
         else:
@@ -544,12 +550,6 @@ def _passed_cell(cell, name):
     return vt
 
 
-def _with_attrs(obj, attrs: dict):
-    """``obj`` with the instance attributes ``attrs`` set (a dict made in the frame that escapes)."""
-    obj.__dict__.update(attrs)
-    return obj
-
-
 def _made_in_frame(vt) -> bool:
     """A value the frame created whose identity the program can observe (see _ReturnPlan.expr)."""
     from ember.capture.variables.new_object import NewObjectVariable
@@ -563,23 +563,6 @@ def _made_in_frame(vt) -> bool:
     if isinstance(vt, IteratorVariable) or type(vt).__name__ == "NestedFunctionVariable":
         return vt.source is None
     return False
-
-
-def _with_kwdefaults(fn, kwdefaults):
-    fn.__kwdefaults__ = kwdefaults
-    return fn
-
-
-def _with_attributes(fn, attrs: dict):
-    for k, v in attrs.items():
-        setattr(fn, k, v)
-    return fn
-
-
-def _with_annotations(fn, flat: tuple):
-    """MAKE_FUNCTION's annotations (3.11: a flat tuple of name, value pairs)."""
-    fn.__annotations__ = dict(zip(flat[::2], flat[1::2]))
-    return fn
 
 
 class _ReturnPlan:

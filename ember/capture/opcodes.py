@@ -13,6 +13,7 @@ import torch
 from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
                                               dynamic_number, symbolic_operation,
                                               symbolic_sequence_operation)
+from ember.capture.variables.random_draws import RandomValueVariable, random_operands
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
@@ -265,6 +266,8 @@ class OpcodeMixin:
     # -- operators --------------------------------------------------------------------
     def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
         a, b = proxy_operands(fn, a, b)  # `mp | d`: the proxy's dict
+        if isinstance(a, RandomValueVariable) or isinstance(b, RandomValueVariable):
+            a, b = random_operands(self, a, b)  # `x * random.uniform(0.8, 1.2)`: a 0-d tensor input
         if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
             return numpy_binary(self, fn, a, b)  # through torch._numpy (variables/numpy_arrays.py)
         if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):

@@ -251,7 +251,8 @@ class OutputGraph:
         if not self.observes_storage_offsets:
             self.observes_storage_offsets = True
             for source, real in zip(self.input_sources, self.input_values):
-                self.guards.storage_offset(source, real)
+                if not getattr(source, "made_after_guards", False):  # (a drawn random value's tensor)
+                    self.guards.storage_offset(source, real)
 
     # -- operations ---------------------------------------------------------------
     def call_function(self, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -473,7 +474,7 @@ class OutputGraph:
         # Parameters are left out (torch skips them: their guard would cost every module call),
         # unless the program observes tensor identity (a set of tensors, a dict keyed by them).
         tensors = [src for src, real in zip(self.input_sources, self.input_values)
-                   if isinstance(real, torch.Tensor)
+                   if isinstance(real, torch.Tensor) and not getattr(src, "made_after_guards", False)
                    and (self.observes_tensor_identity or not isinstance(real, torch.nn.Parameter))]
         if len(tensors) > 1:
             self.guards.all_distinct(tensors)

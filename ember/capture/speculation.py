@@ -50,6 +50,7 @@ class Checkpoint:
         self.output = tx.output
         self.last = next(iter(reversed(tx.output.graph.nodes)), None)  # nodes after it are the region's
         self.submodules = dict(tx.output.submodules)
+        self.random_draws = len(tx.output.__dict__.get("random_calls", ()))  # (variables/random_draws.py)
         self.grad_mode = torch.is_grad_enabled()
         self.containers: dict[int, tuple] = {}  # id(tracker) -> (tracker, its items/keys at the first write)
         # Taken lazily, before the first op that may change a fake tensor (`snapshot_pending`): until
@@ -122,6 +123,11 @@ class Checkpoint:
             graph.erase_node(n)
         self.output.submodules.clear()
         self.output.submodules.update(self.submodules)
+        draws = self.output.__dict__.get("random_calls")
+        if draws and len(draws) > self.random_draws:  # the region's draws are not made after all
+            del draws[self.random_draws:]
+            if any(i >= self.random_draws for i, _ in self.output.__dict__.get("random_inputs", {})):
+                ok = False  # (a graph input fed from one of them: placeholders stay)
         torch._C._set_grad_enabled(self.grad_mode)
         ok = (self.fakes is None or self.fakes.restore()) and ok
         self.close()

@@ -581,7 +581,7 @@ def _int_float(kind):
             if rest or kwargs or x.fake.numel() != 1 or has_symbols(tuple(x.fake.shape)) or not x._unbacked_scalars(tx):
                 raise unsupported("EB0017", f"{kind.__name__}() of a tensor reads its data")
             x = x.call_method(tx, "item", [], {})  # (captured: an unbacked symbol, as .item())
-            if x.is_constant() and type(x.as_constant()) in (int, float, bool):
+            if not isinstance(x, SymNodeVariable) and x.is_constant() and type(x.as_constant()) in (int, float, bool):
                 return ConstantVariable(kind(x.as_constant()))  # (a 0-d input's value, guarded)
             if isinstance(x, SymNodeVariable):
                 converted = symbolic_conversion(tx, kind, x)
