@@ -116,8 +116,9 @@ class BuiltinVariable(VariableTracker):
                 return lazy
         if fn in VALUE_TEXT_BUILTINS and any(dynamic_number(a) for a in (*args, *kwargs.values())):
             # (a break as torch.compile's: the size stays dynamic, the call runs after the graph)
-            raise unsupported("EB0036" if fn.__module__ == "math" else "EB0037",
-                              f"{fn.__name__}() of a dynamic size needs its exact value")
+            if fn.__module__ == "math":
+                raise unsupported("EB0036", f"math.{fn.__name__}() of a dynamic size needs its exact value")
+            raise unsupported("EB0037", f"{fn.__name__}() of a dynamic size needs its exact value")
         if fn is pow and len(args) == 2 and not kwargs and any(dynamic_number(a) for a in args):
             return tx.binary_op(operator.pow, args[0], args[1])  # pow(n, 2): symbolic, as n ** 2
         dunder = _SUBCLASS_DUNDERS.get(fn)
