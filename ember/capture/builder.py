@@ -414,6 +414,12 @@ def _wrap(tx, value, source) -> VariableTracker:
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return TensorMethodVariable(wrap(tx, value.__self__, AttrSource(source, "__self__")), value.__name__)
 
+    if value is collections.namedtuple:  # the class made while tracing (variables/constructors.py)
+        from ember.capture.variables.constructors import NamedTupleFactory
+        if source is not None:
+            guards.id_match(source, value)
+        return NamedTupleFactory()
+
     if source is not None and is_random_draw(value):  # random.randint(1, 6): drawn before the graph
         from ember.capture.variables.random_draws import RandomDrawFunction
         guards.type_match(source, value)

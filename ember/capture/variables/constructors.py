@@ -228,3 +228,30 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if new_fn is not None:
         return construct_with_new(tx, cls, new_fn, args, kwargs)
     raise unsupported("EB0042", f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
+
+
+class NamedTupleFactory(VariableTracker):
+    """``collections.namedtuple(...)`` called in the frame with constant arguments: the class is
+    made while tracing, as torch.compile does (its body is ``exec``'d code and ``sys.intern``,
+    which broke the graph, and the resume function then guarded on a new class every call). The
+    frame keeps the one class made at trace time (torch.compile's behaviour too)."""
+
+    def describe(self):
+        return "collections.namedtuple"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        if not _constants(args) or not _constants(kwargs.values()):
+            raise unsupported("EB0033", "collections.namedtuple with arguments that are not constants")
+        try:
+            cls = collections.namedtuple(*[a.as_constant() for a in args],
+                                         **{k: v.as_constant() for k, v in kwargs.items()})
+        except (TypeError, ValueError) as e:
+            raise PythonException(e) from None  # eager raises this very exception
+        from ember.capture.builder import wrap
+        return wrap(tx, cls, None)
