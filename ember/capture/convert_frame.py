@@ -22,6 +22,7 @@ import torch
 from ember import metrics
 from ember.capture import codegen, trace_hooks
 from ember.capture.variables import random_draws
+from ember.capture.assumptions import output_checks
 from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
@@ -329,6 +330,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             else:
                 ret_expr = plan.expr(result)
             effect_lines = side_effects.codegen(plan, guards.scope)
+            assumed = output_checks(output, plan)  # (capture/assumptions.py: tested after the graph)
             gm, example_inputs, input_sources = output.finish(plan.output_nodes)
     except Unsupported as e:
         if break_at is not None and not isinstance(e, _NotBreakable):
@@ -400,6 +402,8 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             body.append("___ac = ___autocast_states()")
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
+        if assumed is not None and not rerun_safe(gm, compiled):
+            raise _NotBreakable("a data-dependent check assumed by a graph that cannot run again", id="EB0016")
         if rerun_safe(gm, compiled):
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
@@ -408,7 +412,8 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", *restore,
                      *restore_draws, "    raise", "except Exception as ___e:", *restore,
                      "    if getattr(___e, 'ember_internal', False):", "        raise",
-                     "    ___failed = True", "if ___failed:", *restore_draws,
+                     "    ___failed = True", *([f"if not ___failed and not ({assumed}):", "    ___failed = True"]
+                                                   if assumed else []), "if ___failed:", *restore_draws,
                      f"    return ___eager_rerun({forward_call(fn.__code__)})"]
         elif toggles:
             body += ["try:", f"    ___o = ___compiled({args})", "except BaseException:", *restore, "    raise"]

@@ -14,6 +14,7 @@ from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, Sym
                                               dynamic_number, symbolic_operation,
                                               symbolic_sequence_operation)
 from ember.capture.variables.random_draws import RandomValueVariable, random_operands
+from ember.capture.assumptions import assume_branch
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
@@ -535,7 +536,14 @@ class OpcodeMixin:
     JUMP = JUMP_FORWARD
 
     def _pop_jump(self, inst, when: bool):
-        if self.pop().truth(self) == when:
+        value = self.pop()
+        if isinstance(value, TensorVariable):  # `if not valid.all(): raise ...`: assumed, tested after
+            jump = assume_branch(self, inst, value, when)  # the graph (capture/assumptions.py)
+            if jump is not None:
+                if jump:
+                    self.jump_to(inst.argval)
+                return
+        if value.truth(self) == when:
             self.jump_to(inst.argval)
 
     # (conditional jumps of every direction and version arrive as POP_JUMP_IF_*: bytecode.normalize)

@@ -34,6 +34,12 @@ from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
 
 
+def _changes_state(kind, target, kwargs) -> bool:
+    from ember.capture.rerun import call_changes_state
+    plain = {k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()}
+    return call_changes_state(kind, target, plain)
+
+
 def _placeholder_name(source) -> str:
     """The source's name with each run of other characters as one ``_`` (``L['x']`` → ``L_x_``), as
     Dynamo names its placeholders (graph printouts compare equal)."""
@@ -262,6 +268,10 @@ class OutputGraph:
         return self._call("call_method", name, args, kwargs)
 
     def _call(self, kind, target, args, kwargs):
+        if self.__dict__.get("assumptions") and _changes_state(kind, target, kwargs):
+            # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
+            raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the graph "
+                              "assumed (a write or random draw ends the graph)")
         if kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1 \
                 and isinstance(args[0], SymNodeVariable) and set(kwargs) <= {"dtype", "device"}:
             # torch.tensor(float(x.size(0))) would read the size: scalar_tensor keeps it symbolic

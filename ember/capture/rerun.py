@@ -29,14 +29,20 @@ def _name(target) -> str:
 def _changes_state(node: torch.fx.Node, mutations_after: bool) -> bool:
     if node.op in ("placeholder", "output"):
         return False
-    if node.op != "call_function" and node.op != "call_method":
+    return call_changes_state(node.op, node.target, node.kwargs, mutations_after)
+
+
+def call_changes_state(op: str, target, kwargs: dict, mutations_after: bool = False) -> bool:
+    """Whether a graph call ``op``/``target`` with these keyword arguments (constants) may change
+    state (an in-place write, a random draw) that a rerun of the frame would repeat."""
+    if op != "call_function" and op != "call_method":
         return True  # get_attr of a subgraph (cond, checkpoint), call_module: not looked into
-    target = node.target
     if getattr(target, "ember_function", None) is not None:
         return True
     name = _name(target).lower()
-    if not mutations_after and (target in _MUTATING_FUNCTIONS or (name.endswith("_") and not name.endswith("__"))
-                                or "out" in node.kwargs or node.kwargs.get("inplace") is True
+    trailing = name.endswith("_") and not name.endswith("__") and getattr(target, "__module__", None) != "_operator"
+    if not mutations_after and (target in _MUTATING_FUNCTIONS or trailing  # (operator.and_ is no write)
+                                or "out" in kwargs or kwargs.get("inplace") is True
                                 or any(part in name for part in _UPDATES_BUFFERS)):
         return True
     return any(part in name for part in _RANDOM_PARTS)

@@ -51,6 +51,7 @@ class Checkpoint:
         self.last = next(iter(reversed(tx.output.graph.nodes)), None)  # nodes after it are the region's
         self.submodules = dict(tx.output.submodules)
         self.random_draws = len(tx.output.__dict__.get("random_calls", ()))  # (variables/random_draws.py)
+        self.assumed = len(tx.output.__dict__.get("assumptions", ()))  # (capture/assumptions.py)
         self.grad_mode = torch.is_grad_enabled()
         self.containers: dict[int, tuple] = {}  # id(tracker) -> (tracker, its items/keys at the first write)
         # Taken lazily, before the first op that may change a fake tensor (`snapshot_pending`): until
@@ -123,6 +124,9 @@ class Checkpoint:
             graph.erase_node(n)
         self.output.submodules.clear()
         self.output.submodules.update(self.submodules)
+        assumed = self.output.__dict__.get("assumptions")
+        if assumed:
+            del assumed[self.assumed:]
         draws = self.output.__dict__.get("random_calls")
         if draws and len(draws) > self.random_draws:  # the region's draws are not made after all
             del draws[self.random_draws:]

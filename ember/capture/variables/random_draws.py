@@ -22,6 +22,7 @@ example value got baked into the graph without a guard (``torch.ones(random.rand
 from __future__ import annotations
 
 import random
+import types
 
 import torch
 
@@ -34,6 +35,8 @@ _LIMIT = 2 ** 53  # (arguments: the value fits a float64 / int64 0-d tensor exac
 
 def is_random_draw(value) -> bool:
     """``random.randint`` and the like: a method of a plain ``random.Random`` (the module's own)."""
+    if not isinstance(value, (types.MethodType, types.BuiltinMethodType)):
+        return False  # (any other object: no attribute read, a user __getattr__ would see it)
     owner = getattr(value, "__self__", None)
     return type(owner) is random.Random and getattr(value, "__name__", None) in DRAWS \
         and getattr(owner, getattr(value, "__name__", ""), None) == value

@@ -1,0 +1,167 @@
+"""Data-dependent checks whose failing side raises (capture/assumptions.py).
+
+``if not valid.all(): raise ValueError(...)`` (torch.distributions' validation), ``assert
+(y > 0).all()``: the graph assumes the check passes, the entry tests it after the graph, and a
+failing check runs the frame again eagerly (eager's exception, side effects once). torch.compile
+2.13 breaks the graph at the validation here (0 to 2 graphs for the programs below; run alone it
+sometimes leaves the validation out), and turns a tensor ``assert`` into a RuntimeError: those
+counts and errors are ember's own.
+"""
+import builtins
+
+import pytest
+import torch
+import torch.distributions as D
+
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile
+
+
+@pytest.fixture
+def validation():
+    before = D.Distribution._validate_args
+    D.Distribution.set_default_validate_args(True)
+    yield
+    D.Distribution.set_default_validate_args(before)
+
+
+PROGRAMS = {
+    "normal_log_prob": lambda x: D.Normal(x, 1.0).log_prob(x),
+    "normal_entropy": lambda x: D.Normal(x, torch.ones(4)).entropy(),
+    "normal_cdf": lambda x: D.Normal(x, 1.0).cdf(x),
+    "categorical": lambda x: (D.Categorical(logits=x).log_prob(torch.tensor(1)), D.Categorical(logits=x).entropy()),
+    "bernoulli": lambda x: (D.Bernoulli(logits=x).log_prob(torch.ones(4)), D.Bernoulli(logits=x).entropy()),
+    "independent": lambda x: D.Independent(D.Normal(x, 1.0), 1).log_prob(x),
+    "beta": lambda x: D.Beta(x.exp(), 2.0).log_prob(torch.full((4,), 0.3)),
+    "lognormal": lambda x: D.LogNormal(x, 1.0).log_prob(x.exp()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_distributions_with_validation_make_one_graph(name, validation):
+    if REFERENCE:
+        pytest.skip("torch.compile 2.13 breaks at the validation (0 to 2 graphs)")
+    cnt = CompileCounter()
+    compiled = compile(PROGRAMS[name], backend=cnt)
+    for _ in range(2):
+        x = torch.randn(4)
+        assert_same(compiled(x), PROGRAMS[name](x))
+    assert cnt.frame_count == 1
+
+
+def _same_outcome(compiled, fn, *args):
+    try:
+        ref = fn(*args)
+    except Exception as e:  # noqa: BLE001
+        with pytest.raises(type(e)) as info:
+            compiled(*args)
+        assert str(info.value) == str(e)
+        return
+    assert_same(compiled(*args), ref)
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 drops distribution validation (no ValueError)")
+def test_invalid_distribution_argument_raises_as_eager(validation):
+    def f(x, scale):
+        return D.Normal(x, scale).log_prob(x)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for scale in (torch.ones(3), -torch.ones(3), torch.full((3,), 2.0)):
+        _same_outcome(compiled, f, torch.randn(3), scale)
+    assert cnt.frame_count == 1
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 drops distribution validation (no ValueError)")
+def test_sample_outside_the_support_raises_as_eager(validation):
+    def f(p, value):
+        return D.Bernoulli(probs=p).log_prob(value)
+    compiled = compile(f, backend=CompileCounter())
+    _same_outcome(compiled, f, torch.full((3,), 0.3), torch.ones(3))
+    _same_outcome(compiled, f, torch.full((3,), 0.3), torch.full((3,), 0.5))
+
+
+# (compiled from text: pytest rewrites the assert statements of test modules)
+_ASSERTS = {}
+exec(builtins.compile("def f(x):\n    y = x * 2\n    assert (y > 0).all(), 'positive'\n    return y + 1\n",
+             "<asserting program>", "exec"), _ASSERTS)
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 raises RuntimeError for a failing tensor assert")
+def test_assert_on_a_tensor():
+    f = _ASSERTS["f"]
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for x in (torch.ones(3), -torch.ones(3), torch.full((3,), 2.0)):
+        _same_outcome(compiled, f, x)
+    assert cnt.frame_count == 1
+
+
+def test_failed_check_does_side_effects_once():
+    log = []
+
+    def f(x):
+        log.append(len(log))
+        y = x.sin()
+        if torch.isnan(y).any():
+            raise RuntimeError("nan!")
+        return y
+    compiled = compile(f, backend=CompileCounter())
+    compiled(torch.ones(2))
+    with pytest.raises(RuntimeError, match="nan!"):
+        compiled(torch.tensor([float("nan"), 1.0]))
+    assert log == [0, 1]
+
+
+def test_caught_check_takes_the_handler():
+    def f(x):
+        try:
+            if not (x > 0).all():
+                raise ValueError("bad")
+            return x + 1
+        except ValueError:
+            return x - 1
+    compiled = compile(f, backend=CompileCounter())
+    for x in (torch.ones(3), -torch.ones(3)):
+        assert_same(compiled(x), f(x))
+
+
+def test_write_before_the_check_keeps_the_break():
+    def f(x):
+        x.add_(1)
+        if not (x > 0).all():
+            raise ValueError("bad")
+        return x * 2
+    compiled = compile(f, backend=CompileCounter())
+    for v in (1.0, -5.0):
+        a, b = torch.full((3,), v), torch.full((3,), v)
+        try:
+            ref = f(b)
+        except ValueError:
+            with pytest.raises(ValueError, match="bad"):
+                compiled(a)
+        else:
+            assert_same(compiled(a), ref)
+        assert_same(a, b)  # written once, as eager
+
+
+def test_write_after_the_check_ends_the_graph():
+    def f(x):
+        if not (x > 0).all():
+            raise ValueError("bad")
+        y = x.clone()
+        y.add_(1)
+        return y * 2
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for x in (torch.ones(3), -torch.ones(3) * 5, torch.full((3,), 3.0)):
+        _same_outcome(compiled, f, x)
+
+
+def test_branch_without_a_raise_still_breaks():
+    def f(x):
+        if (x > 0).all():
+            return x + 1
+        return x - 1
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for x in (torch.ones(3), -torch.ones(3)):
+        assert_same(compiled(x), f(x))
