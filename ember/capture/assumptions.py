@@ -7,8 +7,9 @@ goes on along the other side; the tensor becomes an extra graph output, and the 
 it after the graph. If it does not hold, the frame runs again eagerly from its start
 (capture/rerun.py: nothing was done that a rerun would repeat; side effects are replayed after
 the graph, so were not), which raises eager's very exception. The graph therefore may hold no
-in-place write or random draw from before the assumption (else the branch breaks, as before), and
-one after it breaks the graph there (variables see ``OutputGraph._call``).
+in-place write from before the assumption (else the branch breaks, as before), and one after it
+breaks the graph there (``OutputGraph._call``); random draws are kept, the entry then keeps torch's
+RNG state before the graph and puts it back before a rerun (``rng_lines``).
 
 torch.compile 2.13 makes one graph of such code too (it drops distribution validation instead:
 invalid arguments do not raise under it).
@@ -36,15 +37,16 @@ def assume_branch(tx, inst, value, when: bool) -> bool | None:
     """``POP_JUMP_IF_<when>`` on the tensor tracker ``value``: if exactly one side raises straight
     away, record that the check takes the other side and answer whether to jump (None: not such a
     branch, or the graph so far could not be run again)."""
-    from ember.capture.rerun import call_changes_state
+    from ember.capture.rerun import call_changes_state, only_draws
     from ember.capture.variables.tensor import TensorVariable
     if not isinstance(value, TensorVariable) or type(value.fake).__name__ != "FakeTensor":
         return None
     if has_symbols(tuple(value.fake.shape)) or value.fake.numel() != 1:
         return None
     output = tx.output
-    if any(call_changes_state(n.op, n.target, n.kwargs) for n in output.graph.nodes
-           if n.op not in ("placeholder", "output")):
+    changing = [n for n in output.graph.nodes if n.op not in ("placeholder", "output")
+                and call_changes_state(n.op, n.target, n.kwargs)]
+    if any(not only_draws(n.op, n.target, n.kwargs) for n in changing):
         return None
     here = tx.index_of.get(inst.offset)
     target = tx.index_of.get(inst.argval)
@@ -55,6 +57,8 @@ def assume_branch(tx, inst, value, when: bool) -> bool | None:
     if falls_raise == jump_raises:
         return None
     jump = falls_raise  # the side that goes on
+    if changing:
+        output.assumed_draws = True  # (drawn before the check: the RNG state goes back before a rerun)
     output.__dict__.setdefault("assumptions", []).append((value.node, when if jump else not when))
     return jump
 
@@ -66,3 +70,23 @@ def output_checks(output, plan) -> str | None:
     if not made:
         return None
     return " and ".join(f"(bool({plan._out(node)}) is {expected})" for node, expected in made)
+
+
+def rng_lines(output, scope) -> tuple[list[str], list[str]]:
+    """With random ops in a graph that may run again (a failed check): the entry's lines that keep
+    torch's RNG state before the graph, and those that put it back before the eager rerun (which
+    then draws what eager draws)."""
+    if not output.__dict__.get("assumed_draws"):
+        return [], []
+    import torch
+
+    def rng_state():
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        return torch.random.get_rng_state(), cuda
+
+    def rng_restore(state):
+        torch.random.set_rng_state(state[0])
+        if state[1] is not None:
+            torch.cuda.set_rng_state_all(state[1])
+    scope["___rng_state"], scope["___rng_restore"] = rng_state, rng_restore
+    return ["___rng = ___rng_state()"], ["___rng_restore(___rng)"]

@@ -22,7 +22,7 @@ import torch
 from ember import metrics
 from ember.capture import codegen, trace_hooks
 from ember.capture.variables import random_draws
-from ember.capture.assumptions import output_checks
+from ember.capture.assumptions import output_checks, rng_lines
 from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
@@ -384,7 +384,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     args = ", ".join(src.expr(scope) for src in input_sources)
     body = _guard_block(guards)
     draw_lines, restore_draws = random_draws.entry_lines(output, scope)  # (after the guards, before the graph)
-    body += draw_lines
+    rng_save, rng_restore = rng_lines(output, scope)  # (capture/assumptions.py)
+    body += draw_lines + rng_save
+    restore_draws += rng_restore
     if compiled is not None:
         scope["___compiled"] = compiled
         from ember.capture.rerun import rerun_safe
@@ -402,9 +404,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             body.append("___ac = ___autocast_states()")
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
-        if assumed is not None and not rerun_safe(gm, compiled):
+        if assumed is not None and not rerun_safe(gm, compiled, bool(rng_save)):
             raise _NotBreakable("a data-dependent check assumed by a graph that cannot run again", id="EB0016")
-        if rerun_safe(gm, compiled):
+        if rerun_safe(gm, compiled, bool(rng_save)):
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
             scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)

@@ -40,6 +40,11 @@ def _changes_state(kind, target, kwargs) -> bool:
     return call_changes_state(kind, target, plain)
 
 
+def _only_draws(kind, target, kwargs) -> bool:
+    from ember.capture.rerun import only_draws
+    return only_draws(kind, target, {k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()})
+
+
 def _placeholder_name(source) -> str:
     """The source's name with each run of other characters as one ``_`` (``L['x']`` → ``L_x_``), as
     Dynamo names its placeholders (graph printouts compare equal)."""
@@ -269,9 +274,11 @@ class OutputGraph:
 
     def _call(self, kind, target, args, kwargs):
         if self.__dict__.get("assumptions") and _changes_state(kind, target, kwargs):
-            # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
-            raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the graph "
-                              "assumed (a write or random draw ends the graph)")
+            if not _only_draws(kind, target, kwargs):
+                # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
+                raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the graph "
+                                  "assumed (a write ends the graph)")
+            self.assumed_draws = True  # (a draw: the entry puts the RNG state back before a rerun)
         if kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1 \
                 and isinstance(args[0], SymNodeVariable) and set(kwargs) <= {"dtype", "device"}:
             # torch.tensor(float(x.size(0))) would read the size: scalar_tensor keeps it symbolic

@@ -48,6 +48,25 @@ def call_changes_state(op: str, target, kwargs: dict, mutations_after: bool = Fa
     return any(part in name for part in _RANDOM_PARTS)
 
 
+def _only_draws(node: torch.fx.Node) -> bool:
+    """A random op that writes nothing (``torch.normal``, ``multinomial``; not ``normal_``)."""
+    return node.op in ("call_function", "call_method") and getattr(node.target, "ember_function", None) is None \
+        and not _writes(node.target, node.kwargs) and any(part in _name(node.target).lower() for part in _RANDOM_PARTS)
+
+
+def only_draws(op: str, target, kwargs: dict) -> bool:
+    """The same for a call about to be made (keyword arguments as constants)."""
+    return op in ("call_function", "call_method") and getattr(target, "ember_function", None) is None \
+        and not _writes(target, kwargs) and any(part in _name(target).lower() for part in _RANDOM_PARTS)
+
+
+def _writes(target, kwargs) -> bool:
+    name = _name(target).lower()
+    trailing = name.endswith("_") and not name.endswith("__") and getattr(target, "__module__", None) != "_operator"
+    return target in _MUTATING_FUNCTIONS or trailing or "out" in kwargs or kwargs.get("inplace") is True \
+        or any(part in name for part in _UPDATES_BUFFERS)
+
+
 def draws_random_numbers(graph: torch.fx.Graph) -> bool:
     """Whether a (capture-level) graph may draw from the RNG (by op name: conservative)."""
     return any(n.op not in ("placeholder", "output")
@@ -56,12 +75,15 @@ def draws_random_numbers(graph: torch.fx.Graph) -> bool:
                for n in graph.nodes)
 
 
-def rerun_safe(gm: torch.fx.GraphModule, compiled) -> bool:
+def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False) -> bool:
     """Whether running ``gm`` (as ``compiled``) partly, up to an op that raises, leaves nothing
-    behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``)."""
+    behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``).
+    ``random_restored``: the entry puts torch's RNG state back before the rerun (random ops pass)."""
     after = getattr(compiled, "mutations_after_graph", False) is True
-    if any(_changes_state(n, after) for n in gm.graph.nodes):
+    if any(_changes_state(n, after) and not (random_restored and _only_draws(n)) for n in gm.graph.nodes):
         return False
+    if random_restored:
+        return True
     # the aten graphs an AOT backend traced tell random ops by their tag (a Python function such as
     # F.gumbel_softmax draws inside, under a name that says nothing)
     graphs = getattr(compiled, "graphs", None)

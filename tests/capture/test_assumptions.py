@@ -165,3 +165,47 @@ def test_branch_without_a_raise_still_breaks():
     compiled = compile(f, backend=cnt)
     for x in (torch.ones(3), -torch.ones(3)):
         assert_same(compiled(x), f(x))
+
+
+@pytest.mark.parametrize("name", ["normal", "categorical", "bernoulli"])
+def test_sampling_after_validation_makes_one_graph(name, validation):
+    programs = {
+        "normal": lambda x: D.Normal(x, 1.0).sample(),
+        "categorical": lambda x: D.Categorical(logits=x).sample(),
+        "bernoulli": lambda x: D.Bernoulli(logits=x).sample(),
+    }
+    fn = programs[name]
+    cnt = CompileCounter()
+    compiled = compile(fn, backend=cnt)
+    for seed in range(2):
+        x = torch.randn(4)
+        torch.manual_seed(seed)
+        out = compiled(x)
+        torch.manual_seed(seed)
+        assert_same(out, fn(x))
+    if not REFERENCE:
+        assert cnt.frame_count == 1
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 drops distribution validation (no ValueError)")
+def test_failed_check_after_a_draw_leaves_the_rng_as_eager(validation):
+    def f(p, value):
+        d = D.Bernoulli(probs=p)
+        s = d.sample()
+        return s, d.log_prob(value)
+    compiled = compile(f, backend=CompileCounter())
+    p = torch.full((3,), 0.4)
+    for value in (torch.ones(3), torch.full((3,), 0.5)):
+        torch.manual_seed(0)
+        try:
+            ref = f(p, value)
+        except ValueError:
+            ref = None
+        after_eager = torch.random.get_rng_state()
+        torch.manual_seed(0)
+        if ref is None:
+            with pytest.raises(ValueError):
+                compiled(p, value)
+        else:
+            assert_same(compiled(p, value), ref)
+        assert torch.equal(torch.random.get_rng_state(), after_eager)
