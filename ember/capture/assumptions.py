@@ -16,6 +16,8 @@ invalid arguments do not raise under it).
 """
 from __future__ import annotations
 
+import torch
+
 from ember.fake.symbolic import has_symbols
 
 _MAX_RAISE_BLOCK = 400  # instructions from the branch to the raise
@@ -39,7 +41,8 @@ def assume_branch(tx, inst, value, when: bool) -> bool | None:
     branch, or the graph so far could not be run again)."""
     from ember.capture.rerun import call_changes_state, only_draws
     from ember.capture.variables.tensor import TensorVariable
-    if not isinstance(value, TensorVariable) or type(value.fake).__name__ != "FakeTensor":
+    if not isinstance(value, TensorVariable) or type(value.fake).__name__ != "FakeTensor" \
+            or value.cls not in (torch.Tensor, torch.nn.Parameter):  # (a subclass's own __bool__)
         return None
     if has_symbols(tuple(value.fake.shape)) or value.fake.numel() != 1:
         return None

@@ -344,6 +344,8 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
         restore_flags(output)  # (flags the frame set: see variables/global_flags.py)
 
     compiled = None
+    if assumed is not None and not output.has_compute():  # (no graph, nothing to test the check after)
+        raise _NotBreakable("a data-dependent check on an input with no graph to test it after", id="EB0016")
     if output.has_compute():
         trace_hooks.output_graph(gm)
         with metrics.timed("backend"):

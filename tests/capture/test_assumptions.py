@@ -209,3 +209,15 @@ def test_failed_check_after_a_draw_leaves_the_rng_as_eager(validation):
         else:
             assert_same(compiled(p, value), ref)
         assert torch.equal(torch.random.get_rng_state(), after_eager)
+
+
+def test_check_on_an_input_with_no_graph():
+    # nothing computed: no graph to test the check after, so the frame runs as it is
+    def f(x, flag):
+        if not flag:
+            raise ValueError("no")
+        return x
+    compiled = compile(f, backend=CompileCounter())
+    assert_same(compiled(torch.ones(2), torch.tensor([True])), torch.ones(2))
+    with pytest.raises(ValueError, match="no"):
+        compiled(torch.ones(2), torch.tensor([False]))
