@@ -239,6 +239,11 @@ class NamedTupleFactory(VariableTracker):
     def describe(self):
         return "collections.namedtuple"
 
+    def reconstruct(self, plan) -> str:
+        """On the stack at a graph break (its call with a tensor argument breaks): the function."""
+        from ember.capture.sources import bind
+        return bind(plan.scope, collections.namedtuple, "namedtuple")
+
     def python_type(self):
         return types.FunctionType
 
