@@ -21,6 +21,7 @@ from torch.overrides import TorchFunctionMode
 from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                            UnsupportedOperatorException)
 
+from ember.exc import Unsupported
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable, subclass_result_class
@@ -93,10 +94,17 @@ class OutputGraph:
         if self.numpy_inputs:  # (an input over an ndarray input's memory: refused / guarded apart)
             from ember.capture.variables.numpy_arrays import guard_new_tensor_input
             guard_new_tensor_input(self, real, source)
-        fake = self._symbolic_input(source, real)
-        if fake is None:
-            self.guards.tensor_match(source, real)
-            fake = self.fake.fake(real)
+        try:
+            fake = self._symbolic_input(source, real)
+            if fake is None:
+                self.guards.tensor_match(source, real)
+                fake = self.fake.fake(real)
+        except Exception as e:
+            if type(real) in (torch.Tensor, torch.nn.Parameter) or isinstance(e, Unsupported):
+                raise
+            # a subclass torch cannot convert (one shadowing `size` with a class attribute, ...)
+            raise unsupported("EB0020", f"a {type(real).__name__} input has no fake tensor "
+                              f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
         if not isinstance(real, torch.nn.Parameter):
             # a later call whose tensor mark_dynamic marked in a dimension this graph has static
             self.guards.marked_dims(source, dynamic_dims(fake))
@@ -405,8 +413,11 @@ class OutputGraph:
             result = plain(result)  # (a SymInt that is a constant: 0 * s0, a specialised size)
         scripted = self.__dict__.get("script_objects") and _script_objects_in(args, kwargs)
         if not _contains_tensor(result) and not _may_mutate(kind, target, result) and not scripted:
-            # Metadata-only answer (sizes, flags): a constant under the guards.
+            # Metadata-only answer (sizes, flags): a constant under the guards (unless a tensor
+            # subclass's own __torch_function__ answers for it: variables/subclass_metadata.py).
             from ember.capture.variables.builtins import wrap_constant
+            from ember.capture.variables.subclass_metadata import check_metadata_call
+            check_metadata_call(kind, target, args, kwargs)
             return wrap_constant(result)
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
         if bindings:

@@ -175,6 +175,11 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)
         if isinstance(attr, torch.Tensor):
             raise unsupported("EB0031", f"tensor-valued attribute Tensor.{name}")
+        getter = getattr(getattr(torch.Tensor, name, None), "__get__", None)
+        if getter is not None and not has_symbols(attr):
+            # (a subclass's __torch_function__ may answer for Tensor.ndim, .shape, ...)
+            from ember.capture.variables.subclass_metadata import check_metadata_read
+            check_metadata_read(self, getter, what=f"Tensor.{name}")
         if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(plain(attr))
