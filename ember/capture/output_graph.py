@@ -105,8 +105,9 @@ class OutputGraph:
             # a subclass torch cannot convert (one shadowing `size` with a class attribute, ...)
             raise unsupported("EB0020", f"a {type(real).__name__} input has no fake tensor "
                               f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
-        if not isinstance(real, torch.nn.Parameter):
+        if type(real) is torch.Tensor and real.layout is torch.strided:
             # a later call whose tensor mark_dynamic marked in a dimension this graph has static
+            # (parameters, subclasses and other layouts stay static: dynamic_dims.py, their marks too)
             self.guards.marked_dims(source, dynamic_dims(fake))
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)

@@ -85,6 +85,16 @@ class SuperVariable(VariableTracker):
                     return RealReadMethodVariable(attr, self.obj)
                 if attr is object.__init__ or isinstance(attr, (types.WrapperDescriptorType,)):
                     raise unsupported("EB0031", f"super().{name} resolves to a builtin slot")
+                if isinstance(attr, types.MethodDescriptorType) and not on_class:
+                    # A C method of a builtin base (`super().to(...)` in a Tensor subclass reaches
+                    # TensorBase.to): bound to the object, as `super()` binds it — the descriptor
+                    # alone, called (or rebuilt at a break) without it, lost `self`.
+                    from ember.capture.sources import AttrSource, ConstSource
+                    from ember.capture.variables.functions import PartialVariable
+                    sup = _super_object(self.cls, real_type)
+                    fn = wrap(tx, attr, AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
+                                                                    f"{real_type.__qualname__})"), name))
+                    return PartialVariable(fn, [self.obj], {})
                 # a plain class attribute: read through the same lookup, so it is guarded (a later
                 # `Base.attr = 5` recompiles)
                 from ember.capture.sources import AttrSource, ConstSource
