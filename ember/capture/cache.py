@@ -260,8 +260,7 @@ class FrameCache:
                 # makes the dimensions that differ from them symbols (as torch infers dynamism
                 # from the first two calls).
                 for name, value in bound.items():
-                    if isinstance(value, torch.Tensor):
-                        self.sizes.dims(f"L[{name!r}]", value)
+                    _record_sizes(self.sizes, f"L[{name!r}]", value)
                 self.sizes.traces += 1
                 return True
             return False
@@ -507,6 +506,22 @@ def live_caches() -> list[FrameCache]:
 
 
 _len_torch_function_stack = torch._C._len_torch_function_stack
+
+
+def _record_sizes(sizes, name: str, value, depth: int = 0) -> None:
+    """An eagerly run first call (eager_then_compile) seen as a compile's: the sizes of its tensors
+    and the values of its ints, at the arguments and one container level below (``z[0]``)."""
+    if isinstance(value, torch.Tensor):
+        sizes.dims(name, value)
+    elif type(value) is int:
+        sizes.int_is_dynamic(name, value)
+    elif depth == 0 and type(value) in (list, tuple):
+        for i, item in enumerate(value):
+            _record_sizes(sizes, f"{name}[{i!r}]", item, 1)
+    elif depth == 0 and type(value) is dict:
+        for k, item in value.items():
+            if type(k) in (int, str):
+                _record_sizes(sizes, f"{name}[{k!r}]", item, 1)
 
 
 _len_torch_dispatch_stack = torch._C._len_torch_dispatch_stack

@@ -133,3 +133,23 @@ def test_eager_then_compile_makes_the_sizes_that_differ_dynamic():
         for n in (2, 3, 4, 5):
             assert_same(f(torch.ones(n, 3)), scale(torch.ones(n, 3)))
     assert counter.frame_count == 1  # the second call compiles with the batch size a symbol
+
+
+def test_eager_then_compile_counts_ints_and_container_items_of_the_eager_call():
+    """The eagerly run first call records its int arguments and the tensors one container level
+    down (`z[0]`) too: the second call compiles them as symbols, the third hits (one graph, as
+    torch.compile makes; before, 2)."""
+    def f(x, y, z):
+        return x * y * z[0]
+
+    counter = CompileCounter()
+    compiled = compile(f, backend=counter)
+    with torch.compiler.set_stance("eager_then_compile"):
+        for n in (1, 2, 3):
+            args = (n, torch.randn(n), {0: torch.randn(n)})
+            assert_same(compiled(*args), f(*args))
+    assert counter.frame_count == 1
+    for n in (4, 5):  # (after the stance: still the same graph)
+        args = (n, torch.randn(n), {0: torch.randn(n)})
+        assert_same(compiled(*args), f(*args))
+    assert counter.frame_count == 1
