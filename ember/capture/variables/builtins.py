@@ -156,6 +156,9 @@ class BuiltinVariable(VariableTracker):
                 return tx.binary_op(operator.iadd, args[0], args[1])
             if fn is not operator.iconcat and len(args) == 2:
                 return tx.binary_op(fn, args[0], args[1])
+        if fn in (operator.is_, operator.is_not) and len(args) == 2 and not kwargs:
+            # before folding: a constant list's as_constant() is a new list each time (`is` on copies)
+            return tx.compare_identity(args[0], args[1], fn is operator.is_not)
         pure = fn in _PURE_BUILTINS or fn in _PURE_SYS or getattr(fn, "__module__", None) in _PURE_MODULES
         if pure and _constants(args) and _constants(kwargs.values()):
             try:
@@ -325,6 +328,12 @@ def _filter(tx, fn, iterable):
 
 
 def _reversed(tx, seq):
+    from ember.capture.variables.containers import ListVariable
+    if isinstance(seq, ListVariable) and seq.list_cls is list:
+        # CPython's reverse list iterator reads the list by index as it is advanced (writes made
+        # after reversed() and before the items are taken are seen): not a snapshot, not folded
+        from ember.capture.variables.iterators import ReversedListIterator
+        return ReversedListIterator(seq)
     if seq.is_constant():
         return NotImplemented
     return IteratorVariable(list(reversed(seq.unpack(tx))))
@@ -374,7 +383,11 @@ def _sum(tx, iterable, start=None):
     items = _iter_items(tx, iterable)
     if _constants(items) and (start is None or start.is_constant()) and \
             not any(isinstance(i, SymNodeVariable) for i in items):
-        return wrap_constant(sum([i.as_constant() for i in items], start.as_constant() if start else 0))
+        try:
+            value = sum([i.as_constant() for i in items], start.as_constant() if start else 0)
+        except Exception as e:  # sum([[1], [2]]): int + list, raised as in eager
+            raise PythonException(e) from None
+        return wrap_constant(value)
     acc = start if start is not None else ConstantVariable(0)
     for item in items:
         acc = tx.binary_op(operator.add, acc, item)

@@ -78,3 +78,49 @@ class ListIteratorVariable(IteratorVariable):
         # effects are replayed: setting the index before would clamp it to the old length).
         plan.finish_later(self, "{}.__setstate__(%d)" % index)
         return f"{bind(plan.scope, iter, 'iter')}({plan.expr(self.seq)})"
+
+
+class ReversedListIterator(IteratorVariable):
+    """``reversed(lst)``: like CPython's reverse list iterator, an index into the list read when
+    advanced (a write made after ``reversed()`` is seen; once past the front, or when the index is
+    beyond a list that shrank, it is exhausted for good)."""
+
+    real_type = type(reversed([]))
+
+    def __init__(self, seq):
+        self.seq = seq
+        self.index = len(seq.items) - 1
+        self.pos = 0
+        self.source = None
+
+    @property
+    def items(self):  # (what IteratorVariable's helpers read: the items still to come, in order)
+        return self.remaining()
+
+    def remaining(self):
+        if not 0 <= self.index < len(self.seq.items):
+            return []
+        return [self.seq.items[i] for i in range(self.index, -1, -1)]
+
+    def describe(self):
+        return f"list_reverseiterator({max(self.index + 1, 0)} left)"
+
+    def next(self, tx):
+        if 0 <= self.index < len(self.seq.items):
+            item = self.seq.items[self.index]
+            self.index -= 1
+            return item
+        self.index = -1
+        return None
+
+    def unpack(self, tx):
+        out = []
+        while (item := self.next(tx)) is not None:
+            out.append(item)
+        return out
+
+    def reconstruct(self, plan) -> str:
+        """``reversed`` of the list itself (shared with whoever holds it), at the same index."""
+        from ember.capture.sources import bind
+        plan.finish_later(self, "{}.__setstate__(%d)" % self.index)
+        return f"{bind(plan.scope, reversed, 'reversed')}({plan.expr(self.seq)})"

@@ -132,10 +132,9 @@ def scalar_tensor(v) -> torch.Tensor:
 
 
 def _unspecialized_scalar(tx, value, source):
-    """A NumPy scalar argument whose value changed since the frame last compiled (with
-    ``dynamic=True``: from the start) is a 0-d graph input, traced as a NumPy scalar (torch.compile
-    makes every NumPy scalar argument one), so a scale or an index that changes every call costs
-    one recompile. Where the trace needs its value (a branch, a shape, a torch function taking a
+    """A NumPy scalar argument is a 0-d graph input from the first compile, traced as a NumPy
+    scalar (as torch.compile makes every NumPy scalar argument one), so a scale or an index that
+    changes every call does not recompile. Where the trace needs its value (a branch, a shape, a torch function taking a
     Python number) it is specialised there, guarded by its bits (see NumpyNdarrayVariable)."""
     np = _np()
     out = tx.output
@@ -149,8 +148,6 @@ def _unspecialized_scalar(tx, value, source):
     hit = memo.get(source.name())
     if hit is not None:
         return hit
-    if not out.frame_sizes.int_is_dynamic(source.name(), scalar_key(value)) or out.fake.shape_env is None:
-        return None  # (the value is recorded: a later compile with another one makes it an input)
     import functools
     from ember.capture.sources import CallSource
     from ember.capture.variables.tensor import TensorVariable
