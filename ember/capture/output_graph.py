@@ -132,7 +132,8 @@ class OutputGraph:
                 node = self.graph.placeholder(name)
         node.meta["example_value"] = example
         node.meta["source"] = source.name()
-        if isinstance(example, torch.Tensor):
+        if isinstance(example, torch.Tensor) and not example.is_inference():
+            # (an inference tensor, made under torch.inference_mode, has no version counter)
             self.input_versions[id(example)] = example._version
         self.placeholders.append(node)
         self.input_sources.append(source)

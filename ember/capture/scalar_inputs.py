@@ -33,7 +33,7 @@ def scalar_input_value(graph, vt) -> int | None:
     if type(real) is not torch.Tensor or real.dim() != 0 or real.device.type != "cpu" \
             or real.dtype not in _INT_DTYPES or real.requires_grad or real.is_inference():
         return None
-    if graph.input_versions.get(id(fake)) != fake._version:
+    if fake.is_inference() or graph.input_versions.get(id(fake)) != fake._version:
         return None  # written by the trace (an in-place op): the real value is not its value now
     value = int(real.item())
     sizes = graph.frame_sizes

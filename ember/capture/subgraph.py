@@ -25,6 +25,10 @@ class Region:
         self._birth = next(BIRTHS)  # containers made before the region have smaller numbers
         self._writes = len(tx.side_effects.container_writes)
         self._inputs = [t for t in inputs if hasattr(t, "fake")]
+        if any(isinstance(t.fake, torch.Tensor) and t.fake.is_inference() for t in self._inputs):
+            # (no version counter: an in-place change to it in the region could not be seen)
+            raise unsupported("EB0051", "a traced region (autograd.Function, cond) with an inference "
+                              "tensor input (made under torch.inference_mode)")
         self._versions = [t.fake._version for t in self._inputs]
 
     def nodes(self) -> list[fx.Node]:

@@ -26,6 +26,16 @@ from dataclasses import dataclass
 
 import torch
 
+#: the "version" of an inference tensor (made under torch.inference_mode): it has no counter
+NO_VERSION = -1
+
+
+def version_of(t: torch.Tensor) -> int:
+    """``t._version``, or ``NO_VERSION`` for an inference tensor (reading its counter raises).
+    A write to an inference tensor is not seen by comparing versions: callers that must see
+    writes check ``is_inference()`` themselves."""
+    return NO_VERSION if t.is_inference() else t._version
+
 
 @dataclass(frozen=True)
 class FakeMeta:
@@ -40,7 +50,7 @@ class FakeMeta:
     @staticmethod
     def of(t: torch.Tensor) -> "FakeMeta":
         return FakeMeta(tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.untyped_storage(),
-                        bool(t.requires_grad), bool(t.is_leaf), int(t._version))
+                        bool(t.requires_grad), bool(t.is_leaf), version_of(t))
 
     def same(self, other: "FakeMeta") -> bool:
         return (_same_numbers(self.size, other.size) and _same_numbers(self.stride, other.stride)
@@ -96,7 +106,7 @@ class FakeSnapshot:
             if mode is None:
                 mode = getattr(t, "fake_mode", None)
             raw.append((t, t.shape, t.stride(), t.storage_offset(), t.untyped_storage(),
-                        t.requires_grad, t.is_leaf, t._version))
+                        t.requires_grad, t.is_leaf, version_of(t)))
         return FakeSnapshot(raw, mode)
 
     @property
@@ -105,7 +115,7 @@ class FakeSnapshot:
 
     def _changed_raw(self) -> list:
         return [r for r in self._raw
-                if r[0]._version != r[7] or r[0].requires_grad != r[5] or r[0].is_leaf != r[6]]
+                if version_of(r[0]) != r[7] or r[0].requires_grad != r[5] or r[0].is_leaf != r[6]]
 
     def changed(self) -> list[torch.Tensor]:
         """The tensors whose metadata may differ from the snapshot."""
@@ -128,7 +138,7 @@ class FakeSnapshot:
                         with torch.no_grad():
                             t.set_(m.storage, m.storage_offset, m.size, m.stride)
                 # (views share their base's version counter: each is set back to the value it had)
-                moved = [r for r in self._raw if r[0]._version != r[7]]
+                moved = [r for r in self._raw if version_of(r[0]) != r[7]]
                 torch._C._autograd._unsafe_set_version_counter(tuple(r[0] for r in moved),
                                                                tuple(r[7] for r in moved))
         except Exception:  # noqa: BLE001 — e.g. detach_ of a view: the caller gives up on the trace

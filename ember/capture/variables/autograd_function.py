@@ -42,6 +42,7 @@ import torch.fx as fx
 from ember.capture.subgraph import GradDisabled, Region, extract
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.tensor import TensorVariable
+from ember.fake.snapshot import version_of
 from ember.fake.symbolic import has_symbols
 from ember.exc import PythonException, Unsupported
 
@@ -393,7 +394,7 @@ def check_ctx_containers(tx, broke: bool) -> None:
     writes = tx.side_effects.container_writes
     for borns, pos, _sourced, offset, opname, what in pending:
         if isinstance(borns, tuple) and borns[0] == "versions":  # saved tensors changed in place later
-            if any(fake._version != v for fake, v in borns[1]):
+            if any(version_of(fake) != v for fake, v in borns[1]):
                 # eager's backward raises ("modified by an inplace operation"); an AOT backend would
                 # fail to compile the frame: the call runs eagerly
                 e = unsupported("EB0048", f"{what}: a tensor it saved for backward is changed in place later")
@@ -554,7 +555,7 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
         if fake is None:
             fake = next((r.fake for r, o in zip(results, tensor_outs) if o.node is v.node), None)
         if fake is not None and all(fake is not f for f, _ in watched):
-            watched.append((fake, fake._version))
+            watched.append((fake, version_of(fake)))
     if watched:
         _note_container_checks(tx, fn_cls, [("saved tensors", ("versions", watched), False)])
     if not out_is_tuple:

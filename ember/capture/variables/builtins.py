@@ -69,6 +69,31 @@ def _has_tensor(vts) -> bool:
     return any(isinstance(v, TensorVariable) for v in vts)
 
 
+_MUTABLE = (list, dict, set, bytearray)
+
+
+def _mutable_ids(value, out: set, top: bool) -> set:
+    """ids of the lists/dicts/sets/bytearrays in ``value`` (through builtin containers);
+    ``top``: the value itself counts too."""
+    if isinstance(value, _MUTABLE) and top:
+        out.add(id(value))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        for v in value:
+            _mutable_ids(v, out, True)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _mutable_ids(k, out, True)
+            _mutable_ids(v, out, True)
+    return out
+
+
+def _shares_mutable(result, args) -> bool:
+    if not isinstance(result, (list, tuple, set, frozenset, dict, bytearray)):
+        return False
+    mine = _mutable_ids(args, set(), False)
+    return bool(mine) and not mine.isdisjoint(_mutable_ids(result, set(), True))
+
+
 def _constants(vts):
     return all(v.is_constant() for v in vts)
 
@@ -161,10 +186,17 @@ class BuiltinVariable(VariableTracker):
             return tx.compare_identity(args[0], args[1], fn is operator.is_not)
         pure = fn in _PURE_BUILTINS or fn in _PURE_SYS or getattr(fn, "__module__", None) in _PURE_MODULES
         if pure and _constants(args) and _constants(kwargs.values()):
+            consts = [a.as_constant() for a in args]
+            kw_consts = {k: v.as_constant() for k, v in kwargs.items()}
             try:
-                value = fn(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
+                value = fn(*consts, **kw_consts)
             except Exception as e:
                 raise PythonException(e) from None  # eager raises this very exception
+            if _shares_mutable(value, (consts, kw_consts)):
+                # the result is (or holds) a list/dict/set of an argument: as_constant() made copies,
+                # so a folded result would not be the caller's object (a later write would miss it)
+                raise unsupported("EB0037", f"builtin {getattr(fn, '__name__', fn)} returning a mutable "
+                                  "container of its arguments")
             return wrap_constant(value)
         if fn in (operator.is_, operator.is_not):
             return tx.compare_identity(args[0], args[1], fn is operator.is_not)
@@ -415,9 +447,15 @@ def _minmax(pick):
             for item in items[1:]:
                 acc = tx.output.call_function(torch.sym_min if pick is min else torch.sym_max, [acc, item], {})
             return acc
-        if _constants(items) and _constants(kwargs.values()):
-            return wrap_constant(_fold(pick, [i.as_constant() for i in items],
-                                       **{k: v.as_constant() for k, v in kwargs.items()}))
+        if _constants(items) and set(kwargs) <= {"default"}:
+            # picked by index: the result is the item's own tracker (max of two lists is one of
+            # them, not a copy that a later append would miss)
+            if not items:
+                if "default" in kwargs:
+                    return kwargs["default"]
+                _fold(pick, [])  # (raises eager's ValueError)
+            values = [i.as_constant() for i in items]
+            return items[_fold(pick, range(len(items)), key=values.__getitem__)]
         if items and not any(isinstance(i, TensorVariable) for i in items) and set(kwargs) <= {"default"}:
             memo: dict = {}
             keys = [comparable(i, memo, tx) for i in items]
@@ -563,8 +601,12 @@ def _sorted(tx, iterable, **kwargs):
     if set(kwargs) - {"reverse"}:
         raise PythonException(TypeError(f"sort() got an unexpected keyword argument {next(iter(kwargs))!r}"))
     if key is None and _constants(items) and _constants(kwargs.values()):
-        return wrap_constant(_fold(sorted, [i.as_constant() for i in items],
-                                   **{k: v.as_constant() for k, v in kwargs.items()}))
+        # sorted by index (a stable sort, as sorted's): the items keep their trackers (sorting
+        # lists gives those lists, not copies)
+        values = [i.as_constant() for i in items]
+        order = _fold(sorted, range(len(items)), key=values.__getitem__,
+                      **{k: v.as_constant() for k, v in kwargs.items()})
+        return ListVariable([items[i] for i in order])
     order = order_by_keys(tx, items, key, kwargs.get("reverse"), "sorted()")
     return ListVariable([items[i] for i in order])
 

@@ -236,6 +236,8 @@ def call_nonstrict(tx, inner, args: list, kwargs: dict) -> VariableTracker:
     arg_structure = (tuple(_lower(a, slots, tx) for a in args), {k: _lower(v, slots, tx) for k, v in kwargs.items()})
     output = tx.output
     fakes = [s.fake for s in slots]
+    if any(f.is_inference() for f in fakes):  # (no version counter: a write could not be seen)
+        raise unsupported("EB0033", "a nonstrict_trace function with an inference tensor argument")
     versions = [f._version for f in fakes]
     mode = output.fake.mode
     allowed, mode.allow_non_fake_inputs = mode.allow_non_fake_inputs, True  # (tensors it closes over)

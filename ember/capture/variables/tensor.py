@@ -16,6 +16,7 @@ import torch
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.config import config
 from ember.fake.symbolic import has_symbols, plain, scalar_outputs_captured
+from ember.fake.snapshot import version_of
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -202,7 +203,7 @@ class TensorVariable(VariableTracker):
                 and (real.dim() == 0 if not max_numel else real.numel() <= max_numel)
                 and real.device.type == "cpu" and real.layout is torch.strided
                 and (real.dtype.is_floating_point or real.dtype in _INT_DTYPES) and not real.is_complex()
-                and self.fake._version == 0)  # (views of it share the counter: no write so far)
+                and not self.fake.is_inference() and self.fake._version == 0)  # (views share the counter: no write so far)
 
     def setattr(self, tx, name, value):
         if name == "data" and self.real is not None and self.reads_input() and isinstance(value, TensorVariable):
@@ -412,7 +413,7 @@ class DataAssignment:
         self.aliases = aliases
 
     def final_setter(self):
-        writes = sum(a._version for a in self.aliases)
+        writes = sum(version_of(a) for a in self.aliases if not a.is_inference())
         return functools.partial(assign_data, writes=writes) if writes else assign_data
 
 

@@ -26,6 +26,7 @@ import torch
 import torch.fx
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.fake.snapshot import version_of
 
 _METHODS = ("register_hook", "register_post_accumulate_grad_hook")
 
@@ -68,7 +69,7 @@ class TensorHookHandleVariable(VariableTracker):
 
     def reconstruct(self, plan) -> str:
         from ember.capture.sources import bind
-        if self.tensor.fake._version != self.version:
+        if version_of(self.tensor.fake) != self.version:
             # changed in place after the registration: eager's hook stays on the tensor's old
             # autograd node; a registration after the graph would land on the new one
             e = unsupported("EB0024", f"{self.method} on an input the frame then changes in place")
@@ -121,7 +122,7 @@ def register_tensor_hook(tx, tensor, method: str, args: list, kwargs: dict) -> V
     if tensor.source is not None and tensor.node.op == "placeholder":
         if method == "register_post_accumulate_grad_hook" and not fake.is_leaf:
             raise unsupported("EB0024", f"{method} on a tensor that is not a leaf (eager raises)")
-        handle = TensorHookHandleVariable(tensor, hook, method, tx.side_effects, fake._version)
+        handle = TensorHookHandleVariable(tensor, hook, method, tx.side_effects, version_of(fake))
         tx.side_effects.hooks.append(handle)
         return handle
     if method != "register_hook":
