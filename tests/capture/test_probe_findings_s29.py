@@ -247,3 +247,13 @@ def test_folded_builtin_returning_an_argument_list_is_not_a_copy():
         c[1].append(6)
         return x + 1, e, c
     _run(f, lambda i: (torch.ones(1), [1, 2], [3]))
+
+
+def test_sum_of_lists_keeps_the_callers_objects():
+    def f(x, ls, start):
+        empty = sum([], start)  # the start object itself
+        empty.append(1)
+        flat = sum(ls, [])
+        flat[0].append(2)  # flat's items are ls's items
+        return x + 1, empty is start, flat, sum([1, 2], 3), sum([(1,), (2,)], ())
+    _run(f, lambda i: (torch.ones(1), [[[0]], [[5]]], [0]))

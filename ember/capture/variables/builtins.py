@@ -413,13 +413,15 @@ def _dict(tx, arg=None, **kwargs):
 
 def _sum(tx, iterable, start=None):
     items = _iter_items(tx, iterable)
+    if not items:
+        return start if start is not None else ConstantVariable(0)  # (the start object itself)
     if _constants(items) and (start is None or start.is_constant()) and \
             not any(isinstance(i, SymNodeVariable) for i in items):
-        try:
-            value = sum([i.as_constant() for i in items], start.as_constant() if start else 0)
-        except Exception as e:  # sum([[1], [2]]): int + list, raised as in eager
-            raise PythonException(e) from None
-        return wrap_constant(value)
+        values = [i.as_constant() for i in items]
+        first = start.as_constant() if start is not None else 0
+        # (lists are added as trackers below: a folded result would hold copies of their items)
+        if not _mutable_ids(values, set(), False) and not _mutable_ids(first, set(), True):
+            return wrap_constant(_fold(sum, values, first))  # (sum([[1]]): eager's TypeError)
     acc = start if start is not None else ConstantVariable(0)
     for item in items:
         acc = tx.binary_op(operator.add, acc, item)
