@@ -257,3 +257,24 @@ def test_sum_of_lists_keeps_the_callers_objects():
         flat[0].append(2)  # flat's items are ls's items
         return x + 1, empty is start, flat, sum([1, 2], 3), sum([(1,), (2,)], ())
     _run(f, lambda i: (torch.ones(1), [[[0]], [[5]]], [0]))
+
+
+# --- a math/operator/functools function read through its module is guarded by identity -------
+# --- (rebinding `math.floor` recompiles, as torch.compile's guard does) ------------------------
+
+def test_rebinding_a_math_or_operator_function_recompiles():
+    import math
+
+    def f(x):
+        return x * math.floor(2.7) + operator.add(1, 2)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    assert_same(compiled(torch.ones(1)), f(torch.ones(1)))
+    old_floor, old_add = math.floor, operator.add
+    math.floor, operator.add = (lambda v: 100), (lambda a, b: 50)
+    try:
+        assert_same(compiled(torch.ones(1)), f(torch.ones(1)))
+    finally:
+        math.floor, operator.add = old_floor, old_add
+    assert_same(compiled(torch.ones(1)), f(torch.ones(1)))
+    assert cnt.frame_count == 2

@@ -38,11 +38,12 @@ class PythonModuleVariable(VariableTracker):
                 _guard_absent(tx, self.source, self.module, name)
             raise MissingAttribute(f"module '{self.module.__name__}' has no attribute '{name}'")
         value = getattr(self.module, name)
-        if trusted and self.source is not None and callable(value) and self.module.__name__.startswith("torch"):
+        if trusted and self.source is not None and callable(value):
             from ember.capture.skipfiles import torch_file
             if not torch_file(tx.code.co_filename):
-                # the program's own `F.relu`: a later `F.relu = my_relu` must recompile (torch's
-                # own code reading its namespaces is trusted, as Dynamo does)
+                # the program's own `F.relu` or `math.floor`: a later `math.floor = my_floor` must
+                # recompile, as torch.compile's guard does (torch's own code reading its
+                # namespaces is trusted, as Dynamo does)
                 tx.guards.id_match(AttrSource(self.source, name), value)
         if trusted and self.module.__name__.startswith("torch.backends") \
                 and type(value) in (bool, int, float, str, type(None)):
