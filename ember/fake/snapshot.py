@@ -37,6 +37,13 @@ def version_of(t: torch.Tensor) -> int:
     return NO_VERSION if t.is_inference() else t._version
 
 
+def _moved_inference(r) -> bool:
+    """An inference tensor (no version counter to tell): whether its size, stride or offset moved."""
+    t = r[0]
+    return not (_same_numbers(tuple(t.shape), tuple(r[1])) and _same_numbers(tuple(t.stride()), tuple(r[2]))
+                and _same_number(t.storage_offset(), r[3]))
+
+
 @dataclass(frozen=True)
 class FakeMeta:
     size: tuple
@@ -115,7 +122,8 @@ class FakeSnapshot:
 
     def _changed_raw(self) -> list:
         return [r for r in self._raw
-                if version_of(r[0]) != r[7] or r[0].requires_grad != r[5] or r[0].is_leaf != r[6]]
+                if version_of(r[0]) != r[7] or r[0].requires_grad != r[5] or r[0].is_leaf != r[6]
+                or r[7] == NO_VERSION and _moved_inference(r)]
 
     def changed(self) -> list[torch.Tensor]:
         """The tensors whose metadata may differ from the snapshot."""
