@@ -186,10 +186,9 @@ def _mutated_unused_then_input_mutated(x, y):
     return torch.stack([y + y]).sum(0)
 
 
-@pytest.mark.xfail(strict=False, reason="open (fuzz seed 291259, session 29): a graph that mutates an input the "
-                   "loss never uses (t5) still routes a gradient to it through the one CompiledFunctionBackward "
-                   "node, so backward reaches t5's earlier node, whose saved y the later y.clamp_ modified: "
-                   "RuntimeError where eager's backward runs (torch.compile with aot_eager runs it)")
+@pytest.mark.xfail(strict=False, reason="open (fuzz seed 291259, session 29): on aot_eager the loss's backward "
+                   "raises 'modified by an inplace operation' (y, saved before y.clamp_) where eager's backward "
+                   "never reaches that node; torch.compile with aot_eager runs it. Cause not pinned down yet")
 def test_backward_does_not_reach_a_mutated_input_the_loss_does_not_use():
     def run(fn):
         yl = (-torch.rand(4, dtype=torch.float64)).requires_grad_()
