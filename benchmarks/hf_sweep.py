@@ -333,17 +333,19 @@ def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", 
     model.eval()  # dropout off; train steps still build the backward
     inputs, labels = _inputs(kind, cfg, pad=pad)
     # --vary: the second call has another batch size and sequence length (a recompile; torch.compile
-    # makes the changed sizes dynamic there)
+    # makes the changed sizes dynamic there), a third call yet other sizes (no further recompile)
     inputs2, labels2 = _inputs(kind, cfg, seed=1, pad=pad, b=3, s=12) if vary else (inputs, labels)
+    inputs3, labels3 = _inputs(kind, cfg, seed=2, pad=pad, b=4, s=10) if vary else (None, None)
     tol = 1e-4 if backend != "inductor" else 1e-3
 
     def infer(m, second=False):
         with torch.no_grad():
-            return m(**(inputs2 if second else inputs))
+            return m(**(inputs3 if second == 2 else inputs2 if second else inputs))
 
     def train(m, second=False):
         m.zero_grad(set_to_none=True)
-        out = m(**(inputs2 if second else inputs), **(labels2 if second else labels))
+        out = m(**(inputs3 if second == 2 else inputs2 if second else inputs),
+                **(labels3 if second == 2 else labels2 if second else labels))
         loss = out["loss"] if "loss" in out else _flat(out, [])[0].float().pow(2).mean()
         loss.backward()
         return loss.detach(), [p.grad for p in m.parameters() if p.grad is not None]
@@ -361,6 +363,7 @@ def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", 
             expected2, eager_error2 = fn(ref_model, True), None
         except Exception as e:
             expected2, eager_error2 = None, e
+        expected3 = fn(ref_model, 2) if vary and eager_error2 is None else None
         ember.reset()
         m = copy.deepcopy(model)
         torch_counter = {"graphs": 0}
@@ -381,6 +384,8 @@ def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", 
                     if eager_error2 is None or type(e) is not type(eager_error2):
                         raise
                     got2 = None  # raised as eager raised
+                graphs2 = ember.stats().get("graphs") if compiler == "ember" else torch_counter["graphs"]
+                got3 = fn(compiled, 2) if expected3 is not None else None
             fell_back = [str(x.message)[:200] for x in w if "ember" in str(x.message).lower()]
         except Exception as e:
             row[step] = "CRASH"
@@ -393,11 +398,14 @@ def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", 
             diff = float("inf") if got2 is not None else _max_diff(got, expected)
             row[step + "_note"] = f"2nd call raises {type(eager_error2).__name__} in eager and compiled"
         else:
-            diff = max(_max_diff(got, expected), _max_diff(got2, expected2))
+            diff = max(_max_diff(got, expected), _max_diff(got2, expected2),
+                       _max_diff(got3, expected3) if expected3 is not None else 0.0)
         st = ember.stats() if compiler == "ember" else {"graphs": torch_counter["graphs"]}
         row[step] = "ok" if diff <= tol else "WRONG"
         row[step + "_diff"] = diff
         row[step + "_stats"] = {k: st.get(k) for k in ("graphs", "graph_breaks", "recompiles", "fallbacks")}
+        if expected3 is not None:  # graphs the third call's sizes added (automatic dynamic: none)
+            row[step + "_stats"]["graphs_3rd_call"] = st.get("graphs") - graphs2
         if fell_back:
             row[step + "_warnings"] = fell_back[:3]
         if with_torch and compiler == "ember":
@@ -429,7 +437,8 @@ def main(argv=None):
                    help="the models' attention implementation (transformers' default is sdpa)")
     p.add_argument("--pad", action="store_true", help="text inputs with padding (attention_mask zeros)")
     p.add_argument("--vary", action="store_true",
-                   help="the second call has other sizes (batch 3, sequence 12): dynamic-shape recompiles")
+                   help="the second call has other sizes (batch 3, sequence 12): dynamic-shape recompiles; "
+                        "a third call (batch 4, sequence 10) shows whether they stayed dynamic")
     p.add_argument("--fresh-cache", action="store_true",
                    help="each architecture gets an empty TORCHINDUCTOR_CACHE_DIR (cold compile times)")
     p.add_argument("--one", default="", help=argparse.SUPPRESS)
@@ -460,14 +469,16 @@ def main(argv=None):
                 shutil.rmtree(cache, ignore_errors=True)
         rows.append(row)
         st = lambda k: row.get(k + "_stats") or {}
-        print(f"{arch:14s} infer={row.get('infer', '?'):8s} train={row.get('train', '?'):8s} "
-              f"graphs={st('infer').get('graphs')}/{st('train').get('graphs')} "
-              f"breaks={st('infer').get('graph_breaks')}/{st('train').get('graph_breaks')} "
-              f"fallbacks={st('infer').get('fallbacks')}/{st('train').get('fallbacks')} "
-              f"s={row.get('infer_s')}/{row.get('train_s')} "
-              f"torch_graphs={row.get('infer_torch_graphs', '-')}/{row.get('train_torch_graphs', '-')} "
-              f"{row.get('infer_error', '') or row.get('train_error', '') or row.get('error', '')}"[:400],
-              flush=True)
+        third = (f"3rd_call_graphs={st('infer').get('graphs_3rd_call')}/{st('train').get('graphs_3rd_call')} "
+                 if a.vary else "")
+        line = (f"{arch:14s} infer={row.get('infer', '?'):8s} train={row.get('train', '?'):8s} "
+                f"graphs={st('infer').get('graphs')}/{st('train').get('graphs')} {third}"
+                f"breaks={st('infer').get('graph_breaks')}/{st('train').get('graph_breaks')} "
+                f"fallbacks={st('infer').get('fallbacks')}/{st('train').get('fallbacks')} "
+                f"s={row.get('infer_s')}/{row.get('train_s')} "
+                f"torch_graphs={row.get('infer_torch_graphs', '-')}/{row.get('train_torch_graphs', '-')} "
+                f"{row.get('infer_error', '') or row.get('train_error', '') or row.get('error', '')}")
+        print(line[:400], flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

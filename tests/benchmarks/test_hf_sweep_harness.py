@@ -56,3 +56,15 @@ def test_torch_compile_counts_the_graphs_it_hands_the_backend():
     got = hf_sweep._torch_compile(f, "eager", counter)(x)
     torch.testing.assert_close(got, x.sin().cos(), rtol=0, atol=0)
     assert counter["graphs"] == 2
+
+
+@pytest.mark.slow
+def test_varied_row_calls_a_third_size_and_counts_the_graphs_it_added():
+    """``--vary``: the second call's new sizes recompile once (dynamic), the third call's sizes
+    reuse that graph; the row compares all three calls with eager."""
+    pytest.importorskip("transformers")
+    row = hf_sweep.run_one("bert", "eager", False, vary=True)
+    for step in ("infer", "train"):
+        assert row[step] == "ok", row
+        assert row[step + "_stats"]["graphs_3rd_call"] == 0, row
+        assert row[step + "_stats"]["graphs"] == 2, row  # the first sizes, then the dynamic graph
