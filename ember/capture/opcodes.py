@@ -13,7 +13,7 @@ import torch
 from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
                                               dynamic_number, symbolic_operation,
                                               symbolic_sequence_operation)
-from ember.capture.variables.random_draws import RandomValueVariable, random_operands
+from ember.capture.variables.random_draws import RandomValueVariable, derived_value, random_operands
 from ember.capture.assumptions import assume_branch
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
@@ -268,6 +268,9 @@ class OpcodeMixin:
     def binary_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
         a, b = proxy_operands(fn, a, b)  # `mp | d`: the proxy's dict
         if isinstance(a, RandomValueVariable) or isinstance(b, RandomValueVariable):
+            derived = derived_value(self, _INPLACE_TO_PLAIN.get(fn, fn), [a, b])
+            if derived is not None:  # `random.uniform(0, 1) * 2`: computed after the draws
+                return derived
             a, b = random_operands(self, a, b)  # `x * random.uniform(0.8, 1.2)`: a 0-d tensor input
         if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
             return numpy_binary(self, fn, a, b)  # through torch._numpy (variables/numpy_arrays.py)
@@ -505,7 +508,9 @@ class OpcodeMixin:
 
     def _unary(self, fn):
         v = self.pop()
-        if isinstance(v, NumpyNdarrayVariable):
+        if isinstance(v, RandomValueVariable) and (derived := derived_value(self, fn, [v])) is not None:
+            self.push(derived)  # `-random.uniform(0, 1)`
+        elif isinstance(v, NumpyNdarrayVariable):
             self.push(numpy_unary(self, fn, v))
         elif isinstance(v, TensorVariable):
             self.push(self.output.call_function(fn, [v], {}))

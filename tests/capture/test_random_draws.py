@@ -131,3 +131,60 @@ def test_graph_that_raises_draws_once():
     with pytest.raises(IndexError):
         f(torch.ones(3), torch.tensor(7))
     assert after == random.getstate()
+
+
+# Python arithmetic on a drawn value (derived_value): computed right after the draws, one graph.
+# torch.compile 2.13 gives up on the whole frame here ("unimplemented builtin op on tensor
+# arguments": 0 graphs, the frame runs eagerly); f3-style code (`y = x * r; y * 2`) it captures.
+ARITHMETIC = {
+    "scaled": lambda x: x + random.uniform(0, 1) * 2,
+    "shifted_int": lambda x: x * (random.randint(1, 5) + 1),
+    "random_random": lambda x: x * (1 - random.random()),
+    "negated": lambda x: x - -random.uniform(0, 1),
+    "two_draws": lambda x: x * (random.randint(1, 9) * 3 - random.random()),
+    "floordiv_int_tensor": lambda x: x.int() * (random.randint(0, 4) // 2 - 1),
+    "truediv_int_tensor": lambda x: x.int() * (random.randint(0, 4) / 3),
+    "zero_dim": lambda x: x.sum() + random.uniform(0, 1) * 2,
+    "half": lambda x: x.half() * (random.uniform(1, 2) % 0.5),
+    "inplace": lambda x: x * _scaled_draw(),
+    "returned": lambda x: (x * 2, random.randint(1, 9) * 3 - 0.5),
+}
+
+
+def _scaled_draw():
+    r = random.uniform(0, 1)
+    r *= 4
+    r -= 1
+    return r
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 runs these frames eagerly (0 graphs)")
+@pytest.mark.parametrize("name", sorted(ARITHMETIC))
+def test_arithmetic_on_draws_is_captured(name):
+    assert _run(ARITHMETIC[name], torch.arange(3.)) == 1
+
+
+def test_arithmetic_on_a_draw_across_a_graph_break():
+    def f(x):
+        a = random.uniform(1, 2) * 3
+        torch._dynamo.graph_break()
+        return x + a, -a
+    _run(f, torch.ones(2))
+
+
+@pytest.mark.parametrize("g", [
+    lambda x: x * (2 / random.randint(1, 3)),        # a drawn divisor: 0 on another call raises mid-frame
+    lambda x: x * (2 ** random.randint(-2, 2)),      # int ** int: int or float, by value
+    lambda x: (x + 1, random.randint(1, 5) * 2 ** 62),  # past int64 for some draws
+], ids=["drawn_divisor", "int_pow", "int64_overflow"])
+def test_arithmetic_that_depends_on_the_value_still_runs_on_it(g):
+    _run(g, torch.arange(3.))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.complex64, torch.int32, torch.int64,
+                                   torch.bool])
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 answers float64 / complex128 here (a wrong dtype)")
+def test_a_draw_with_a_zero_dim_tensor_keeps_its_dtype(dtype):
+    x = torch.tensor(1).to(dtype)
+    _run(lambda x: x + random.uniform(0, 1), x)
+    _run(lambda x: x * random.randint(1, 3), x)

@@ -13,7 +13,12 @@ generator and any other ``random.Random`` from outside the frame (not a subclass
   generators' states back (no value is drawn twice);
 * in arithmetic with a tensor (``x * random.uniform(0.8, 1.2)``) the value is a 0-d tensor input
   of the graph, never a constant (no guard on a value the guards cannot see); passed on (returned,
-  stored, handed to a break) it is ``___rv[i]`` itself.
+  stored, handed to a break) it is ``___rv[i]`` itself;
+* Python arithmetic on drawn values and number constants (``random.uniform(0, 1) * 2 - 1``) is one
+  more recorded step, computed by the entry code right after the draws (``derived_value``): its
+  result is a drawn value like the others. Only operations whose result type does not hang on
+  the value and that cannot raise for another draw qualify (+, -, *, unary -/+, and /, //, % by a
+  nonzero constant); an int result must stay within int64 for every possible draw (``bound``).
 
 Anything else that needs the number in Python (a branch, a size, ``int(v)``, an op's scalar
 argument) breaks the graph there and runs on the real value: unlike torch.compile 2.13, whose
@@ -21,6 +26,7 @@ example value got baked into the graph without a guard (``torch.ones(random.rand
 """
 from __future__ import annotations
 
+import operator
 import random
 import types
 
@@ -75,14 +81,17 @@ class RandomDrawFunction(VariableTracker):
         except Exception:  # noqa: BLE001 — eager raises it at this call: run the call eagerly
             raise unsupported("EB0033", f"random.{self.name} raises for these arguments") from None
         calls.append((self.gen, self.name, tuple(plain_args), plain_kwargs, shadow.getstate()))
-        return RandomValueVariable(len(calls) - 1, example)
+        bound = 1 if self.name == "random" else max((abs(v) for v in (*plain_args, *plain_kwargs.values())),
+                                                    default=_LIMIT)
+        return RandomValueVariable(len(calls) - 1, example, bound)
 
 
 class RandomValueVariable(VariableTracker):
-    """The value of the ``index``-th recorded draw: ``___rv[index]`` in the entry code."""
+    """The value of the ``index``-th recorded draw: ``___rv[index]`` in the entry code. ``bound``:
+    no draw's value is larger in magnitude (arithmetic on it keeps an int within int64)."""
 
-    def __init__(self, index: int, example):
-        self.index, self.example, self.source = index, example, None
+    def __init__(self, index: int, example, bound=_LIMIT):
+        self.index, self.example, self.source, self.bound = index, example, None, bound
 
     def describe(self):
         return f"a value of random.{type(self.example).__name__} (drawn at run time)"
@@ -96,11 +105,17 @@ class RandomValueVariable(VariableTracker):
     def as_tensor(self, tx, other):
         """The value as a 0-d tensor graph input, for arithmetic with the tensor ``other``: an int as
         int64, a float as float64 with a floating tensor (the op casts it as it casts a Python
-        float), else the default dtype (a float with an integer tensor makes the default dtype)."""
+        float), else the default dtype (a float with an integer tensor makes the default dtype).
+        With a 0-d ``other`` a 0-d input of the same kind would promote the result (a Python number
+        does not): a float takes ``other``'s floating dtype; an int with a narrower integer breaks."""
+        zero_dim = other.fake.dim() == 0  # (a 0-d tensor would promote a 0-d other of its kind)
         if type(self.example) is int:
             dtype = torch.int64
+            if zero_dim and other.fake.dtype not in (torch.int64, torch.bool) \
+                    and not (other.fake.is_floating_point() or other.fake.is_complex()):
+                raise unsupported("EB0033", f"a drawn int with a 0-d {other.fake.dtype} tensor")
         elif other.fake.is_floating_point() or other.fake.is_complex():
-            dtype = torch.float64
+            dtype = other.fake.dtype if zero_dim else torch.float64  # (eager casts the number so)
         else:
             dtype = torch.get_default_dtype()
         output = tx.output
@@ -131,6 +146,50 @@ class RandomValueSource(Source):
         return f"{bind(scope, torch.tensor, 'tensor')}(___rv[{self.index}], dtype={bind(scope, self.dtype, 'dtype')})"
 
 
+_DERIVED = {operator.add: lambda a, b: a + b, operator.sub: lambda a, b: a + b,
+            operator.mul: lambda a, b: a * b, operator.truediv: lambda a, b: a / b,
+            operator.floordiv: lambda a, b: a / b + 1, operator.mod: lambda a, b: b,
+            operator.neg: lambda a: a, operator.pos: lambda a: a}  # op -> bound of its result
+_BY_CONSTANT = (operator.truediv, operator.floordiv, operator.mod)
+_INT_BOUND = 2 ** 62
+
+
+def derived_value(tx, fn, operands) -> RandomValueVariable | None:
+    """``fn(*operands)`` (plain, not in-place) on drawn values and number constants, such as
+    ``random.uniform(0, 1) * 2``: a new drawn value that the entry code computes right after the
+    draws, as eager computes it (None: not such arithmetic, the caller goes on as before)."""
+    from ember.capture.variables.symbolic import SymNodeVariable
+    if fn not in _DERIVED or not any(isinstance(v, RandomValueVariable) for v in operands):
+        return None
+    refs, examples, bounds = [], [], []
+    for v in operands:
+        if isinstance(v, RandomValueVariable):
+            refs.append((True, v.index))
+            examples.append(v.example)
+            bounds.append(v.bound)
+        elif v.is_constant() and not isinstance(v, SymNodeVariable) \
+                and type(v.as_constant()) in (int, float, bool) and abs(v.as_constant()) <= _LIMIT:
+            refs.append((False, v.as_constant()))
+            examples.append(v.as_constant())
+            bounds.append(abs(v.as_constant()))
+        else:
+            return None
+    if (len(operands) == 2) != (fn not in (operator.neg, operator.pos)):
+        return None
+    if fn in _BY_CONSTANT and (refs[1][0] or refs[1][1] == 0):
+        return None  # (a drawn divisor may be 0 on another call: eager raises there, mid-frame)
+    try:
+        example = fn(*examples)
+    except Exception:  # noqa: BLE001 — (not for constant nonzero divisors; defensive)
+        return None
+    bound = _DERIVED[fn](*bounds)
+    if type(example) is not float and (type(example) is not int or bound > _INT_BOUND):
+        return None
+    calls = tx.output.__dict__.setdefault("random_calls", [])
+    calls.append((None, fn, tuple(refs), {}, None))
+    return RandomValueVariable(len(calls) - 1, example, bound)
+
+
 def random_operands(tx, a, b):
     """A drawn value meeting a tensor in arithmetic: the value as a tensor input (else unchanged)."""
     from ember.capture.variables.tensor import TensorVariable
@@ -147,11 +206,18 @@ def entry_lines(output, scope) -> tuple[list[str], list[str]]:
     calls = output.__dict__.get("random_calls")
     if not calls:
         return [], []
-    gens = list({id(c[0]): c[0] for c in calls}.values())
-    plan = [(getattr(gen, name), args, kwargs) for gen, name, args, kwargs, _ in calls]
+    gens = list({id(c[0]): c[0] for c in calls if c[0] is not None}.values())
+    plan = [(getattr(gen, name) if gen is not None else None, name, args, kwargs)
+            for gen, name, args, kwargs, _ in calls]
 
     def draw():
-        return [fn(*args, **kwargs) for fn, args, kwargs in plan]
+        values = []
+        for fn, op, args, kwargs in plan:
+            if fn is None:  # arithmetic on earlier values (derived_value)
+                values.append(op(*(values[a] if drawn else a for drawn, a in args)))
+            else:
+                values.append(fn(*args, **kwargs))
+        return values
 
     def states():
         return [g.getstate() for g in gens]
