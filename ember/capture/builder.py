@@ -432,6 +432,12 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
 
+    if isinstance(value, types.FunctionType) and value in functorch_transforms():
+        from ember.capture.variables.functorch_calls import FunctorchTransformVariable
+        if source is not None:
+            guards.id_match(source, value)
+        return FunctorchTransformVariable(value, source)  # torch.func.grad and kin: one node
+
     if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()) \
             or value is torch.ops.higher_order.cond:  # (the operator eager torch.cond calls: traced as torch.cond)
         if source is not None:
@@ -602,6 +608,11 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def functorch_transforms() -> dict:
+    from ember.capture.variables.functorch_calls import transforms
+    return transforms()
 
 
 def _torch_polyfills() -> dict:

@@ -1,0 +1,322 @@
+"""torch.func transforms called in a frame: ``torch.func.grad(f)(x)``, ``vmap(f)(x)``, ... as one node.
+
+    def fn(x):
+        return torch.func.grad(lambda t: (t.sin() ** 2).sum())(x)
+
+Inlining torch's own Python for these meets the functorch interpreter stack (``_grad_increment_nesting``,
+``_vmap_increment_nesting``): process state that the trace cannot hold, so the call used to break
+the graph. torch.compile 2.13 makes one graph of it. ember traces ``f`` itself instead, as it
+traces a ``torch.cond`` branch (capture/subgraph.py): on stand-in tensors that look as ``f``'s
+arguments look inside the transform (a batch dimension removed for vmap, ``requires_grad`` on the
+differentiated arguments and grad mode on for the grad family), cuts what ``f`` added out into a
+GraphModule, and emits one node that runs ``transform(body, **options)(*args)`` — the transform
+itself, so the values, the errors and what make_fx/AOT trace through are eager's. Tensors ``f``
+reads from outside its arguments stay outside the transform (as a closure: not batched, not
+differentiated, as in eager). ``f``'s Python runs once, at trace time, with its guards.
+
+Refused (the call breaks the graph and runs eagerly): options that are not constants, keyword
+arguments to the transformed function, arguments other than tensors and constants in tuples,
+lists and dicts, ``f`` with side effects, in-place changes or random operations, results other
+than such containers of tensors.
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+import torch.utils._pytree as pytree
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+
+
+def transforms() -> dict:
+    """The public transform functions ember traces this way -> their kind."""
+    global _TRANSFORMS
+    if _TRANSFORMS is None:
+        import torch._functorch.apis as apis
+        import torch._functorch.eager_transforms as et
+        _TRANSFORMS = {apis.grad: "grad", apis.grad_and_value: "grad", apis.vmap: "vmap",
+                       et.jacrev: "grad", et.jacfwd: "forward", et.hessian: "grad"}
+    return _TRANSFORMS
+
+
+_TRANSFORMS = None
+
+
+class _Slot:
+    """Where the ``index``-th tensor goes in an argument or result template."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _fill(template, values):
+    """``template`` with each ``_Slot`` replaced by its value."""
+    if isinstance(template, _Slot):
+        return values[template.index]
+    if isinstance(template, (tuple, list)):
+        return type(template)(_fill(t, values) for t in template)
+    if isinstance(template, dict):
+        return {k: _fill(v, values) for k, v in template.items()}
+    return template
+
+
+def _slot_positions(template) -> list[int]:
+    """For each tensor slot in order, its position among the template's pytree leaves."""
+    leaves = pytree.tree_leaves(template, is_leaf=lambda v: isinstance(v, _Slot))
+    return [i for i, leaf in enumerate(leaves) if isinstance(leaf, _Slot)]
+
+
+class FunctorchCall(torch.nn.Module):
+    """``transform(f, **options)(*args)`` with ``f`` traced into ``body``; called with the arguments'
+    tensors, then the tensors ``f`` reads from outside; returns the result's tensors, flat."""
+
+    def __init__(self, transform, options: dict, in_template, out_template, body: torch.nn.Module):
+        super().__init__()
+        self.transform, self.options = transform, options
+        self.in_template, self.out_template = in_template, out_template
+        self.n_in = len(_slot_positions(in_template))
+        self.positions = _slot_positions(in_template)
+        self.body = body
+        self.result_spec = None
+
+    def forward(self, *flat):
+        tensors, outside = flat[:self.n_in], flat[self.n_in:]
+        body, positions, out_template = self.body, self.positions, self.out_template
+
+        def fn(*args):
+            leaves = pytree.tree_leaves(args)
+            out = body(*(leaves[p] for p in positions), *outside)
+            return _fill(out_template, out)
+        result = self.transform(fn, **self.options)(*_fill(self.in_template, tensors))
+        flat_result, spec = pytree.tree_flatten(result)
+        self.result_spec = spec
+        return tuple(flat_result)
+
+
+def run_functorch_call(holder, *flat):
+    return holder(*flat)
+
+
+class FunctorchTransformVariable(VariableTracker):
+    """``torch.func.grad`` and its kin, the function itself."""
+
+    def __init__(self, fn, source=None):
+        self.fn, self.source = fn, source
+
+    def describe(self):
+        return f"torch.func.{self.fn.__name__}"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, plan) -> str:
+        from ember.capture.sources import bind
+        return plan._read(self.source) if self.source is not None else bind(plan.scope, self.fn, self.fn.__name__)
+
+    def call(self, tx, args, kwargs):
+        try:
+            bound = inspect.signature(self.fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise unsupported("EB0051", f"{self.describe()} called as eager would refuse: {e}") from None
+        bound.apply_defaults()
+        func = bound.arguments.pop("func")
+        options = {}
+        for name, vt in bound.arguments.items():
+            if isinstance(vt, VariableTracker):
+                if not vt.is_constant():
+                    raise unsupported("EB0051", f"{self.describe()} with a non-constant {name}")
+                vt = vt.as_constant()
+            options[name] = vt
+        return TransformedFunctionVariable(self, func, options)
+
+
+class TransformedFunctionVariable(VariableTracker):
+    """What ``torch.func.grad(f, **options)`` returned."""
+
+    def __init__(self, transform: FunctorchTransformVariable, func: VariableTracker, options: dict):
+        self.transform, self.func, self.options = transform, func, options
+        self.source = None
+
+    def describe(self):
+        return f"{self.transform.describe()}({self.func.describe()})"
+
+    def python_type(self):
+        import types
+        return types.FunctionType
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, plan) -> str:
+        opts = ", ".join(f"{k}={plan.expr(ConstantVariable(v))}" for k, v in self.options.items())
+        return f"{plan.expr(self.transform)}({plan.expr(self.func)}{', ' if opts else ''}{opts})"
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.speculation import Checkpoint
+        from ember.exc import Unsupported
+        with Checkpoint(tx) as cp:
+            try:
+                return _trace_transform(tx, self, list(args), kwargs)
+            except Unsupported:
+                cp.restore()
+                raise
+
+
+def _template(vt, leaves: list, what: str):
+    """The Python template of a tracker made of tuples/lists/dicts of tensors and constants; its
+    tensors are appended to ``leaves``."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+    from ember.capture.variables.symbolic import SymNodeVariable
+    from ember.capture.variables.tensor import TensorVariable
+    if isinstance(vt, TensorVariable):
+        if vt.python_type() not in (torch.Tensor, torch.nn.Parameter):
+            raise unsupported("EB0051", f"{what}: a tensor subclass")
+        leaves.append(vt)
+        return _Slot(len(leaves) - 1)
+    if isinstance(vt, TupleVariable) and vt.tuple_type is None:
+        return tuple(_template(v, leaves, what) for v in vt.items)
+    if isinstance(vt, ListVariable) and type(vt) is ListVariable:
+        return [_template(v, leaves, what) for v in vt.items]
+    if isinstance(vt, DictVariable) and vt.dict_cls is dict and vt.default_factory is None \
+            and all(k.is_constant() and type(k.as_constant()) in (str, int) for k in vt.keys.values()):
+        return {k: _template(v, leaves, what) for k, v in vt.items.items()}
+    if vt.is_constant() and not isinstance(vt, SymNodeVariable) \
+            and type(vt.as_constant()) in (int, float, bool, str, type(None)):
+        return vt.as_constant()
+    raise unsupported("EB0051", f"{what}: {vt.describe()} (tensors and constants in tuples, lists and dicts are supported)")
+
+
+def _rebuild(template, items: list):
+    """Trackers for ``template`` (a pytree of Python containers), its ``_Slot``s from ``items``."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+    if isinstance(template, _Slot):
+        return items[template.index]
+    if isinstance(template, tuple):
+        return TupleVariable([_rebuild(t, items) for t in template])
+    if isinstance(template, list):
+        return ListVariable([_rebuild(t, items) for t in template])
+    if isinstance(template, dict):
+        return DictVariable({k: _rebuild(v, items) for k, v in template.items()})
+    return ConstantVariable(template)
+
+
+def _batch_dims(in_dims, template: tuple, n: int) -> list:
+    """vmap's ``in_dims`` for each of the ``n`` tensors of the argument ``template``."""
+    dims: list = [None] * n
+    if isinstance(in_dims, tuple) and len(in_dims) != len(template) or \
+            not isinstance(in_dims, (tuple, int, type(None))):
+        raise unsupported("EB0051", "vmap in_dims that do not match the arguments")
+    for i, arg in enumerate(template):
+        d = in_dims[i] if isinstance(in_dims, tuple) else in_dims
+        if not isinstance(d, (int, type(None))):
+            raise unsupported("EB0051", "vmap in_dims nested inside an argument")
+        for leaf in pytree.tree_leaves(arg, is_leaf=lambda v: isinstance(v, _Slot)):
+            if isinstance(leaf, _Slot):
+                dims[leaf.index] = d
+    return dims
+
+
+def _differentiated(options: dict, template: tuple, n: int) -> list[bool]:
+    argnums = options.get("argnums", 0)
+    nums = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not all(type(a) is int for a in nums):
+        raise unsupported("EB0051", "argnums that are not ints")
+    marked = [False] * n
+    for a in nums:
+        if not -len(template) <= a < len(template):
+            raise unsupported("EB0051", "argnums out of range (eager raises)")
+        for leaf in pytree.tree_leaves(template[a], is_leaf=lambda v: isinstance(v, _Slot)):
+            if isinstance(leaf, _Slot):
+                marked[leaf.index] = True
+    return marked
+
+
+def _stand_in(tx, vt, fake):
+    """A temporary node and tracker standing for an argument of ``f`` inside the transform."""
+    from ember.capture.variables.tensor import TensorVariable
+    node = tx.output.graph.create_node("call_function", torch.empty_strided,
+                                       (tuple(fake.shape), tuple(fake.stride())), {})
+    node.meta["example_value"] = fake
+    return TensorVariable(node, fake)
+
+
+def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwargs: dict):
+    from ember.capture.rerun import call_changes_state
+    from ember.capture.subgraph import Region, extract
+    from ember.exc import PythonException
+    kind = transforms()[wrapped.transform.fn]
+    name = wrapped.transform.describe()
+    if kwargs:
+        raise unsupported("EB0051", f"{name}: keyword arguments to the transformed function")
+    leaves: list = []
+    in_template = tuple(_template(a, leaves, f"{name}'s argument") for a in args)
+    output = tx.output
+    if any(t.fake.is_inference() or type(t.fake).__name__ != "FakeTensor" for t in leaves):
+        raise unsupported("EB0051", f"{name} of an inference or functorch-wrapped tensor")
+    with output.fake.enabled():
+        if kind == "vmap":
+            dims = _batch_dims(wrapped.options.get("in_dims", 0), in_template, len(leaves))
+            fakes = []
+            for t, d in zip(leaves, dims):
+                if d is not None and not -t.fake.dim() <= d < t.fake.dim():
+                    raise unsupported("EB0051", "vmap in_dims out of range (eager raises)")
+                f = t.fake.select(d, 0) if d is not None else t.fake
+                fakes.append(torch.empty_strided(f.shape, f.stride(), dtype=f.dtype, device=f.device,
+                                                 requires_grad=f.requires_grad))
+        else:
+            marked = _differentiated(wrapped.options, in_template, len(leaves)) if kind == "grad" \
+                else [False] * len(leaves)
+            fakes = []
+            for t, m in zip(leaves, marked):
+                if m and not (t.fake.is_floating_point() or t.fake.is_complex()):
+                    raise unsupported("EB0051", f"{name} of an integer tensor (eager raises)")
+                f = torch.empty_strided(t.fake.shape, t.fake.stride(), dtype=t.fake.dtype, device=t.fake.device)
+                fakes.append(f.requires_grad_(m) if kind == "grad" else f)
+    stand_ins = [_stand_in(tx, t, f) for t, f in zip(leaves, fakes)]
+    region = Region(tx, stand_ins)
+    prior = torch.is_grad_enabled()
+    if kind == "grad":
+        torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)
+    try:
+        out = wrapped.func.call(tx, list(_rebuild(in_template, stand_ins).items), {})
+    except PythonException as e:
+        raise unsupported("EB0051", f"{name}'s function raised {type(e.exc).__name__} while tracing") from None
+    finally:
+        torch._C._set_grad_enabled(prior)
+    region.check_pure(f"{name}'s function")
+    body = region.nodes()
+    if any(call_changes_state(n.op, n.target, n.kwargs) for n in body
+           if not (n.op == "get_attr" and isinstance(output.submodules.get(n.target), FunctorchCall))):
+        raise unsupported("EB0051", f"{name}'s function changes state or draws random numbers")
+    out_leaves: list = []
+    out_template = _template(out, out_leaves, f"{name}'s function returns")
+    known = {s.node for s in stand_ins}
+    outside = region.external_inputs(body, known, [t.node for t in out_leaves], symbols=True)
+    body_gm = extract(body, [s.node for s in stand_ins] + outside, [t.node for t in out_leaves], output.submodules)
+    region.erase()
+    for s in reversed(stand_ins):
+        if s.node.users:
+            raise unsupported("EB0051", f"a stand-in of {name} escapes it")
+        output.graph.erase_node(s.node)
+    holder = FunctorchCall(wrapped.transform.fn, dict(wrapped.options), in_template, out_template, body_gm)
+    try:
+        with output.fake.enabled():
+            result = holder(*[t.fake for t in leaves], *[n.meta["example_value"] for n in outside])
+    except Exception as e:  # noqa: BLE001 — what the transform refuses here, eager refuses too
+        raise unsupported("EB0051", f"{name}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if not all(isinstance(r, torch.Tensor) for r in result):
+        raise unsupported("EB0051", f"{name} returns something other than tensors")
+    attr = output.add_submodule(holder, "functorch")
+    node = output.graph.create_node("call_function", run_functorch_call,
+                                    (attr, *[t.node for t in leaves], *outside), {})
+    if output.current_location:
+        node.meta["stack_trace"] = output.stack_trace()
+    wrapped_result = output._wrap_result(node, tuple(result))
+    spec = holder.result_spec
+    return _rebuild(pytree.tree_unflatten([_Slot(i) for i in range(len(result))], spec),
+                    list(wrapped_result.items))
+
