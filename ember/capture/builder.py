@@ -432,6 +432,12 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
 
+    if isinstance(value, types.FunctionType) and value is functional_call_function():
+        from ember.capture.variables.functional_call import FunctionalCallVariable
+        if source is not None:
+            guards.id_match(source, value)
+        return FunctionalCallVariable(value, source)  # the module called with its tensors swapped
+
     if isinstance(value, types.FunctionType) and value in functorch_transforms():
         from ember.capture.variables.functorch_calls import FunctorchTransformVariable
         if source is not None:
@@ -608,6 +614,11 @@ def _identity_key(k) -> bool:
     if isinstance(k, type):
         return type(t).__eq__ is type.__eq__ and type(t).__hash__ is type.__hash__ if t is not type else True
     return t.__eq__ is object.__eq__ and t.__hash__ is object.__hash__
+
+
+def functional_call_function():
+    from ember.capture.variables.functional_call import functional_call_function as fn
+    return fn()
 
 
 def functorch_transforms() -> dict:

@@ -22,6 +22,7 @@ from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, che
                                                   check_members_written, check_tree)
 from ember.exc import PythonException
 from ember.capture.variables.module_listings import _LISTINGS, _listing_prefix, listing_keys  # noqa: F401
+from ember.capture.variables.functional_call import overridden
 
 
 _ABSENT = object()
@@ -272,6 +273,9 @@ class NNModuleVariable(VariableTracker):
         pending = tx.side_effects.load_attr(m, name)
         if pending is not None:
             return pending
+        swapped = overridden(tx, m, name)  # inside torch.func.functional_call
+        if swapped is not None:
+            return swapped
         if name == "__dict__":
             tx.side_effects.read_instance_dict(m)
         if name == "__class__":
@@ -331,6 +335,9 @@ class NNModuleVariable(VariableTracker):
         """``nn.Module.__getattr__``: a parameter, buffer or submodule, else AttributeError."""
         from ember.capture.builder import wrap
         d = self.module.__dict__
+        swapped = overridden(tx, self.module, name)  # inside torch.func.functional_call
+        if swapped is not None:
+            return swapped
         check_dicts(tx, self.module)
         for kind in ("_parameters", "_buffers", "_modules"):
             members = d.get(kind)
