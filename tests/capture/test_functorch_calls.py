@@ -6,7 +6,7 @@ torch.compile 2.13 makes one graph of each program in ``ONE_GRAPH`` (checked wit
 """
 import pytest
 import torch
-from torch.func import grad, grad_and_value, hessian, jacfwd, jacrev, vmap
+from torch.func import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp, vmap
 
 from ember_test_helpers import REFERENCE, CompileCounter, assert_same, check_same, compile
 
@@ -38,7 +38,26 @@ ONE_GRAPH = {
     "jacrev": (lambda x: jacrev(torch.sin)(x), (3,)),
     "jacfwd": (lambda x: jacfwd(lambda t: t.sin() * W)(x), (3,)),
     "hessian": (lambda x: hessian(_cubed_sum)(x), (3,)),
+    "vjp": (lambda x: _vjp_sin(x), (3,)),
+    "vjp_has_aux": (lambda x: _vjp_aux(x), (3,)),
+    "vjp_two_primals": (lambda x, y: _vjp_two(x, y), (3,), (3,)),
+    "jvp": (lambda x: jvp(lambda t: t.sin() * W, (x,), (torch.ones_like(x),)), (3,)),
 }
+
+
+def _vjp_sin(x):
+    out, vjp_fn = vjp(torch.sin, x)
+    return vjp_fn(torch.ones_like(out))
+
+
+def _vjp_aux(x):
+    out, vjp_fn, aux = vjp(lambda t: (t.exp(), t.cos()), x, has_aux=True)
+    return vjp_fn(out), aux, out
+
+
+def _vjp_two(x, y):
+    _, vjp_fn = vjp(lambda a, b: (a * b, a + b), x, y)
+    return vjp_fn((torch.ones(3), torch.full((3,), 2.0)))
 
 
 def _args(shapes, requires_grad=False):
@@ -54,7 +73,8 @@ def test_transform_is_one_graph(name):
     check_same(fn, *_args(shapes), graphs=1, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["grad", "grad_then_op", "vmap", "vmap_of_grad", "jacrev", "hessian"])
+@pytest.mark.parametrize("name", ["grad", "grad_then_op", "vmap", "vmap_of_grad", "jacrev", "hessian", "vjp",
+                                  "jvp"])
 def test_gradients_flow_through_the_transform(name):
     fn, *shapes = ONE_GRAPH[name]
     check_same(fn, *_args(shapes, requires_grad=True), graphs=1, atol=1e-5, rtol=1e-5)
@@ -145,3 +165,24 @@ def test_errors_inside_the_transform_are_eagers():
         fn(x)
     with pytest.raises(RuntimeError):
         compiled(x)
+
+
+def test_vjp_fn_after_the_primal_changed_runs_as_eager():
+    def f(x):
+        out, vjp_fn = vjp(lambda t: t * t, x)
+        x.mul_(2)
+        return vjp_fn(torch.ones_like(out))
+    x = torch.randn(3)
+    expected = f(x.clone())
+    assert_same(compile(f, backend=CompileCounter())(x.clone()), expected)
+
+
+def test_vjp_fn_returned_from_the_frame():
+    def f(x):
+        out, vjp_fn = vjp(torch.sin, x)
+        return out * 2, vjp_fn
+    x = torch.randn(3)
+    out, vjp_fn = compile(f, backend=CompileCounter())(x)
+    ref_out, ref_fn = f(x)
+    assert_same(out, ref_out)
+    assert_same(vjp_fn(torch.ones(3)), ref_fn(torch.ones(3)))

@@ -36,7 +36,8 @@ def transforms() -> dict:
         import torch._functorch.apis as apis
         import torch._functorch.eager_transforms as et
         _TRANSFORMS = {apis.grad: "grad", apis.grad_and_value: "grad", apis.vmap: "vmap",
-                       et.jacrev: "grad", et.jacfwd: "forward", et.hessian: "grad"}
+                       et.jacrev: "grad", et.jacfwd: "forward", et.hessian: "grad",
+                       et.vjp: "vjp", et.jvp: "jvp"}  # (the last two take the arguments themselves)
     return _TRANSFORMS
 
 
@@ -71,12 +72,15 @@ class FunctorchCall(torch.nn.Module):
     """``transform(f, **options)(*args)`` with ``f`` traced into ``body``; called with the arguments'
     tensors, then the tensors ``f`` reads from outside; returns the result's tensors, flat."""
 
-    def __init__(self, transform, options: dict, in_template, out_template, body: torch.nn.Module):
+    def __init__(self, transform, options: dict, in_template, out_template, body: torch.nn.Module,
+                 fn_template=None):
         super().__init__()
         self.transform, self.options = transform, options
         self.in_template, self.out_template = in_template, out_template
         self.n_in = len(_slot_positions(in_template))
-        self.positions = _slot_positions(in_template)
+        # where ``f``'s own tensors are among the leaves of what ``f`` is called with (the
+        # transform's arguments, or only the primals of jvp / vjp)
+        self.positions = _slot_positions(in_template if fn_template is None else fn_template)
         self.body = body
         self.result_spec = None
 
@@ -118,6 +122,16 @@ class FunctorchTransformVariable(VariableTracker):
         return plan._read(self.source) if self.source is not None else bind(plan.scope, self.fn, self.fn.__name__)
 
     def call(self, tx, args, kwargs):
+        kind = transforms()[self.fn]
+        if kind in ("vjp", "jvp"):
+            from ember.capture.speculation import Checkpoint
+            from ember.exc import Unsupported
+            with Checkpoint(tx) as cp:
+                try:
+                    return (_trace_vjp if kind == "vjp" else _trace_jvp)(tx, self, list(args), dict(kwargs))
+                except Unsupported:
+                    cp.restore()
+                    raise
         try:
             bound = inspect.signature(self.fn).bind(*args, **kwargs)
         except TypeError as e:
@@ -245,13 +259,29 @@ def _stand_in(tx, vt, fake):
 
 
 def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwargs: dict):
-    from ember.capture.rerun import call_changes_state
-    from ember.capture.subgraph import Region, extract
-    from ember.exc import PythonException
     kind = transforms()[wrapped.transform.fn]
     name = wrapped.transform.describe()
     if kwargs:
         raise unsupported("EB0051", f"{name}: keyword arguments to the transformed function")
+    traced = _trace_body(tx, name, kind, wrapped.options, wrapped.func, args)
+    holder = FunctorchCall(wrapped.transform.fn, dict(wrapped.options), traced.in_template, traced.out_template,
+                           traced.body)
+    return _emit(tx, name, holder, traced.leaves, traced.outside)
+
+
+class _Traced:
+    """A function traced for a transform: its argument tensors (``leaves``) and template, the body
+    GraphModule, its result's template, and the graph values it reads from outside."""
+
+    def __init__(self, leaves, in_template, body, out_template, outside):
+        self.leaves, self.in_template, self.body = leaves, in_template, body
+        self.out_template, self.outside = out_template, outside
+
+
+def _trace_body(tx, name: str, kind: str, options: dict, func, args: list) -> _Traced:
+    from ember.capture.rerun import call_changes_state
+    from ember.capture.subgraph import Region, extract
+    from ember.exc import PythonException
     leaves: list = []
     in_template = tuple(_template(a, leaves, f"{name}'s argument") for a in args)
     output = tx.output
@@ -259,7 +289,7 @@ def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwarg
         raise unsupported("EB0051", f"{name} of an inference or functorch-wrapped tensor")
     with output.fake.enabled():
         if kind == "vmap":
-            dims = _batch_dims(wrapped.options.get("in_dims", 0), in_template, len(leaves))
+            dims = _batch_dims(options.get("in_dims", 0), in_template, len(leaves))
             fakes = []
             for t, d in zip(leaves, dims):
                 if d is not None and not -t.fake.dim() <= d < t.fake.dim():
@@ -268,21 +298,21 @@ def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwarg
                 fakes.append(torch.empty_strided(f.shape, f.stride(), dtype=f.dtype, device=f.device,
                                                  requires_grad=f.requires_grad))
         else:
-            marked = _differentiated(wrapped.options, in_template, len(leaves)) if kind == "grad" \
-                else [False] * len(leaves)
+            marked = _differentiated(options, in_template, len(leaves)) if kind == "grad" \
+                else [kind == "vjp"] * len(leaves)
             fakes = []
             for t, m in zip(leaves, marked):
                 if m and not (t.fake.is_floating_point() or t.fake.is_complex()):
                     raise unsupported("EB0051", f"{name} of an integer tensor (eager raises)")
                 f = torch.empty_strided(t.fake.shape, t.fake.stride(), dtype=t.fake.dtype, device=t.fake.device)
-                fakes.append(f.requires_grad_(m) if kind == "grad" else f)
+                fakes.append(f.requires_grad_(m) if kind in ("grad", "vjp") else f)
     stand_ins = [_stand_in(tx, t, f) for t, f in zip(leaves, fakes)]
     region = Region(tx, stand_ins)
     prior = torch.is_grad_enabled()
-    if kind == "grad":
+    if kind in ("grad", "vjp"):
         torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)
     try:
-        out = wrapped.func.call(tx, list(_rebuild(in_template, stand_ins).items), {})
+        out = func.call(tx, list(_rebuild(in_template, stand_ins).items), {})
     except PythonException as e:
         raise unsupported("EB0051", f"{name}'s function raised {type(e.exc).__name__} while tracing") from None
     finally:
@@ -302,7 +332,13 @@ def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwarg
         if s.node.users:
             raise unsupported("EB0051", f"a stand-in of {name} escapes it")
         output.graph.erase_node(s.node)
-    holder = FunctorchCall(wrapped.transform.fn, dict(wrapped.options), in_template, out_template, body_gm)
+    return _Traced(leaves, in_template, body_gm, out_template, outside)
+
+
+def _emit(tx, name: str, holder: FunctorchCall, leaves: list, outside: list):
+    """The node running ``holder`` on the argument tensors ``leaves`` and the ``outside`` values;
+    the trackers of its result, in the result's structure."""
+    output = tx.output
     try:
         with output.fake.enabled():
             result = holder(*[t.fake for t in leaves], *[n.meta["example_value"] for n in outside])
@@ -320,3 +356,101 @@ def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwarg
     return _rebuild(pytree.tree_unflatten([_Slot(i) for i in range(len(result))], spec),
                     list(wrapped_result.items))
 
+
+def _constant_options(name: str, kwargs: dict, allowed: dict) -> dict:
+    options = dict(allowed)
+    for key, vt in kwargs.items():
+        if key not in allowed or not vt.is_constant() or type(vt.as_constant()) is not bool:
+            raise unsupported("EB0051", f"{name} with {key}= that is not a constant flag")
+        options[key] = vt.as_constant()
+    return options
+
+
+def jvp_of(fn, strict=False, has_aux=False):
+    """``jvp`` as a transform: ``jvp_of(f)(primals, tangents)``."""
+    return lambda primals, tangents: torch.func.jvp(fn, primals, tangents, strict=strict, has_aux=has_aux)
+
+
+def vjp_output_of(fn, has_aux=False):
+    """The output (and aux) of ``vjp(f, *primals)`` as a transform."""
+    def run(*primals):
+        result = torch.func.vjp(fn, *primals, has_aux=has_aux)
+        return (result[0], result[2]) if has_aux else result[0]
+    return run
+
+
+def vjp_apply_of(fn, n: int, has_aux=False):
+    """``vjp(f, *primals)[1](cotangents)`` as a transform: ``(*primals, cotangents)``."""
+    def run(*args):
+        return torch.func.vjp(fn, *args[:n], has_aux=has_aux)[1](*args[n:])
+    return run
+
+
+def _trace_jvp(tx, transform, args: list, kwargs: dict):
+    from ember.capture.variables.containers import TupleVariable
+    name = transform.describe()
+    options = _constant_options(name, kwargs, {"strict": False, "has_aux": False})
+    if len(args) != 3 or not all(isinstance(a, TupleVariable) and a.tuple_type is None for a in args[1:]):
+        raise unsupported("EB0051", f"{name} with primals and tangents that are not tuples")
+    func, primals, tangents = args
+    traced = _trace_body(tx, name, "forward", options, func, list(primals.items))
+    leaves = list(traced.leaves)
+    tangents_template = _template(tangents, leaves, f"{name}'s tangents")
+    holder = FunctorchCall(jvp_of, options, (traced.in_template, tangents_template), traced.out_template,
+                           traced.body, fn_template=traced.in_template)
+    return _emit(tx, name, holder, leaves, traced.outside)
+
+
+def _trace_vjp(tx, transform, args: list, kwargs: dict):
+    from ember.capture.variables.containers import TupleVariable
+    name = transform.describe()
+    options = _constant_options(name, kwargs, {"has_aux": False})
+    if not args:
+        raise unsupported("EB0051", f"{name} without a function")
+    traced = _trace_body(tx, name, "vjp", options, args[0], args[1:])
+    holder = FunctorchCall(vjp_output_of, options, traced.in_template, traced.out_template, traced.body)
+    out = _emit(tx, name, holder, traced.leaves, traced.outside)
+    apply = VjpFunctionVariable(traced, options)
+    if options["has_aux"]:
+        return TupleVariable([out.items[0], apply, out.items[1]])
+    return TupleVariable([out, apply])
+
+
+class VjpFunctionVariable(VariableTracker):
+    """The ``vjp_fn`` that ``torch.func.vjp`` returned: called with cotangents, a node that runs
+    ``vjp(f, *primals)[1](cotangents)`` (``f`` again: it is pure, so the values are eager's)."""
+
+    def __init__(self, traced: _Traced, options: dict):
+        self.traced, self.options, self.source = traced, options, None
+        self.versions = self._versions()
+
+    def _versions(self):
+        return [t.fake._version for t in self.traced.leaves] + \
+            [n.meta["example_value"]._version for n in self.traced.outside
+             if isinstance(n.meta.get("example_value"), torch.Tensor)]
+
+    def describe(self):
+        return "the function torch.func.vjp returned"
+
+    def python_type(self):
+        import types
+        return types.FunctionType
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, plan) -> str:
+        raise unsupported("EB0015", "returning the function torch.func.vjp returned from the compiled frame")
+
+    def call(self, tx, args, kwargs):
+        if kwargs or len(args) != 1:
+            raise unsupported("EB0051", "vjp_fn called with other than one cotangent argument")
+        if self._versions() != self.versions:
+            raise unsupported("EB0051", "vjp_fn after an in-place change to what vjp saw")
+        traced = self.traced
+        leaves = list(traced.leaves)
+        ct_template = _template(args[0], leaves, "vjp_fn's cotangents")
+        n = len(traced.in_template)
+        holder = FunctorchCall(vjp_apply_of, {"n": n, **self.options}, (*traced.in_template, ct_template),
+                               traced.out_template, traced.body, fn_template=traced.in_template)
+        return _emit(tx, "vjp_fn", holder, leaves, traced.outside)
