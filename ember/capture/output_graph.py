@@ -335,7 +335,8 @@ class OutputGraph:
         state_query = False
         if kind == "call_function" and not isinstance(target, types.FunctionType) \
                 and not _contains_tensor(fake_args) and not _contains_tensor(fake_kwargs) \
-                and not any(isinstance(a, SymNodeVariable) for a in args) and not _is_tensor_op(target):
+                and not (any(isinstance(a, SymNodeVariable) for a in args) and not _binds_torch_runtime(target)) \
+                and not _is_tensor_op(target):
             # A binding of torch's runtime that takes no tensor (profiler, hooks, backends):
             # it acts on, or reads, process state. Running it at trace time would do (or read)
             # that once, not on every call.
@@ -714,6 +715,16 @@ def _is_tensor_op(target) -> bool:
         return True
     name = getattr(target, "__name__", None)
     return name is not None and getattr(torch._C._VariableFunctions, name, None) is target
+
+
+def _binds_torch_runtime(target) -> bool:
+    """A binding in ``torch._C`` (``_functorch._vmap_increment_nesting``, ``_set_grad_enabled``...):
+    what it does to torch's process state is the same whether its arguments are ints or SymInts,
+    so a symbolic size (a vmap's batch size under dynamic shapes) does not make it a pure call
+    that may run on fake values at trace time (``_vmap_increment_nesting(s0)`` would push a vmap
+    level, for real, that nothing pops)."""
+    module = getattr(target, "__module__", None) or ""
+    return module == "torch._C" or module.startswith("torch._C.")
 
 
 def _reads_state_only(target) -> bool:
