@@ -361,6 +361,16 @@ class GuardSet:
             code = f"not ___hasattr({e}, {n})"
         self._add(GuardKind.ID_MATCH, source, ("absent", name), f"{source.name()} has no attribute {name!r}", code)
 
+    def attribute_flag(self, source: Source, name: str, value: Any) -> None:
+        """The truth of ``getattr(source, name, False)`` is that of ``value`` (a tensor's
+        ``_is_param`` / ``_is_buffer``: what ``isinstance(t, Parameter / Buffer)`` reads)."""
+        e = source.expr(self.scope)
+        self.scope.setdefault("___getattr", getattr)
+        truth = bool(value)
+        self._add(GuardKind.EQUALS_MATCH, source, ("flag", name),
+                  f"bool(getattr({source.name()}, {name!r}, False)) is {truth}",
+                  f"(not ___getattr({e}, {name!r}, False)) is {not truth}")
+
     def not_in_dict(self, source: Source, key: str) -> None:
         """The dict at ``source`` has no ``key`` (a name the frame resolved past it: a builtin
         found because the globals do not define it)."""

@@ -251,6 +251,11 @@ def _isinstance(tx, obj, classes):
             # tensor ...
             return ConstantVariable(any(c in (collections.abc.Iterator, collections.abc.Iterable) for c in wanted))
         raise unsupported("EB0037", f"isinstance on {obj.describe()}") from None
+    if isinstance(obj, TensorVariable):
+        from ember.capture.variables.tensor_isinstance import flag_isinstance
+        answer = flag_isinstance(tx, obj, cls)
+        if answer is not None:
+            return ConstantVariable(answer)
     if isinstance(obj, TensorVariable) and t is torch.Tensor:
         # an intermediate is a plain Tensor; Parameter only for parameters read from a module
         return ConstantVariable(issubclass(t, cls) if not isinstance(cls, tuple) else
