@@ -266,6 +266,14 @@ def marked_dynamic(real: torch.Tensor) -> frozenset:
     return frozenset(_hard_marks(real))
 
 
+def _numpy_int_argument(values) -> bool:
+    """A NumPy integer scalar among the arguments: ``int(n)`` of it is a symbol from the first
+    compile (as torch.compile keeps such arguments unspecialized), so that trace needs a ShapeEnv."""
+    import sys
+    np = sys.modules.get("numpy")
+    return np is not None and any(isinstance(v, np.integer) for v in values)
+
+
 class FrameSizes:
     """Sizes seen at each tensor source of one frame, across its compiles."""
 
@@ -287,7 +295,7 @@ class FrameSizes:
         whether some dimension may be a symbol: then they trace with a ShapeEnv)."""
         self.symbolic = self.static_only is None and (
             self.dynamic is True or (self.dynamic is None and self.traces > 0) or has_marks(bound.values())
-            or config_sources_set())
+            or config_sources_set() or self.dynamic is None and _numpy_int_argument(bound.values()))
         self.traces += 1
 
     def agree_with_other_ranks(self) -> bool:

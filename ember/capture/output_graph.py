@@ -140,10 +140,13 @@ class OutputGraph:
         self.input_values.append(real)
         return node
 
-    def symbolic_int(self, source, value: int | float) -> SymNodeVariable | None:
+    def symbolic_int(self, source, value: int | float, force: bool = False) -> SymNodeVariable | None:
         """An int or float read from outside the frame whose value changed since the frame last
-        compiled (automatic dynamic): a graph input and a ShapeEnv symbol. None: a constant as before."""
-        if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(source.name(), value, named_dynamic(source, value)) \
+        compiled (automatic dynamic), or ``force`` (a NumPy int argument's value: torch keeps those
+        unspecialized from the first call): a graph input and a ShapeEnv symbol. None: a constant
+        as before."""
+        if self.frame_sizes is None or not self.frame_sizes.int_is_dynamic(
+                source.name(), value, named_dynamic(source, value) or force and self.frame_sizes.dynamic is not False) \
                 or self.fake.shape_env is None:
             return None
         hit = self._int_inputs.get(source)

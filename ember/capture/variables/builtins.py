@@ -650,6 +650,11 @@ def _int_float(kind):
                 converted = symbolic_conversion(tx, kind, x)
                 if converted is not None:
                     return converted
+        if kind is int and type(x).__name__ == "NumpyNdarrayVariable" and not rest and not kwargs:
+            from ember.capture.variables.numpy_arrays import symbolic_int_of_scalar
+            symbolic = symbolic_int_of_scalar(tx, x)  # `int(n)` of a NumPy int argument: a symbol
+            if symbolic is not None:
+                return symbolic
         if x is not None and not rest and not kwargs:
             from ember.capture.variables.user_operators import user_number
             result = user_number(tx, kind, x)  # a user class's __int__ / __float__ / __index__

@@ -165,6 +165,17 @@ def _unspecialized_scalar(tx, value, source):
     return vt
 
 
+def symbolic_int_of_scalar(tx, v):
+    """``int(n)`` of an unspecialized NumPy integer argument: a symbolic int read as ``int(n)`` on
+    every call (torch.compile keeps such arguments unspecialized: one graph for every value, where a
+    constant guarded by its bits recompiled per value); None when it stays a constant (0 and 1, a
+    dynamic=False frame, a value the trace cannot see)."""
+    if v._specialize is None or v.source is None or v.np_dtype().kind not in "iu":
+        return None
+    from ember.capture.sources import CallSource
+    return tx.output.symbolic_int(CallSource(int, v.source, ()), int(v._specialize[0]), force=True)
+
+
 def _wrap_array(tx, value, source) -> VariableTracker:
     np = _np()
     if type(value) is not np.ndarray:
