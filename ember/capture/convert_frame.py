@@ -391,7 +391,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     restore_draws += rng_restore
     if compiled is not None:
         scope["___compiled"] = compiled
-        from ember.capture.rerun import rerun_safe
+        from ember.capture.rerun import rerun_safe, user_callbacks_active
         # a graph that changes grad mode and raises half-way leaves it changed: the entry's (guarded)
         # mode is restored before the error propagates or the frame reruns
         toggles = any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
@@ -412,10 +412,13 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
             scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)
+            scope["___hooks_ran"] = user_callbacks_active
             restore_draws = [f"    {line}" for line in restore_draws]
+            if assumed:  # (a check after a full run with hooks active would rerun them: eager from the start)
+                body += ["if ___hooks_ran():", *restore_draws, f"    return ___eager_rerun({forward_call(fn.__code__)})"]
             body += ["___failed = False", "try:", f"    ___o = ___compiled({args})", "except ___ours:", *restore,
                      *restore_draws, "    raise", "except Exception as ___e:", *restore,
-                     "    if getattr(___e, 'ember_internal', False):", "        raise",
+                     "    if getattr(___e, 'ember_internal', False) or ___hooks_ran():", "        raise",
                      "    ___failed = True", *([f"if not ___failed and not ({assumed}):", "    ___failed = True"]
                                                    if assumed else []), "if ___failed:", *restore_draws,
                      f"    return ___eager_rerun({forward_call(fn.__code__)})"]

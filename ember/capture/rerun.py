@@ -94,3 +94,13 @@ def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False
                     for n in g.graph.nodes):
                 return False
     return True
+
+
+def user_callbacks_active() -> bool:
+    """Whether the graph's ops called back into the program while it ran: saved-tensor hooks
+    (``saved_tensors_hooks``, a non-reentrant checkpoint's pack hooks), a torch function or
+    dispatch mode. Then a partial run was not invisible (the hooks ran, and counted), and what the
+    graph raised may be the program's own control flow (a checkpoint's recomputation stops early
+    by raising from its pack hook): the exception propagates as it is, with no rerun."""
+    return (torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
+            or torch._C._len_torch_dispatch_stack() > 0 or torch._C._len_torch_function_stack() > 0)
