@@ -313,6 +313,9 @@ class TensorVariable(VariableTracker):
                 return tx.output.call_method("size", [self, ConstantVariable(0)], {})
             return ConstantVariable(plain(len(self.fake)))
         if name == "storage_offset":
+            read = _input_storage_offset(tx, self, args, kwargs)
+            if read is not None:  # an input's own offset: a value read from it, as an int argument
+                return read
             tx.output.observe_storage_offsets()
         if name == "__deepcopy__":  # (the copy module traced as a frame of its own)
             from ember.capture.variables.copying import deepcopy_tensor
@@ -539,6 +542,29 @@ def _tensor_scalar_rewrite(tx, self, name, args, kwargs):
 
 
 _FULL_KWARGS = {"dtype", "device", "layout", "pin_memory", "requires_grad"}
+
+
+def _input_storage_offset(tx, t: TensorVariable, args, kwargs):
+    """``x.storage_offset()`` of an input tensor the trace has not changed: the value read from it
+    on every call (``L['x'].storage_offset()``), guarded only where the trace uses it, and a symbol
+    once it changed between compiles (as an int argument is). torch.compile 2.13 breaks there and
+    passes the offset on as an int: returned as is, one graph for every offset; in arithmetic, a
+    second graph with a symbol. (Guarding every input's offset recompiled per offset.)"""
+    import functools
+    from ember.capture.sources import CallSource
+    from ember.capture.variables.base import LazyGuardedConstant
+    fake, real = t.fake, t.real
+    if args or kwargs or t.source is None or real is None or type(real) not in (torch.Tensor, torch.nn.Parameter):
+        return None
+    if has_symbols(fake.storage_offset()) or real.storage_offset() != fake.storage_offset() \
+            or fake.is_inference() or tx.output.input_versions.get(id(fake)) != fake._version:
+        return None  # (written by the trace: the real offset is not its offset now)
+    value = real.storage_offset()
+    source = CallSource(torch.Tensor.storage_offset, t.source, ())
+    symbolic = tx.output.symbolic_int(source, value)
+    if symbolic is not None:
+        return symbolic
+    return LazyGuardedConstant(value, source, functools.partial(tx.guards.constant_match, source, value))
 
 
 def full_with_tensor_fill(tx, base, args, kwargs):
