@@ -25,11 +25,11 @@ class Region:
         self._birth = next(BIRTHS)  # containers made before the region have smaller numbers
         self._writes = len(tx.side_effects.container_writes)
         self._inputs = [t for t in inputs if hasattr(t, "fake")]
-        if any(isinstance(t.fake, torch.Tensor) and t.fake.is_inference() for t in self._inputs):
-            # (no version counter: an in-place change to it in the region could not be seen)
-            raise unsupported("EB0051", "a traced region (autograd.Function, cond) with an inference "
-                              "tensor input (made under torch.inference_mode)")
-        self._versions = [t.fake._version for t in self._inputs]
+        # An inference tensor (made under torch.inference_mode) has no version counter: with one
+        # among the inputs, no in-place write at all may happen in the region (see check_pure).
+        self._inference = any(isinstance(t.fake, torch.Tensor) and t.fake.is_inference() for t in self._inputs)
+        self._versions = [None if self._inference and t.fake.is_inference() else t.fake._version
+                          for t in self._inputs]
 
     def nodes(self) -> list[fx.Node]:
         """The nodes added since the start, in order (placeholders are inputs: not counted)."""
@@ -40,9 +40,14 @@ class Region:
         if side_effect_state(self.tx) != self._effects or any(
                 born < self._birth for born in self.tx.side_effects.container_writes[self._writes:]):
             raise unsupported("EB0051", f"{what} has side effects")
-        if any(t.fake._version != v for t, v in zip(self._inputs, self._versions)
+        if any(v is not None and t.fake._version != v for t, v in zip(self._inputs, self._versions)
                if not any(t.fake is c for c in changed_ok)):
             raise unsupported("EB0051", f"{what} changes an input in place")
+        if self._inference:
+            from ember.capture.rerun import _writes
+            if any(n.op not in ("call_function", "call_method") or _writes(n.target, n.kwargs) for n in self.nodes()):
+                raise unsupported("EB0051", f"{what} writes in place with an inference tensor input (made under "
+                                  "torch.inference_mode: no version counter to tell what it changed)")
         for n in self.nodes():
             if n.op not in ("call_function", "call_method") and not (
                     n.op == "get_attr" and n.target in self.tx.output.submodules):
