@@ -42,6 +42,8 @@ ONE_GRAPH = {
     "vjp_has_aux": (lambda x: _vjp_aux(x), (3,)),
     "vjp_two_primals": (lambda x, y: _vjp_two(x, y), (3,), (3,)),
     "jvp": (lambda x: jvp(lambda t: t.sin() * W, (x,), (torch.ones_like(x),)), (3,)),
+    "vmap_keyword_argument": (lambda x, y: vmap(lambda r, scale=1: r * scale)(x, scale=y), (4, 3), (3,)),
+    "grad_keyword_argument": (lambda x, y: grad(lambda t, w=None: (t * w).sum())(x, w=y), (3,), (3,)),
 }
 
 

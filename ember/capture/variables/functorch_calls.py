@@ -14,8 +14,8 @@ itself, so the values, the errors and what make_fx/AOT trace through are eager's
 reads from outside its arguments stay outside the transform (as a closure: not batched, not
 differentiated, as in eager). ``f``'s Python runs once, at trace time, with its guards.
 
-Refused (the call breaks the graph and runs eagerly): options that are not constants, keyword
-arguments to the transformed function, arguments other than tensors and constants in tuples,
+Refused (the call breaks the graph and runs eagerly): options that are not constants, positional
+arguments other than tensors and constants in tuples,
 lists and dicts, ``f`` with side effects, in-place changes or random operations, results other
 than such containers of tensors.
 """
@@ -252,8 +252,7 @@ def _differentiated(options: dict, template: tuple, n: int) -> list[bool]:
 def _stand_in(tx, vt, fake):
     """A temporary node and tracker standing for an argument of ``f`` inside the transform."""
     from ember.capture.variables.tensor import TensorVariable
-    node = tx.output.graph.create_node("call_function", torch.empty_strided,
-                                       (tuple(fake.shape), tuple(fake.stride())), {})
+    node = tx.output.graph.create_node("call_function", torch.empty_strided, (), {})  # (erased before the end)
     node.meta["example_value"] = fake
     return TensorVariable(node, fake)
 
@@ -261,9 +260,9 @@ def _stand_in(tx, vt, fake):
 def _trace_transform(tx, wrapped: TransformedFunctionVariable, args: list, kwargs: dict):
     kind = transforms()[wrapped.transform.fn]
     name = wrapped.transform.describe()
-    if kwargs:
-        raise unsupported("EB0051", f"{name}: keyword arguments to the transformed function")
-    traced = _trace_body(tx, name, kind, wrapped.options, wrapped.func, args)
+    # (keyword arguments reach the function as they are: not batched, not differentiated, as in
+    # eager; the traced body reads them as it reads a closure)
+    traced = _trace_body(tx, name, kind, wrapped.options, wrapped.func, args, kwargs)
     holder = FunctorchCall(wrapped.transform.fn, dict(wrapped.options), traced.in_template, traced.out_template,
                            traced.body)
     return _emit(tx, name, holder, traced.leaves, traced.outside)
@@ -278,7 +277,7 @@ class _Traced:
         self.out_template, self.outside = out_template, outside
 
 
-def _trace_body(tx, name: str, kind: str, options: dict, func, args: list) -> _Traced:
+def _trace_body(tx, name: str, kind: str, options: dict, func, args: list, kwargs=None) -> _Traced:
     from ember.capture.rerun import call_changes_state
     from ember.capture.subgraph import Region, extract
     from ember.exc import PythonException
@@ -312,7 +311,7 @@ def _trace_body(tx, name: str, kind: str, options: dict, func, args: list) -> _T
     if kind in ("grad", "vjp"):
         torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)
     try:
-        out = func.call(tx, list(_rebuild(in_template, stand_ins).items), {})
+        out = func.call(tx, list(_rebuild(in_template, stand_ins).items), dict(kwargs or {}))
     except PythonException as e:
         raise unsupported("EB0051", f"{name}'s function raised {type(e.exc).__name__} while tracing") from None
     finally:
