@@ -602,7 +602,31 @@ def _fold(fn, *args, **kwargs):
         raise PythonException(e) from None
 
 
+def _sorted_keys(iterable, kwargs):
+    """``sorted(d)`` / ``sorted(d.keys())`` of a dict whose keys are all str or all int, without a
+    key function: the result depends on the key set only, not on its order (the keys are unique and
+    totally ordered), so the order is not observed (guarded) — as torch.compile, which does not
+    recompile for a dict input whose keys came in another order here. None: not such a call."""
+    import collections
+    from ember.capture.variables.dict_views import DictViewVariable
+    d = iterable.dict_vt if isinstance(iterable, DictViewVariable) and iterable.kind == "keys" else iterable
+    if not isinstance(d, DictVariable) or d.dict_cls not in (dict, collections.OrderedDict, collections.defaultdict,
+                                                             collections.Counter) or set(kwargs) - {"reverse"}:
+        return None
+    keys = list(d.keys.values())
+    if not keys or not all(type(k) is ConstantVariable for k in keys) \
+            or len({type(k.value) for k in keys} | {str}) > 1 and len({type(k.value) for k in keys} | {int}) > 1:
+        return None  # (all str, or all int: no ties, no TypeError)
+    if not _constants(kwargs.values()):
+        return None
+    reverse = bool(kwargs["reverse"].as_constant()) if "reverse" in kwargs else False
+    return ListVariable(sorted(keys, key=lambda k: k.value, reverse=reverse))
+
+
 def _sorted(tx, iterable, **kwargs):
+    by_keys = _sorted_keys(iterable, kwargs)
+    if by_keys is not None:
+        return by_keys
     items = _iter_items(tx, iterable)
     key = kwargs.pop("key", None)
     if set(kwargs) - {"reverse"}:
