@@ -391,7 +391,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     restore_draws += rng_restore
     if compiled is not None:
         scope["___compiled"] = compiled
-        from ember.capture.rerun import rerun_safe, user_callbacks_active
+        from ember.capture.rerun import rerun_safe, runs_subclass_code, user_callbacks_active
         # a graph that changes grad mode and raises half-way leaves it changed: the entry's (guarded)
         # mode is restored before the error propagates or the frame reruns
         toggles = any(n.target is torch._C._set_grad_enabled for n in gm.graph.nodes)
@@ -406,9 +406,10 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             body.append("___ac = ___autocast_states()")
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
-        if assumed is not None and not rerun_safe(gm, compiled, bool(rng_save)):
+        rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not runs_subclass_code(example_inputs)
+        if assumed is not None and not rerunnable:
             raise _NotBreakable("a data-dependent check assumed by a graph that cannot run again", id="EB0016")
-        if rerun_safe(gm, compiled, bool(rng_save)):
+        if rerunnable:
             # a graph that raises: the frame again, eagerly (ember/capture/rerun.py); ember's own
             # errors go to the safety net; the rerun happens outside the handler (no __context__)
             scope["___eager_rerun"], scope["___ours"] = fn, (RunEagerly, InjectedFault)

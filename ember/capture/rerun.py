@@ -104,3 +104,11 @@ def user_callbacks_active() -> bool:
     by raising from its pack hook): the exception propagates as it is, with no rerun."""
     return (torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
             or torch._C._len_torch_dispatch_stack() > 0 or torch._C._len_torch_function_stack() > 0)
+
+
+def runs_subclass_code(inputs) -> bool:
+    """Whether a graph input is a tensor subclass: its ``__torch_function__`` /
+    ``__torch_dispatch__`` (the program's Python) runs for the graph's ops, so a partial run of
+    the graph already ran it (a counter, a log): a rerun of the frame would run it again."""
+    return any(isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
+               for v in inputs)

@@ -68,3 +68,27 @@ def test_failing_graph_without_hooks_still_matches_eager():
     with pytest.raises(IndexError):
         c(torch.randn(4), torch.tensor([9]))
     assert_same(c(torch.randn(4).abs(), torch.tensor([1])).shape, torch.Size([1]))
+
+
+class _Counting(torch.Tensor):
+    calls = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        _Counting.calls += 1
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_failing_graph_with_subclass_input_runs_its_torch_function_once(backend):
+    # the subclass's __torch_function__ ran for the ops before the failing one: no rerun
+    def fn(x, idx):
+        return x.sin()[idx] * 2
+
+    def run(f):
+        _Counting.calls = 0
+        with pytest.raises(IndexError):
+            f(torch.randn(4).as_subclass(_Counting), torch.tensor([7]))
+        return _Counting.calls
+
+    assert run(compile(fn, backend=backend)) == run(fn)
