@@ -437,13 +437,19 @@ class OutputGraph:
             # A mutating op whose result is not a tensor (setitem returns None): keep the node.
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
-        out = self._wrap_result(node, result)
         sub = subclass_result_class([*args, *kwargs.values()])
+        out = self._wrap_result(node, result, None if sub is not None else _tensor_arguments(args, kwargs))
         if sub is not None:
             _set_subclass(out, *sub)
         return out
 
-    def _wrap_result(self, node: fx.Node, result):
+    def _wrap_result(self, node: fx.Node, result, arguments: dict | None = None):
+        """Trackers for ``result``. A result that is a tensor argument itself (in-place ops, ``out=``,
+        ``x.contiguous()``) is that argument's tracker (``arguments``: id of its fake -> tracker): in
+        eager the same tensor, so its source, identity, ``.grad`` and own attributes are the argument's."""
+        if arguments and isinstance(result, torch.Tensor) and id(result) in arguments:
+            node.meta["example_value"] = result
+            return arguments[id(result)]
         if isinstance(result, torch.Tensor) and result.layout != torch.strided:
             raise unsupported("EB0022", f"{_describe(node.op, node.target)} makes a tensor with layout {result.layout} "
                               "(sparse layouts run eagerly)")
@@ -456,7 +462,7 @@ class OutputGraph:
             for i, r in enumerate(result):
                 if isinstance(r, torch.Tensor) or _contains_tensor(r):
                     item = self.graph.call_function(operator.getitem, (node, i))
-                    items.append(self._wrap_result(item, r))
+                    items.append(self._wrap_result(item, r, arguments))
                 elif has_symbols(r):
                     items.append(self._wrap_symbolic(self.graph.call_function(operator.getitem, (node, i)), r))
                 else:
@@ -777,6 +783,17 @@ def _may_mutate(kind, target, result) -> bool:
         return True
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     return name.endswith("_") and not name.endswith("__") or name in ("setitem", "__setitem__")
+
+
+def _tensor_arguments(args, kwargs) -> dict:
+    """id of the fake -> tracker, for the tensor arguments of a call (in lists and tuples too: an
+    ``out=(values, indices)``)."""
+    found = {}
+    for a in [*args, *kwargs.values()]:
+        for v in (a.items if isinstance(a, (ListVariable, TupleVariable)) else (a,)):
+            if isinstance(v, TensorVariable):
+                found.setdefault(id(v.fake), v)
+    return found
 
 
 def _contains_tensor(value) -> bool:
