@@ -73,10 +73,14 @@ class LocatingInterpreter(torch.fx.Interpreter):
     def __init__(self, gm: torch.fx.GraphModule):
         super().__init__(gm, garbage_collect_values=True)
         self.extra_traceback = False  # our error already names the node
+        from ember.aot.data_writes import DataWrites
+        self.data_writes = DataWrites()  # writes through Tensor.data: hidden from autograd
 
     def run_node(self, n: torch.fx.Node):
         try:
-            return super().run_node(n)
+            result = super().run_node(n)
+            self.data_writes.after(n, self.env, result)
+            return result
         except AOTCompileError:
             raise
         except Exception as e:  # noqa: BLE001 — re-raised with the location

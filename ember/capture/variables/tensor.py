@@ -140,12 +140,9 @@ class TensorVariable(VariableTracker):
                 return ConstantVariable(None)
             raise unsupported("EB0024", "reading .grad of a tensor computed inside the compiled region")
         if name == "data":
-            if self.real is not None and self.real.is_leaf and self.real.requires_grad:
-                # An in-place write through it would reach the AOT epilogue as a mutation of a leaf
-                # that requires grad, which it cannot apply yet.
-                raise unsupported("EB0024", "Tensor.data of an input that requires grad")
             # A detached alias sharing storage with a version counter of its own, as eager's .data
-            # (`x.data.add_(1)` does not invalidate what a backward saved of x; `detach` would)
+            # (`x.data.add_(1)` does not invalidate what a backward saved of x; `detach` would: the
+            # AOT layer applies such writes without a version bump, see ember/aot/data_writes.py)
             return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})
         if name in ("_version", "_base"):
             raise unsupported("EB0031", f"Tensor.{name}")
