@@ -30,6 +30,8 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
+from ember.capture.inplace_ops import (_reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
+                                       _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.lowering import _has_numpy_scalar, _lower  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
@@ -360,6 +362,7 @@ class OutputGraph:
                     result = target(*fake_args, **fake_kwargs)
                 else:
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                check_inplace_cast(kind, target, fake_args, fake_kwargs, result)  # (int_t.mul_(1.5) raises)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             if isinstance(e, DataDependentOutputException):
                 # a 0-dim integer tensor input read as an int (a size): its value, guarded
@@ -621,91 +624,6 @@ def _describe(kind, target) -> str:
     return f"{getattr(target, '__module__', '') or ''}.{getattr(target, '__name__', target)}()".lstrip(".")
 
 
-def _writes_to_self_overlapping(kind, target, args) -> bool:
-    if not args or not isinstance(args[0], TensorVariable):
-        return False
-    return _is_in_place(target) and torch._debug_has_internal_overlap(args[0].fake) == 1
-
-
-_LAYOUT_IN_PLACE = frozenset({"t_", "transpose_", "swapdims_", "swapaxes_", "squeeze_", "unsqueeze_",
-                              "as_strided_", "resize_", "resize_as_"})
-
-
-def _write_after_layout_change(graph, target, args) -> bool:
-    """An in-place write, with grad, into a storage one of whose tensors (another one than the
-    destination) had its layout changed in place earlier in the trace. Records layout changes."""
-    if not args or not isinstance(args[0], TensorVariable):
-        return False
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    fake = args[0].fake
-    try:
-        key = fake.untyped_storage()._cdata
-    except Exception:  # noqa: BLE001 — a tensor without a storage (a subclass): no record
-        return False
-    changed = graph.__dict__.setdefault("layout_changed", {})  # storage -> ids of the tensors changed
-    if name in _LAYOUT_IN_PLACE:
-        changed.setdefault(key, set()).add(id(fake))
-        return False
-    if key not in changed or not _is_in_place(target) or changed[key] == {id(fake)}:
-        return False
-    base = getattr(fake, "_base", None)
-    return any(isinstance(a, TensorVariable) and a.fake.requires_grad for a in args) or \
-        (base is not None and base.requires_grad)
-
-
-def _is_in_place(target) -> bool:
-    if getattr(target, "__module__", None) == "_operator":
-        # operator.or_ / and_ / not_ / is_ end in "_" but write nothing: `a[:, None] | a[None]`
-        return target in _INPLACE_OPERATORS or target is operator.setitem
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    return (name.endswith("_") and not name.endswith("__")) or name in ("setitem", "__setitem__")
-
-
-def _reads_what_it_overwrites(graph, kind, target, args) -> bool:
-    """An in-place op (or ``t[i] = v``) whose other tensor arguments may partially overlap the
-    memory it writes (overlapping, but not exactly the same elements)."""
-    if not args or not isinstance(args[0], TensorVariable) or not _is_in_place(target):
-        return False
-    dest = args[0].fake
-    others = [a.fake for a in args[1:] if isinstance(a, TensorVariable)]
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    if name in ("setitem", "__setitem__") and len(args) == 3:
-        others = [args[2].fake] if isinstance(args[2], TensorVariable) else []
-        if others and args[1].is_constant():
-            try:
-                with graph.fake.enabled():
-                    view = dest[args[1].as_constant()]
-                if view._is_view() and view.untyped_storage()._cdata == dest.untyped_storage()._cdata:
-                    dest = view  # basic indexing: the region written
-            except Exception:  # noqa: BLE001 — keep the whole tensor as the written region
-                pass
-    return any(_may_partially_overlap(dest, o) for o in others)
-
-
-def _may_partially_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.untyped_storage()._cdata != b.untyped_storage()._cdata or not a.numel() or not b.numel():
-        return False
-    if (a.storage_offset(), tuple(a.shape), a.stride(), a.dtype) == \
-            (b.storage_offset(), tuple(b.shape), b.stride(), b.dtype):
-        return False  # the very same elements: each is read before it is written
-    lo_a, hi_a = _byte_extent(a)
-    lo_b, hi_b = _byte_extent(b)
-    return lo_a < hi_b and lo_b < hi_a
-
-
-def _byte_extent(t: torch.Tensor) -> tuple[int, int]:
-    size = t.element_size()
-    lo = t.storage_offset() * size
-    hi = lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st > 0) + 1) * size
-    lo += sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if st < 0) * size
-    return lo, hi
-
-
-_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-                      operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
-                      operator.ilshift, operator.irshift, operator.imatmul}
-
-
 _TENSOR_OP_MODULES = frozenset({"torch", "torch._C._VariableFunctions", "torch._C._nn", "torch._C._linalg",
                                 "torch._C._fft", "torch._C._special", "torch._C._nested", "torch._C._sparse",
                                 "torch.functional", "torch.nn.functional", "torch._refs"})
@@ -783,17 +701,6 @@ def _may_mutate(kind, target, result) -> bool:
         return True
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     return name.endswith("_") and not name.endswith("__") or name in ("setitem", "__setitem__")
-
-
-def _tensor_arguments(args, kwargs) -> dict:
-    """id of the fake -> tracker, for the tensor arguments of a call (in lists and tuples too: an
-    ``out=(values, indices)``)."""
-    found = {}
-    for a in [*args, *kwargs.values()]:
-        for v in (a.items if isinstance(a, (ListVariable, TupleVariable)) else (a,)):
-            if isinstance(v, TensorVariable):
-                found.setdefault(id(v.fake), v)
-    return found
 
 
 def _contains_tensor(value) -> bool:
