@@ -188,3 +188,9 @@ def test_vjp_fn_returned_from_the_frame():
     ref_out, ref_fn = f(x)
     assert_same(out, ref_out)
     assert_same(vjp_fn(torch.ones(3)), ref_fn(torch.ones(3)))
+
+
+def test_vmap_over_an_empty_batch():
+    fn = lambda x: vmap(torch.sin)(x) + 1  # noqa: E731 — select(0, 0) of the stand-in would fail
+    x = torch.ones(0, 3)
+    assert_same(compile(fn, backend=CompileCounter())(x), fn(x))

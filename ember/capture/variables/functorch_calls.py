@@ -278,14 +278,26 @@ class _Traced:
 
 
 def _trace_body(tx, name: str, kind: str, options: dict, func, args: list, kwargs=None) -> _Traced:
-    from ember.capture.rerun import call_changes_state
-    from ember.capture.subgraph import Region, extract
-    from ember.exc import PythonException
+    from ember.capture.subgraph import Region
+    from ember.exc import Unsupported
     leaves: list = []
     in_template = tuple(_template(a, leaves, f"{name}'s argument") for a in args)
     output = tx.output
     if any(t.fake.is_inference() or type(t.fake).__name__ != "FakeTensor" for t in leaves):
         raise unsupported("EB0051", f"{name} of an inference or functorch-wrapped tensor")
+    try:
+        fakes = _stand_in_fakes(output, name, kind, options, in_template, leaves)
+    except Unsupported:
+        raise
+    except Exception as e:  # noqa: BLE001 — (a batch of size 0, a bad dim): the call runs eagerly
+        raise unsupported("EB0051", f"{name}: its arguments as the function sees them: {type(e).__name__}") from None
+    stand_ins = [_stand_in(tx, t, f) for t, f in zip(leaves, fakes)]
+    region = Region(tx, stand_ins)
+    return _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves)
+
+
+def _stand_in_fakes(output, name, kind, options, in_template, leaves) -> list:
+    """Fakes shaped as ``f`` sees its arguments inside the transform."""
     with output.fake.enabled():
         if kind == "vmap":
             dims = _batch_dims(options.get("in_dims", 0), in_template, len(leaves))
@@ -305,8 +317,14 @@ def _trace_body(tx, name: str, kind: str, options: dict, func, args: list, kwarg
                     raise unsupported("EB0051", f"{name} of an integer tensor (eager raises)")
                 f = torch.empty_strided(t.fake.shape, t.fake.stride(), dtype=t.fake.dtype, device=t.fake.device)
                 fakes.append(f.requires_grad_(m) if kind in ("grad", "vjp") else f)
-    stand_ins = [_stand_in(tx, t, f) for t, f in zip(leaves, fakes)]
-    region = Region(tx, stand_ins)
+    return fakes
+
+
+def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves) -> _Traced:
+    from ember.capture.rerun import call_changes_state
+    from ember.capture.subgraph import extract
+    from ember.exc import PythonException
+    output = tx.output
     prior = torch.is_grad_enabled()
     if kind in ("grad", "vjp"):
         torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)

@@ -47,11 +47,26 @@ def module_constructible(cls: type, any_new: bool = False) -> bool:
               torch.nn.ParameterDict))
 
 
+_STATE_MEMBERS = frozenset({"_parameters", "_buffers", "_modules", "register_buffer", "register_parameter",
+                            "add_module", "register_module", "get_submodule", "get_parameter", "get_buffer",
+                            "state_dict", "load_state_dict", "parameters", "buffers", "named_parameters",
+                            "named_buffers", "children", "modules", "named_children", "named_modules", "apply"})
+
+
 class NewModuleVariable(NewObjectVariable):
     def describe(self):
         return f"new {self.cls.__qualname__} module"
 
     module_initialized = False  # nn.Module.__init__ ran (what rebuilding it after the graph repeats)
+
+    def getattr(self, tx, name):
+        if name in _STATE_MEMBERS and self.module_initialized and \
+                _lookup(self.cls, name) is getattr(torch.nn.Module, name, None):
+            # (eager's module has these; the trace models a module without parameters, buffers or
+            # submodules: it would find them missing and believe that the program raises)
+            raise unsupported("EB0042", f"{self.describe()}.{name}: a module built in the frame with parameters, "
+                              "buffers or submodules (stateful module)")
+        return super().getattr(tx, name)
 
     def init_module_state(self):
         """``nn.Module.__init__()``: the state a fresh module has that the trace can see."""
