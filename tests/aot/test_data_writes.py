@@ -103,3 +103,26 @@ def test_a_direct_write_still_bumps_the_version(backend):
     assert_same(c_out, e_out)
     assert_same(c_xgrad, e_xgrad)
     assert_same(c_params, e_params)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("momentum", [0.1, None])
+def test_batchnorm_eval_then_train_backpropagates_through_both(backend, momentum):
+    """Batch norm's running-stat updates bump no version in eager: the eval call's backward (which
+    saved the running stats) still runs after a train call updated them."""
+    results = []
+    for compiled in (False, True):
+        torch.manual_seed(0)
+        bn = nn.BatchNorm1d(2, momentum=momentum)
+        run = compile(bn, backend=backend) if compiled else bn
+        x = torch.randn(5, 2, requires_grad=True)
+        versions = [bn.running_mean._version, bn.running_var._version]
+        bn.eval()
+        a = run(x)
+        bn.train()
+        b = run(x)
+        (a.sum() + b.pow(2).sum()).backward()
+        bumped = [bn.running_mean._version != versions[0], bn.running_var._version != versions[1]]
+        results.append((a, b, x.grad, bn.weight.grad, bn.running_mean, bn.running_var, bn.num_batches_tracked, bumped))
+    assert results[1][-1] == results[0][-1] == [False, False]
+    assert_same(results[1][:-1], results[0][:-1])
