@@ -379,6 +379,11 @@ class OutputGraph:
         except Exception as e:
             if is_data_dependent_guard(e):
                 raise unsupported("EB0018", f"{_describe(kind, target)}: {data_dependent_reason(e)}") from None
+            if isinstance(e, NotImplementedError):
+                # a fake implementation that refuses (a custom op's register_fake): a break, as above (not
+                # an eager run of the frame for these inputs, which fullgraph=True would not see)
+                raise unsupported("EB0020", f"{_describe(kind, target)}: its fake implementation raised "
+                                  "NotImplementedError") from None
             failure = unsupported("EB0020", f"{_describe(kind, target)} raised {type(e).__name__} while tracing: "
                                   f"{str(e).splitlines()[0] if str(e) else ''}")
             failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
@@ -645,11 +650,8 @@ def _is_tensor_op(target) -> bool:
 
 
 def _binds_torch_runtime(target) -> bool:
-    """A binding in ``torch._C`` (``_functorch._vmap_increment_nesting``, ``_set_grad_enabled``...):
-    what it does to torch's process state is the same whether its arguments are ints or SymInts,
-    so a symbolic size (a vmap's batch size under dynamic shapes) does not make it a pure call
-    that may run on fake values at trace time (``_vmap_increment_nesting(s0)`` would push a vmap
-    level, for real, that nothing pops)."""
+    """A binding in ``torch._C``: it acts on process state whether its arguments are ints or SymInts
+    (run at trace time, ``_functorch._vmap_increment_nesting(s0)`` pushed a vmap level nothing popped)."""
     module = getattr(target, "__module__", None) or ""
     return module == "torch._C" or module.startswith("torch._C.")
 
