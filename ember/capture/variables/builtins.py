@@ -19,7 +19,7 @@ import types
 import torch
 
 from ember.capture.variables.symbolic import (VALUE_TEXT_BUILTINS, SymNodeVariable, dynamic_number, is_number,
-                                              symbolic_conversion, symbolic_operation)
+                                              symbolic_conversion, symbolic_operation, symbolic_prod)
 from ember.fake.symbolic import has_symbols, has_unbacked
 from ember.capture.variables.base import derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -276,10 +276,9 @@ _SUBCLASS_DUNDERS = {len: "__len__", iter: "__iter__", bool: "__bool__", repr: "
 
 def _len(tx, obj):
     if isinstance(obj, TensorVariable):
-        try:
-            return ConstantVariable(len(obj.fake))
-        except TypeError as e:  # len() of a 0-d tensor
-            raise PythonException(TypeError(*e.args)) from None
+        # the tensor's __len__: a dynamic first dimension stays a symbol (torch.arange(len(x)) must
+        # not pin the batch size, as x.shape[0] does not)
+        return obj.call_method(tx, "__len__", [], {})
     result = obj.call_method(tx, "__len__", [], {})
     if result.is_constant():
         # what len() checks of a __len__'s answer (a user class can return anything)
@@ -717,6 +716,7 @@ _HANDLERS = {
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
     locals: frame_locals, dir: frame_dir, operator.index: _index_of,
+    math.prod: lambda tx, *a, **k: symbolic_prod(tx, _iter_items, a, k),
 }
 
 

@@ -143,6 +143,18 @@ def holds_symbols(v) -> bool:
                                                 for i in v.items)
 
 
+def symbolic_prod(tx, iter_items, args, kwargs):
+    """``math.prod(iterable, start=1)``: ``start * item * item ...`` as Python multiplies (a symbolic
+    size stays a symbol; folding ``x.shape`` as a constant would fix every size). ``iter_items``:
+    the builtins' iteration of a tracked iterable. NotImplemented: a call eager refuses."""
+    if len(args) != 1 or set(kwargs) - {"start"}:
+        return NotImplemented
+    acc = kwargs.get("start", ConstantVariable(1))
+    for item in iter_items(tx, args[0]):
+        acc = tx.binary_op(operator.mul, acc, item)
+    return acc
+
+
 def _tuple_items(v) -> list | None:
     """The items of a tuple (a tracked one, or a constant tuple), None for anything else."""
     if isinstance(v, TupleVariable):

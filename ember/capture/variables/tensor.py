@@ -306,7 +306,10 @@ class TensorVariable(VariableTracker):
                 raise unsupported("EB0024", _BREAKING_METHODS[name])
             raise unsupported("EB0023", _BREAKING_METHODS[name])
         if name == "__len__":
-            if self.fake.dim() and has_symbols(self.fake.shape[0]):
+            if not self.fake.dim():
+                from ember.exc import PythonException
+                raise PythonException(TypeError("len() of a 0-d tensor"))
+            if has_symbols(self.fake.shape[0]):
                 return tx.output.call_method("size", [self, ConstantVariable(0)], {})
             return ConstantVariable(plain(len(self.fake)))
         if name == "storage_offset":
