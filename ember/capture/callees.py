@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import inspect
 import types
+import weakref
 
 import torch
 
+from ember.bytecode.closure_twin import closure_twin_code
 from ember.capture.skipfiles import compile_disabled, optimizer_file
 from ember.capture.variables.base import VariableTracker
 
@@ -42,6 +44,11 @@ def _compiled_callee(vt, resumes, tx):
             return _Rebuilt(resumes.compiled_function(vt.fn))
         if _compile_disabled(vt.fn):
             return vt
+        if vt.source is not None and closure_twin_code(vt.fn.__code__) is not None:
+            # A function read from the program's variables is guarded by its code and globals
+            # only (builder.py: a closure made anew does not recompile), so the object called at
+            # run time may be another one, with other cells and defaults: call that one.
+            return _Rebuilt(RuntimeCallee(resumes), bound_to=vt)
         return _Rebuilt(resumes.compiled_function(vt.fn))
     from ember.capture.variables.torch_fn import TorchFunctionVariable
     if isinstance(vt, TorchFunctionVariable) and type(vt.fn) is types.FunctionType \
@@ -51,10 +58,15 @@ def _compiled_callee(vt, resumes, tx):
         # torch/optim frames; torch's other functions at a break run as they are.
         compiled = resumes.compiled_function(vt.fn)
         return vt if compiled is vt.fn else _Rebuilt(compiled)
+    from ember.capture.variables.functions import NestedFunctionVariable
+    if isinstance(vt, NestedFunctionVariable) and closure_twin_code(vt.code) is not None:
+        return _Rebuilt(RuntimeCallee(resumes), bound_to=vt)
     from ember.capture.variables.functions import PartialVariable
     if isinstance(vt, PartialVariable) and isinstance(vt.func, UserFunctionVariable) \
             and not _compile_disabled(vt.func.fn):
         # `functools.partial(f, ...)(x)`: f through ember, its bound arguments as they are
+        if vt.func.source is not None and closure_twin_code(vt.func.fn.__code__) is not None:
+            return PartialVariable(_Rebuilt(RuntimeCallee(resumes), bound_to=vt.func), vt.args, vt.kwargs)
         return PartialVariable(_Rebuilt(resumes.compiled_function(vt.func.fn)), vt.args, vt.kwargs)
     if isinstance(vt, UserMethodVariable) and isinstance(vt.func, UserFunctionVariable):
         if nonrecursive_disabled(vt.func.fn) is not None:
@@ -66,6 +78,44 @@ def _compiled_callee(vt, resumes, tx):
         # (an object made in the frame is rebuilt once, shared with the rest of the frame)
         return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
     return vt
+
+
+class ClosureCall:
+    """A call of closure ``fn`` through the compiled cache of its code's twin
+    (bytecode/closure_twin.py): ``fn``'s cells and defaults, one cache for every function object
+    of the code."""
+
+    __slots__ = ("compiled", "fn")
+
+    def __init__(self, compiled, fn):
+        self.compiled = compiled
+        self.fn = fn
+
+    def __call__(self, /, *args, **kwargs):
+        fn = self.fn
+        twin = self.compiled.fn
+        # (each `def` makes new default tuples: the cache rebinds them, its guards decide)
+        if twin.__defaults__ is not fn.__defaults__:
+            twin.__defaults__ = fn.__defaults__
+        if twin.__kwdefaults__ is not fn.__kwdefaults__:
+            twin.__kwdefaults__ = fn.__kwdefaults__
+        return self.compiled(*(fn.__closure__ or ()), *args, **kwargs)
+
+
+class RuntimeCallee:
+    """The callee at a break is the function object found at run time (one the frame made with
+    ``def``/``lambda``, a new object on every call, or one read from a variable, guarded by its
+    code only): called through its code's one compiled twin, as torch.compile compiles the new
+    frame once per code, with that object's cells and defaults."""
+
+    def __init__(self, resumes):
+        self.compiled_function = weakref.WeakMethod(resumes.compiled_function)  # (no cycle back)
+
+    def __call__(self, fn, /, *args, **kwargs):
+        compiled_function = self.compiled_function()
+        if compiled_function is None:  # the owner is gone: nothing compiles it
+            return fn(*args, **kwargs)
+        return compiled_function(fn, twin=True)(*args, **kwargs)
 
 
 class _CallWithCompiledForward:

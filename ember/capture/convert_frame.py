@@ -297,7 +297,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     try:
         with metrics.timed("capture"):
             names = codegen.parameter_names(code)
-            cell_args = getattr(fn, "__ember_cell_args__", ())
+            cell_args = getattr(fn, "__ember_cell_args__", ()) or getattr(fn, "__ember_free_cells__", ())
             for name in names:
                 if name in cell_args:  # a resume function's cell, passed as the cell object
                     tx.cells[name] = _passed_cell(bound[name], name)

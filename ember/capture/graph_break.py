@@ -191,6 +191,7 @@ class ResumeCache:
         self._resume: dict = {}
         self._callees: dict = {}
         self._per_code: dict = {}  # code object -> how many of its function objects were compiled
+        self._twins: dict = {}  # (closure code object, id(globals)) -> its twin's compiled cache
         from ember.capture.eager_frames import CalleeHook
         self.hook = CalleeHook(self.compiled_function)  # for frames that run as they are
 
@@ -211,7 +212,7 @@ class ResumeCache:
         holds the caches it calls as constants, and a cycle through a code object is never
         collected (code objects are invisible to the cycle collector). Called when the owning
         cache dies or is reset; code still running keeps what it calls alive (strong constants)."""
-        resumes, self._resume, self._callees = self._resume, {}, {}
+        resumes, self._resume, self._callees, self._twins = self._resume, {}, {}, {}
         self.hook.forget()
         for run, _ in resumes.values():
             if hasattr(run, "entries"):  # a compiled resume function: its entries, logs and
@@ -233,7 +234,7 @@ class ResumeCache:
         order = list(code.co_varnames) + list(code.co_cellvars)
         return sorted(names, key=order.index)
 
-    def compiled_function(self, fn):
+    def compiled_function(self, fn, twin: bool = False):
         """An ember-compiled wrapper of a callee at a breaking call (one per function); a
         ``torch.compiler.disable``d one, or one from the standard library, is called as it is, and
         so is a generator function (a call only makes the generator: the body runs as it is iterated)."""
@@ -253,6 +254,10 @@ class ResumeCache:
         code = fn.__code__
         if not all(n.isidentifier() for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
             return fn  # a comprehension's hidden ``.0`` argument: no signature to bind it with
+        if fn.__closure__ is not None or twin:
+            call = self._closure_twin(fn)
+            if call is not None:
+                return call
         hit = self._callees.get(fn)
         if hit is None:
             # A closure made anew on every call is a new function each time: past the recompile
@@ -264,6 +269,24 @@ class ResumeCache:
             self._per_code[fn.__code__] = made + 1
             hit = self._callees[fn] = self.make_compiled(fn)
         return hit
+
+    def _closure_twin(self, fn):
+        """A closure: its code's twin (bytecode/closure_twin.py), compiled once per code object
+        whichever function object of that code is called, as torch.compile compiles per code;
+        each call passes the called function's cells and defaults."""
+        from ember.bytecode.closure_twin import closure_twin
+        key = (fn.__code__, id(fn.__globals__))
+        compiled = self._twins.get(key)
+        if compiled is None or compiled.fn.__globals__ is not fn.__globals__:
+            twin = closure_twin(fn)
+            if twin is None:
+                return None
+            compiled = self.make_compiled(twin)
+            if compiled is twin:  # the owner is gone: nothing compiles it
+                return None
+            self._twins[key] = compiled
+        from ember.capture.callees import ClosureCall
+        return ClosureCall(compiled, fn)
 
     def _skipped(self, fn):
         """``fn`` running as it is, the functions it calls compiled (made once per function)."""

@@ -186,13 +186,10 @@ def _mutated_unused_then_input_mutated(x, y):
     return torch.stack([y + y]).sum(0)
 
 
-@pytest.mark.xfail(strict=False, reason="open (fuzz seed 291259): `inner`, made in the frame and breaking, "
-                   "runs eagerly (ember compiles callees at a break per function object, and a closure made "
-                   "anew each call is not compiled), so t5's eager MulBackward saved y; the resume graph "
-                   "mutates t5 and y and has ONE backward node, which reaches t5's history when the loss "
-                   "backpropagates, and y's version no longer matches. torch.compile gives the same error on "
-                   "the same graph (inner made @torch.compiler.disable, no try block); here it compiles inner "
-                   "and runs the rest of the frame eagerly, so eager's backward never meets t5")
+# Fuzz seed 291259: `inner`, made in the frame and breaking, ran eagerly, so t5's eager MulBackward
+# saved y; the resume graph mutating t5 and y has one backward node, which reached t5's history when
+# the loss backpropagated (y's version no longer matched). A closure at a break is now compiled
+# once per code (capture/callees.py RuntimeCallee), as torch.compile does, and t5 comes from a graph.
 def test_backward_does_not_reach_a_mutated_input_the_loss_does_not_use():
     def run(fn):
         yl = (-torch.rand(4, dtype=torch.float64)).requires_grad_()
