@@ -92,14 +92,17 @@ class ClosureCall:
         self.fn = fn
 
     def __call__(self, /, *args, **kwargs):
-        fn = self.fn
-        twin = self.compiled.fn
+        return ClosureCall.call(self.compiled, self.fn, args, kwargs)
+
+    @staticmethod
+    def call(compiled, fn, args, kwargs):
+        twin = compiled.fn
         # (each `def` makes new default tuples: the cache rebinds them, its guards decide)
         if twin.__defaults__ is not fn.__defaults__:
             twin.__defaults__ = fn.__defaults__
         if twin.__kwdefaults__ is not fn.__kwdefaults__:
             twin.__kwdefaults__ = fn.__kwdefaults__
-        return self.compiled(*(fn.__closure__ or ()), *args, **kwargs)
+        return compiled(*(fn.__closure__ or ()), *args, **kwargs)
 
 
 class RuntimeCallee:
@@ -110,12 +113,24 @@ class RuntimeCallee:
 
     def __init__(self, resumes):
         self.compiled_function = weakref.WeakMethod(resumes.compiled_function)  # (no cycle back)
+        self._hit = None  # (code, globals, compiled twin) of the last call: the same next time
 
     def __call__(self, fn, /, *args, **kwargs):
-        compiled_function = self.compiled_function()
-        if compiled_function is None:  # the owner is gone: nothing compiles it
-            return fn(*args, **kwargs)
-        return compiled_function(fn, twin=True)(*args, **kwargs)
+        hit = self._hit
+        if hit is not None and hit[0] is fn.__code__ and hit[1] is fn.__globals__ \
+                and "_torchdynamo_disable" not in fn.__dict__:
+            compiled = hit[2]
+        else:
+            compiled_function = self.compiled_function()
+            if compiled_function is None:  # the owner is gone: nothing compiles it
+                return fn(*args, **kwargs)
+            call = compiled_function(fn, twin=True)
+            if type(call) is not ClosureCall:  # (runs as it is, or compiled per object)
+                return call(*args, **kwargs)
+            compiled = call.compiled
+            if "_torchdynamo_disable" not in fn.__dict__:
+                self._hit = (fn.__code__, fn.__globals__, compiled)
+        return ClosureCall.call(compiled, fn, args, kwargs)
 
 
 class _CallWithCompiledForward:

@@ -47,6 +47,8 @@ from ember.bytecode import create_instruction, decode, find_offset, leading_argu
 from ember.bytecode import assemble, check_generated
 from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
+from ember.bytecode.closure_twin import closure_twin
+from ember.capture.callees import ClosureCall
 from ember.capture.skipfiles import compile_disabled, skipped_code
 from ember.capture.variables.base import NullVariable, unsupported
 
@@ -274,7 +276,6 @@ class ResumeCache:
         """A closure: its code's twin (bytecode/closure_twin.py), compiled once per code object
         whichever function object of that code is called, as torch.compile compiles per code;
         each call passes the called function's cells and defaults."""
-        from ember.bytecode.closure_twin import closure_twin
         key = (fn.__code__, id(fn.__globals__))
         compiled = self._twins.get(key)
         if compiled is None or compiled.fn.__globals__ is not fn.__globals__:
@@ -285,7 +286,6 @@ class ResumeCache:
             if compiled is twin:  # the owner is gone: nothing compiles it
                 return None
             self._twins[key] = compiled
-        from ember.capture.callees import ClosureCall
         return ClosureCall(compiled, fn)
 
     def _skipped(self, fn):
