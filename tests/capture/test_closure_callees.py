@@ -160,3 +160,24 @@ def test_fuzz_291259_backward_after_a_closure_break():
     yl.grad = None
     f(yl * 1).backward()
     assert torch.equal(g, yl.grad)
+
+
+def test_a_function_made_anew_with_equal_defaults_does_not_recompile():
+    # torch.compile guards each default by value (numbers automatic dynamic): 2 graphs for
+    # k = 1, 1, 2, 3, 4; pinning the defaults tuple's identity recompiled on every call.
+    def make(k):
+        def f(y, k=k):
+            return y + k
+        return f
+
+    def g(fn, x):
+        return fn(x) * 2
+    graphs, backend = _counting()
+    compiled = ember.compile(g, backend=backend)
+    x = torch.zeros(2)
+    for k in (1.0, 1.0, 2.0, 3.0, 4.0):
+        assert torch.equal(compiled(make(k), x), g(make(k), x))
+    assert len(graphs) == 2
+    f = make(5.0)
+    f.__defaults__ = (5.0, 6.0)[1:]  # another tuple, same length: guarded by value
+    assert torch.equal(compiled(f, x), g(f, x))

@@ -129,10 +129,11 @@ class UserFunctionVariable(VariableTracker):
         dsrc = AttrSource(self.source, "__defaults__") if self.source else None
         ksrc = AttrSource(self.source, "__kwdefaults__") if self.source else None
         if dsrc is not None and fn.__defaults__:
-            # The tuple is immutable: pinning its identity pins every immutable default in it (one
-            # guard instead of one per default); other defaults are guarded where read, as usual.
-            tx.guards.id_match(dsrc, fn.__defaults__)
-        defaults = tuple(wrap(tx, d, ItemSource(dsrc, i) if dsrc and not _immutable(d) else None)
+            # Each default guarded as it is read (by value, or automatic dynamic for numbers), not
+            # the tuple's identity: a function made anew on every call (`lambda y, k=k: ...`) has a
+            # new tuple each time, and torch.compile does not recompile for it.
+            tx.guards.length(dsrc, len(fn.__defaults__))
+        defaults = tuple(wrap(tx, d, ItemSource(dsrc, i) if dsrc else None)
                          for i, d in enumerate(fn.__defaults__ or ()))
         kwdefaults = {k: wrap(tx, v, ItemSource(ksrc, k) if ksrc else None)
                       for k, v in (fn.__kwdefaults__ or {}).items()}
@@ -210,13 +211,6 @@ class UserFunctionVariable(VariableTracker):
             raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
         from ember.capture.variables.objects import MissingAttribute
         raise MissingAttribute(f"'{type(self.fn).__name__}' object has no attribute '{name}'")
-
-
-def _immutable(value) -> bool:
-    """A default whose value a tracker without a source fully describes (no guard needed once the
-    defaults tuple holding it is pinned)."""
-    return value is None or type(value) in (int, float, bool, str, bytes, complex) or (
-        type(value) is tuple and all(_immutable(v) for v in value))
 
 
 # attributes a function keeps outside its __dict__, assignable
