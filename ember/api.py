@@ -24,7 +24,9 @@ import torch
 from ember import metrics
 from ember.backends.registry import lookup_backend
 from ember.capture import dynamic_dims as _dynamic_dims
+from ember.bytecode.closure_twin import closure_twin
 from ember.capture.cache import FrameCache, keep_recent, reset_all
+from ember.capture.callees import ClosureCall
 from ember.distributed import collectives as _collectives
 from ember.capture.skipfiles import compile_disabled
 from ember.capture.variables.module_hooks import has_hooks, untraced_hooks
@@ -107,6 +109,42 @@ def _shared_cache(frame: types.FunctionType, settings: _Settings, label: str = "
     return cache
 
 
+#: (closure code, id(globals)) -> its twin function (bytecode/closure_twin.py), while a cache uses it
+_TWINS: "weakref.WeakValueDictionary[tuple, types.FunctionType]" = weakref.WeakValueDictionary()
+
+
+def _closure_twin(fn: types.FunctionType) -> types.FunctionType | None:
+    if fn.__closure__ is None:
+        return None
+    key = (fn.__code__, id(fn.__globals__))
+    twin = _TWINS.get(key)
+    if twin is None or twin.__globals__ is not fn.__globals__:
+        twin = closure_twin(fn)
+        if twin is None:
+            return None
+        _TWINS[key] = twin
+    return twin
+
+
+class _ClosureEntry(ClosureCall):
+    """``ember.compile(closure)``'s call: its code's shared twin cache, with this closure's cells
+    and defaults. A ``__code__`` assigned later goes to a cache of the function itself (which
+    recompiles on such a change)."""
+
+    __slots__ = ("code", "settings")
+
+    def __init__(self, compiled, fn, settings):
+        super().__init__(compiled, fn)
+        self.code = fn.__code__
+        self.settings = settings
+
+    def __call__(self, /, *args, **kwargs):
+        fn = self.fn
+        if fn.__code__ is not self.code:
+            return _shared_cache(fn, self.settings)(*args, **kwargs)
+        return ClosureCall.call(self.compiled, fn, args, kwargs)
+
+
 class CompiledFunction:
     """What ``ember.compile(fn)`` returns for anything callable that is not an ``nn.Module``."""
 
@@ -139,6 +177,14 @@ class CompiledFunction:
         if target is None or compile_disabled(fn):
             # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
             self._call = fn
+            return
+        twin = _closure_twin(target) if not lead else None
+        if twin is not None:
+            # A closure: compiled once per code, whichever function object of it is compiled (a
+            # factory's `def`/`lambda` compiled anew), as torch.compile keeps code on the code
+            # object; this object's cells and defaults are passed on each call.
+            self._cache = _shared_cache(twin, settings, label=target.__qualname__)
+            self._call = _ClosureEntry(self._cache, target, settings)
             return
         self._cache = _shared_cache(target, settings)
         self._call = functools.partial(self._cache, *lead) if lead else self._cache

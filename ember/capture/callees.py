@@ -102,7 +102,22 @@ class ClosureCall:
             twin.__defaults__ = fn.__defaults__
         if twin.__kwdefaults__ is not fn.__kwdefaults__:
             twin.__kwdefaults__ = fn.__kwdefaults__
-        return compiled(*(fn.__closure__ or ()), *args, **kwargs)
+        try:
+            return compiled(*(fn.__closure__ or ()), *args, **kwargs)
+        except TypeError:
+            if _binds(fn, args, kwargs):
+                raise
+        # The arguments do not fit (the twin's message counts its cell parameters): the
+        # function's own call raises eager's TypeError before running anything.
+        return fn(*args, **kwargs)
+
+
+def _binds(fn, args, kwargs) -> bool:
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
 
 
 class RuntimeCallee:
