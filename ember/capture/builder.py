@@ -21,7 +21,7 @@ import torch
 
 from ember.capture.dynamic_dims import named_dynamic
 from ember.capture.variables.random_draws import is_random_draw
-from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, GlobalSource, ItemSource,
+from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, FreeCellSource, GlobalSource, ItemSource,
                                    LocalSource)
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
 
@@ -655,6 +655,8 @@ def _argument_item(tx, source) -> bool:
     modules = tx.output.module_sources
     cells = 0
     while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
+        if isinstance(source, FreeCellSource):  # the frame's own free variable (a closure twin's)
+            return cells == 0
         if isinstance(source, CellContentsSource):
             cells += 1
             if isinstance(source.base, ConstSource) or cells > 1:

@@ -35,7 +35,7 @@ from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _w
 from ember.capture.interpreter import Translator
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
-from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, LocalSource, bind, hoist
+from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
 from ember.capture.variables import saved_hooks
 from ember.capture.variables.global_flags import restore_flags
@@ -297,10 +297,13 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     try:
         with metrics.timed("capture"):
             names = codegen.parameter_names(code)
-            cell_args = getattr(fn, "__ember_cell_args__", ()) or getattr(fn, "__ember_free_cells__", ())
+            cell_args = getattr(fn, "__ember_cell_args__", ())
+            free_cells = getattr(fn, "__ember_free_cells__", ())
             for name in names:
                 if name in cell_args:  # a resume function's cell, passed as the cell object
                     tx.cells[name] = _passed_cell(bound[name], name)
+                elif name in free_cells:  # a closure twin's: a free variable of the function
+                    tx.cells[name] = _passed_cell(bound[name], name, free=True)
                 else:
                     tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
             if code.co_flags & inspect.CO_VARKEYWORDS:
@@ -554,11 +557,12 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
 
 
-def _passed_cell(cell, name):
-    """The tracker of a cell a resume function receives as an argument (see make_resume_code)."""
+def _passed_cell(cell, name, free: bool = False):
+    """The tracker of a cell a resume function (see make_resume_code) or a closure twin (``free``)
+    receives as an argument."""
     if not isinstance(cell, types.CellType):
         raise TypeError(f"resume function argument {name!r} should be a cell, got {type(cell).__name__}")
-    vt = RealCellVariable(cell, AttrSource(LocalSource(name), "cell_contents"))
+    vt = RealCellVariable(cell, (FreeCellSource if free else AttrSource)(LocalSource(name), "cell_contents"))
     vt.cell_source = LocalSource(name)
     return vt
 

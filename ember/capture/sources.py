@@ -110,6 +110,13 @@ class AttrSource(Source):
 
 
 @dataclasses.dataclass(frozen=True)
+class FreeCellSource(AttrSource):
+    """``cell.cell_contents`` of a closure cell a closure twin receives as argument ``base``
+    (bytecode/closure_twin.py): a free variable of the function, as ``CellContentsSource`` of
+    the function itself is for a function compiled per object."""
+
+
+@dataclasses.dataclass(frozen=True)
 class ModuleMemberSource(Source):
     """A parameter, buffer or submodule of an nn.Module, read from its dict directly
     (``m._parameters['weight']``) — much cheaper in guards than ``Module.__getattr__``."""
