@@ -59,6 +59,17 @@ _RECENT_KEPT = 256
 
 
 def keep_recent(key: tuple, cache: "FrameCache") -> None:
+    fn = cache.fn
+    if "<locals>" in getattr(fn, "__qualname__", "") and not hasattr(fn, "__ember_free_cells__"):
+        # A function defined in a local scope (a class in a test, a closure): kept as long as the
+        # function object lives, not longer. Guards hold what they compare against (a local
+        # class, and through its methods' cells whatever they close over); torch's guards do not
+        # keep those alive, so a model deleted with its class must be freed.
+        try:
+            fn.__dict__.setdefault("__ember_kept__", {})[key] = cache
+            return
+        except (AttributeError, TypeError):
+            pass
     _RECENT[key] = cache
     _RECENT.move_to_end(key)
     if len(_RECENT) > _RECENT_KEPT:

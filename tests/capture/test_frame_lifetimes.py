@@ -142,3 +142,48 @@ def test_compiling_the_same_function_again_reuses_its_code():
     gc.collect()
     assert torch.equal(compile(fn, backend=cnt)(x), fn(x))
     assert cnt.frame_count == 1
+
+
+def test_model_of_a_local_class_is_freed_with_its_class():
+    # A class defined in a function (as in most tests): the compiled forward's guards hold the
+    # class, and its __init__'s cell holds the parameter. Keeping the cache among the recently
+    # used (for module-level functions) would keep both alive after the model is gone; torch's
+    # guards do not.
+    import gc
+    import weakref
+
+    def make():
+        param = torch.nn.Parameter(torch.randn(8, 8))
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.param = param
+
+            def forward(self, x):
+                return self.param * x
+
+        return Model()
+    model = make()
+    ref = weakref.ref(model.param)
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(8, 8)
+    assert torch.equal(compiled(x), model(x))
+    del model, compiled
+    gc.collect()
+    assert ref() is None
+
+
+def test_local_function_compiled_again_reuses_its_code_while_it_lives():
+    counter = []
+
+    def backend(gm, example_inputs):
+        counter.append(gm)
+        return gm
+
+    def f(x):
+        return x.sin() + 1
+    x = torch.randn(3)
+    for _ in range(3):
+        assert torch.equal(ember.compile(f, backend=backend)(x), f(x))  # wrapper dropped each time
+    assert len(counter) == 1
