@@ -744,76 +744,8 @@ def _user_text(tx, kind, args, kwargs):
     return NotImplemented if result is None else result
 
 
-# -- constants' attributes and construction of builtin types ---------------------
-
-# Methods of constants whose first argument is any iterable (consumed whole).
-_ITERABLE_ARG_METHODS = {"join", "union", "intersection", "difference", "symmetric_difference", "issubset",
-                         "issuperset", "isdisjoint", "update", "extend"}
-
-
-class ConstantMethodVariable(VariableTracker):
-    def __init__(self, value, name):
-        self.value = value
-        self.name = name
-
-    def describe(self):
-        return f"{type(self.value).__name__}.{self.name}"
-
-    def reconstruct(self, cg) -> str:
-        """At a break (``"{:.2f}".format(t.item())``): the same method of the same constant."""
-        return f"___getattr({cg.expr(wrap_constant(self.value))}, {self.name!r})"
-
-    def truth(self, tx):
-        return True
-
-    def getattr(self, tx, name):
-        if name == "__self__":
-            return wrap_constant(self.value)
-        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
-            try:
-                return ConstantVariable(getattr(getattr(self.value, self.name), name))
-            except AttributeError as e:
-                raise PythonException(e) from None
-        return super().getattr(tx, name)
-
-    def call(self, tx, args, kwargs):
-        from ember.capture.variables.generators import IteratorBase
-        if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
-            args = [TupleVariable(args[0].unpack(tx)), *args[1:]]  # str.join(generator) consumes it
-        if isinstance(self.value, str) and self.name in ("format", "__mod__") \
-                and any(dynamic_number(a) for a in (*args, *kwargs.values())):
-            # "{}".format(x.size(0)): a break as torch.compile's (the size stays dynamic)
-            raise unsupported("EB0036", f"{self.describe()} of a dynamic size needs its exact value")
-        if _constants(args) and _constants(kwargs.values()):
-            try:
-                result = getattr(self.value, self.name)(*[a.as_constant() for a in args],
-                                                        **{k: v.as_constant() for k, v in kwargs.items()})
-            except Exception as e:
-                raise PythonException(e) from None  # eager raises this very exception
-            return wrap_constant(result)
-        if isinstance(self.value, str) and self.name == "format":
-            from ember.capture.variables.user_operators import format_objects
-            return format_objects(tx, self.value, args, kwargs)
-        op = getattr(operator, self.name.strip("_"), None) if self.name.startswith("__") else None
-        if op is not None and len(args) == 1:
-            return tx.binary_op(op, ConstantVariable(self.value), args[0])
-        raise unsupported("EB0036", f"{self.describe()} with non-constant arguments")
-
-
-def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
-    value = cvt.value
-    if type(value).__module__ == "numpy":  # a NumPy scalar or dtype: see numpy_arrays.constant_attribute
-        from ember.capture.variables.numpy_callables import constant_attribute as numpy_attribute
-        return numpy_attribute(tx, value, name)
-    try:
-        attr = getattr(value, name)
-    except AttributeError as e:
-        from ember.capture.variables.objects import MissingAttribute
-        raise MissingAttribute(str(e)) from None  # eager's message
-    if callable(attr) and not isinstance(attr, type):
-        return ConstantMethodVariable(value, name)
-    return wrap_constant(attr)
-
+# -- constants' attributes (constant_methods.py; re-exported here) ---------------
+from ember.capture.variables.constant_methods import ConstantMethodVariable, constant_attribute  # noqa: E402,F401
 
 # (constructing values from classes lives in constructors.py; re-exported here)
 from ember.capture.variables.constructors import construct, plain_exception_class  # noqa: E402,F401

@@ -1,0 +1,89 @@
+"""Attributes and methods of Python constants (``"{:.2f}".format``, ``(3).bit_length``, a
+NumPy scalar's): called on constant arguments as eager calls them."""
+from __future__ import annotations
+
+import operator
+
+from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.containers import TupleVariable
+from ember.capture.variables.symbolic import dynamic_number
+from ember.exc import PythonException
+
+
+def wrap_constant(value) -> VariableTracker:
+    from ember.capture.variables.builtins import wrap_constant as wrap  # (builtins imports this module)
+    return wrap(value)
+
+
+def _constants(vts) -> bool:
+    return all(v.is_constant() for v in vts)
+
+# Methods of constants whose first argument is any iterable (consumed whole).
+_ITERABLE_ARG_METHODS = {"join", "union", "intersection", "difference", "symmetric_difference", "issubset",
+                         "issuperset", "isdisjoint", "update", "extend"}
+
+
+class ConstantMethodVariable(VariableTracker):
+    def __init__(self, value, name):
+        self.value = value
+        self.name = name
+
+    def describe(self):
+        return f"{type(self.value).__name__}.{self.name}"
+
+    def reconstruct(self, cg) -> str:
+        """At a break (``"{:.2f}".format(t.item())``): the same method of the same constant."""
+        return f"___getattr({cg.expr(wrap_constant(self.value))}, {self.name!r})"
+
+    def truth(self, tx):
+        return True
+
+    def getattr(self, tx, name):
+        if name == "__self__":
+            return wrap_constant(self.value)
+        if name in ("__name__", "__qualname__", "__doc__", "__text_signature__"):
+            try:
+                return ConstantVariable(getattr(getattr(self.value, self.name), name))
+            except AttributeError as e:
+                raise PythonException(e) from None
+        return super().getattr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.generators import IteratorBase
+        if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
+            args = [TupleVariable(args[0].unpack(tx)), *args[1:]]  # str.join(generator) consumes it
+        if isinstance(self.value, str) and self.name in ("format", "__mod__") \
+                and any(dynamic_number(a) for a in (*args, *kwargs.values())):
+            # "{}".format(x.size(0)): a break as torch.compile's (the size stays dynamic)
+            raise unsupported("EB0036", f"{self.describe()} of a dynamic size needs its exact value")
+        if _constants(args) and _constants(kwargs.values()):
+            try:
+                result = getattr(self.value, self.name)(*[a.as_constant() for a in args],
+                                                        **{k: v.as_constant() for k, v in kwargs.items()})
+            except Exception as e:
+                raise PythonException(e) from None  # eager raises this very exception
+            return wrap_constant(result)
+        if isinstance(self.value, str) and self.name == "format":
+            from ember.capture.variables.user_operators import format_objects
+            return format_objects(tx, self.value, args, kwargs)
+        op = getattr(operator, self.name.strip("_"), None) if self.name.startswith("__") else None
+        if op is not None and len(args) == 1:
+            return tx.binary_op(op, ConstantVariable(self.value), args[0])
+        raise unsupported("EB0036", f"{self.describe()} with non-constant arguments")
+
+
+def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
+    value = cvt.value
+    if type(value).__module__ == "numpy":  # a NumPy scalar or dtype: see numpy_arrays.constant_attribute
+        from ember.capture.variables.numpy_callables import constant_attribute as numpy_attribute
+        return numpy_attribute(tx, value, name)
+    try:
+        attr = getattr(value, name)
+    except AttributeError as e:
+        from ember.capture.variables.objects import MissingAttribute
+        raise MissingAttribute(str(e)) from None  # eager's message
+    if callable(attr) and not isinstance(attr, type):
+        return ConstantMethodVariable(value, name)
+    return wrap_constant(attr)
+
+
