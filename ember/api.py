@@ -109,23 +109,6 @@ def _shared_cache(frame: types.FunctionType, settings: _Settings, label: str = "
     return cache
 
 
-#: (closure code, id(globals)) -> its twin function (bytecode/closure_twin.py), while a cache uses it
-_TWINS: "weakref.WeakValueDictionary[tuple, types.FunctionType]" = weakref.WeakValueDictionary()
-
-
-def _closure_twin(fn: types.FunctionType) -> types.FunctionType | None:
-    if fn.__closure__ is None:
-        return None
-    key = (fn.__code__, id(fn.__globals__))
-    twin = _TWINS.get(key)
-    if twin is None or twin.__globals__ is not fn.__globals__:
-        twin = closure_twin(fn)
-        if twin is None:
-            return None
-        _TWINS[key] = twin
-    return twin
-
-
 class _ClosureEntry(ClosureCall):
     """``ember.compile(closure)``'s call: its code's shared twin cache, with this closure's cells
     and defaults. A ``__code__`` assigned later goes to a cache of the function itself (which
@@ -178,7 +161,7 @@ class CompiledFunction:
             # A builtin, a class: no Python frame to compile; torch.compiler.disable'd: not to compile.
             self._call = fn
             return
-        twin = _closure_twin(target) if not lead else None
+        twin = closure_twin(target) if target.__closure__ is not None and not lead else None
         if twin is not None:
             # A closure: compiled once per code, whichever function object of it is compiled (a
             # factory's `def`/`lambda` compiled anew), as torch.compile keeps code on the code

@@ -64,9 +64,18 @@ def closure_twin_code(code: types.CodeType) -> Optional[types.CodeType]:
     return twin
 
 
+#: (code, id(globals)) -> the twin function of that code, while something (a cache) uses it
+_TWIN_FUNCTIONS: "weakref.WeakValueDictionary[tuple, types.FunctionType]" = weakref.WeakValueDictionary()
+
+
 def closure_twin(fn: types.FunctionType) -> Optional[types.FunctionType]:
-    """A function object of ``fn``'s twin code (``fn``'s globals, name, qualified name, defaults),
-    or None. ``__ember_free_cells__`` names its cell parameters."""
+    """The function object of ``fn``'s twin code (``fn``'s globals, name, qualified name, defaults
+    when made), one per code and globals while it is in use, or None. ``__ember_free_cells__``
+    names its cell parameters."""
+    key = (fn.__code__, id(fn.__globals__))
+    twin = _TWIN_FUNCTIONS.get(key)
+    if twin is not None and twin.__globals__ is fn.__globals__:
+        return twin
     code = closure_twin_code(fn.__code__)
     if code is None:
         return None
@@ -75,6 +84,5 @@ def closure_twin(fn: types.FunctionType) -> Optional[types.FunctionType]:
     twin.__qualname__ = fn.__qualname__
     twin.__module__ = fn.__module__
     twin.__ember_free_cells__ = fn.__code__.co_freevars
+    _TWIN_FUNCTIONS[key] = twin
     return twin
-
-

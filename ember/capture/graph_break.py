@@ -193,7 +193,7 @@ class ResumeCache:
         self._resume: dict = {}
         self._callees: dict = {}
         self._per_code: dict = {}  # code object -> how many of its function objects were compiled
-        self._twins: dict = {}  # (closure code object, id(globals)) -> its twin's compiled cache
+        self._twins: dict = {}  # closure twin function (one per code and globals) -> its compiled cache
         from ember.capture.eager_frames import CalleeHook
         self.hook = CalleeHook(self.compiled_function)  # for frames that run as they are
 
@@ -276,16 +276,15 @@ class ResumeCache:
         """A closure: its code's twin (bytecode/closure_twin.py), compiled once per code object
         whichever function object of that code is called, as torch.compile compiles per code;
         each call passes the called function's cells and defaults."""
-        key = (fn.__code__, id(fn.__globals__))
-        compiled = self._twins.get(key)
-        if compiled is None or compiled.fn.__globals__ is not fn.__globals__:
-            twin = closure_twin(fn)
-            if twin is None:
-                return None
+        twin = closure_twin(fn)
+        if twin is None:
+            return None
+        compiled = self._twins.get(twin)
+        if compiled is None:
             compiled = self.make_compiled(twin)
             if compiled is twin:  # the owner is gone: nothing compiles it
                 return None
-            self._twins[key] = compiled
+            self._twins[twin] = compiled
         return ClosureCall(compiled, fn)
 
     def _skipped(self, fn):
