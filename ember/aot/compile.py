@@ -69,7 +69,7 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
 
 
 from ember.aot.trace_patches import tracing_patches  # noqa: E402
-from ember.aot.errors import AOTCompileError  # noqa: E402
+from ember.aot.errors import AOTCompileError, EagerBackwardFails  # noqa: E402
 from ember.aot.version_check import eager_backward_check  # noqa: E402
 
 
@@ -97,7 +97,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
     if any(isinstance(a, torch.Tensor) and _user_torch_function(type(a)) for a in example_inputs):
         return GraphAsIsCallable(gm)
     with metrics.timed("aot"), _python_dispatcher_if_symbolic(gm):
-        return AOTCallable(gm, list(example_inputs), options)
+        try:
+            return AOTCallable(gm, list(example_inputs), options)
+        except EagerBackwardFails as e:
+            log_graphs.debug("the captured graph runs as it is (eager autograd): %s", e)
+            return GraphAsIsCallable(gm)
 
 
 def _user_torch_function(cls: type) -> bool:
@@ -324,7 +328,7 @@ class AOTCallable:
                                     keep_input_mutations=options["keep_inference_input_mutations"])
         why, meta.final_saves = eager_backward_check(prog, meta)
         if why is not None:
-            raise AOTCompileError(f"eager's backward would fail on this program ({why}): it runs eagerly")
+            raise EagerBackwardFails(f"eager's backward would fail on this program ({why})")
         self.out_spec = prog._spec_box[0]
         info = meta.input_info
         self.data_mutated = frozenset(i for i, x in enumerate(info) if x.mutates_data)

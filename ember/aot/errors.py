@@ -31,6 +31,16 @@ class AOTCompileError(BackendCompilerFailed):
         super().__init__(msg)
 
 
+class EagerBackwardFails(AOTCompileError):
+    """Eager's autograd rejects this program's backward: a tensor an op saved for it was changed
+    in place afterwards ("modified by an inplace operation"). A functional graph would compute a
+    gradient eager never gives, so the captured graph runs as it is (eager ops, eager autograd:
+    the forward runs, and the backward raises eager's error where eager raises it)."""
+
+
+MODIFIED_INPLACE = "modified by an inplace operation"
+
+
 class UnsupportedAliasedMutation(AOTCompileError):
     """Inputs alias each other in a way synthetic bases cannot express (see ``ember.aot.aliasing``)."""
 

@@ -29,7 +29,7 @@ from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTens
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ember.aot.autocast import backward_autocast
-from ember.aot.errors import AOTCompileError
+from ember.aot.errors import MODIFIED_INPLACE, AOTCompileError, EagerBackwardFails
 from ember.aot.grad_mode import program_grad_mode
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
@@ -55,6 +55,8 @@ def _make_fx(f: Callable, args: list, fake_mode: FakeTensorMode, decompositions)
     except AOTCompileError:
         raise
     except Exception as e:  # noqa: BLE001 — outside any user node (e.g. in the backward)
+        if isinstance(e, RuntimeError) and MODIFIED_INPLACE in str(e):
+            raise EagerBackwardFails(f"eager's backward rejects this program: {e}") from e
         raise AOTCompileError(f"tracing failed: {type(e).__name__}: {e}") from e
     gm.graph.eliminate_dead_code()
     gm.recompile()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch.utils import _pytree as pytree
 
-_MESSAGE = "modified by an inplace operation"
+from ember.aot.errors import MODIFIED_INPLACE as _MESSAGE
 
 
 def _root(t: torch.Tensor) -> torch.Tensor:
