@@ -33,6 +33,7 @@ from ember.aot.errors import MODIFIED_INPLACE, AOTCompileError, EagerBackwardFai
 from ember.aot.grad_mode import program_grad_mode
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
+from ember.aot.trace_patches import fixed_table
 
 
 def _intermediate_bases(outs: list, meta: ViewAndMutationMeta) -> list:
@@ -50,7 +51,7 @@ def _make_fx(f: Callable, args: list, fake_mode: FakeTensorMode, decompositions)
     from torch._dispatch.python import enable_python_dispatcher
     try:
         with fake_mode, enable_python_dispatcher(), fx_traceback.preserve_node_meta():
-            gm = make_fx(f, decomposition_table=decompositions or {}, tracing_mode="real",
+            gm = make_fx(f, decomposition_table=fixed_table(decompositions) or {}, tracing_mode="real",
                          _allow_non_fake_inputs=False)(*args)
     except AOTCompileError:
         raise

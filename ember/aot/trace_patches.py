@@ -1,6 +1,7 @@
 """Where torch's tracing machinery does not reproduce eager, ember adjusts it while it traces.
 
 ``exact_rnn_dropout``: exact dropout between the layers of a multi-layer RNN.
+``exact_decompositions``: ember's own decompositions for ops whose torch decomposition is wrong.
 
 torch's Python decompositions of ``aten.lstm`` / ``gru`` / ``rnn_tanh`` / ``rnn_relu`` (which the
 Python dispatcher runs while ``make_fx`` traces) never apply the inter-layer dropout (their test
@@ -15,6 +16,8 @@ import contextlib
 
 import torch
 from torch._C import DispatchKey
+
+from ember.aot.fixed_decompositions import fixed_decompositions, fixed_kernels
 
 _KEYS = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
 
@@ -60,6 +63,20 @@ def exact_rnn_dropout():
             op._dispatch_cache.clear()
 
 
+def fixed_table(table):
+    """``table`` (a decomposition table for make_fx) with ember's entries for the ops it fixes."""
+    if not table:
+        return table
+    fixes = {op: fn for op, fn in fixed_decompositions().items() if op in table}
+    return {**table, **fixes} if fixes else table
+
+
+def exact_decompositions():
+    """Within: the ops in ember/aot/fixed_decompositions.py trace through ember's decomposition instead of
+    torch's Python kernel (which the Python dispatcher would run at the Autograd key)."""
+    return fixed_kernels(DispatchKey.Autograd)
+
+
 # Ops torch marks "effectful" so that its AOTAutograd threads ordering tokens through them; ember's
 # graphs keep program order without tokens, so while tracing they are plain ops (functionalization
 # otherwise fails: "Could not find a token"). After the trace they are effectful again, which keeps
@@ -89,6 +106,6 @@ def tracing_patches():
     also anomaly detection off while tracing: its NaN checks read fake values (the compiled
     backward still runs under the program's anomaly mode), and the program's saved-tensor hooks."""
     from ember.fake.convert import saved_tensors_hooks_off
-    with exact_rnn_dropout(), untokened_effects(), torch.autograd.set_detect_anomaly(False), \
+    with exact_rnn_dropout(), exact_decompositions(), untokened_effects(), torch.autograd.set_detect_anomaly(False), \
             saved_tensors_hooks_off():
         yield
