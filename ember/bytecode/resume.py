@@ -144,6 +144,7 @@ def make_resume_code(
     instructions: Optional[list[Instruction]] = None,
     cells_by_reference: bool = False,
     generator: bool = False,
+    reenter: Sequence[int] = (),
 ) -> ResumeCode:
     """Build ``resume_at_<offset>(stack items..., live locals...)``.
 
@@ -163,6 +164,10 @@ def make_resume_code(
     that ``YIELD_VALUE``; from then on the generator is suspended where the original was, so
     ``send``/``throw``/``close`` act as on the original (try blocks are the static table).
     ``stack_depth`` counts the yielded value; the stack items passed are the ones below it.
+
+    ``reenter``: stack positions whose item is a context manager the caller left, standing for a
+    ``with`` block's ``__exit__``: the prologue enters it again (``BEFORE_WITH``), which puts its
+    ``__exit__`` in that slot, as a ``with`` statement at the start of the resumed code would.
     """
     if generator:
         if code.co_flags & (_UNSUPPORTED_FLAGS & ~inspect.CO_GENERATOR) or not code.co_flags & inspect.CO_GENERATOR:
@@ -247,6 +252,8 @@ def make_resume_code(
             prologue.append(create_instruction("LOAD_CONST", argval=None))  # "yielded" by the first next()
         else:
             prologue.append(create_instruction("LOAD_FAST", argval=next(args)))
+            if p in reenter:
+                prologue += [create_instruction("BEFORE_WITH"), create_instruction("POP_TOP")]
     prologue += jump(target)
     for instr in prologue:
         instr.positions = target.positions

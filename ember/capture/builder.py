@@ -369,6 +369,14 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.constant_match(AttrSource(source, "prior"), value.prior)
         return GradModeExitVariable(value.prior, source)
 
+    from ember.capture.variables.inference_breaks import InferenceBlock
+    if type(value) is InferenceBlock:  # handed to a resume function, whose prologue enters it
+        from ember.capture.variables.ctx_managers import InferenceModeVariable
+        if source is not None:
+            guards.type_match(source, value)
+            guards.constant_match(AttrSource(source, "mode"), value.mode)
+        return InferenceModeVariable(value.mode)
+
     from ember.capture.variables.autocast_breaks import AutocastExit, AutocastExitVariable
     if type(value) is AutocastExit:
         if source is not None:

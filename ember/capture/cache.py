@@ -605,5 +605,6 @@ class ResumeFrameCache(FrameCache):
 def _is_with_exit(value) -> bool:
     from ember.capture.graph_break import GradModeExit
     from ember.capture.variables.autocast_breaks import AutocastExit
-    return isinstance(value, (GradModeExit, AutocastExit)) or (
+    from ember.capture.variables.inference_breaks import InferenceBlock
+    return isinstance(value, (GradModeExit, AutocastExit, InferenceBlock)) or (
         isinstance(value, (types.MethodType, types.BuiltinMethodType)) and value.__name__ == "__exit__")

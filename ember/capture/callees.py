@@ -77,7 +77,44 @@ def _compiled_callee(vt, resumes, tx):
             return rebuilt if rebuilt is not None else _Rebuilt(vt.func.fn, bound_to=vt.obj)
         # (an object made in the frame is rebuilt once, shared with the rest of the frame)
         return _Rebuilt(resumes.compiled_function(vt.func.fn), bound_to=vt.obj)
-    return vt
+    decorated = _decorated_callee(vt, resumes, tx)
+    return vt if decorated is None else decorated
+
+
+def _decorated_callee(vt, resumes, tx):
+    """A function the frame decorated with ``torch.no_grad()`` / ``enable_grad()`` /
+    ``set_grad_enabled(b)`` / ``inference_mode(b)`` (traced as such): the function compiled, called
+    under the context, as torch's decorator would call it."""
+    from ember.capture.variables.ctx_managers import ContextWrappedFunction, InferenceModeVariable
+    from ember.capture.variables.grad_modes import GradModeWrappedFunction
+    if isinstance(vt, GradModeWrappedFunction):
+        ctx = (torch.set_grad_enabled, vt.target)
+    elif isinstance(vt, ContextWrappedFunction) and isinstance(vt.ctx, InferenceModeVariable):
+        ctx = (torch.inference_mode, vt.ctx.mode)
+    else:
+        return None
+    inner = _compiled_callee(vt.fn, resumes, tx)
+    return _CalledUnder(ctx, inner) if isinstance(inner, _Rebuilt) else None
+
+
+class _CalledUnder(VariableTracker):
+    """``inner`` (a compiled callee) called inside ``ctx`` = (context class, its argument)."""
+
+    def __init__(self, ctx, inner):
+        self.ctx = ctx
+        self.inner = inner
+
+    def reconstruct(self, plan) -> str:
+        from ember.capture.sources import bind
+        return f"{bind(plan.scope, _call_under, 'call_under')}({bind(plan.scope, self.ctx[0], 'ctx')}, " \
+               f"{self.ctx[1]!r}, {plan.expr(self.inner)})"
+
+
+def _call_under(ctx_cls, arg, fn):
+    def call(*args, **kwargs):
+        with ctx_cls(arg):
+            return fn(*args, **kwargs)
+    return call
 
 
 class ClosureCall:

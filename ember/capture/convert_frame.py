@@ -37,6 +37,7 @@ from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
+from ember.capture.variables.inference_breaks import finish_inference
 from ember.capture.variables import saved_hooks
 from ember.capture.variables.global_flags import restore_flags
 from ember.capture.variables.script_objects import hidden_script_objects
@@ -311,16 +312,23 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 tx.locals[names[-1]].source = None
             result = tx.run()
             check_ctx_containers(tx, tx.reached_break is not None)
+            # inference-mode blocks open at a break: the graph leaves them (variables/inference_breaks.py)
+            if output.active_inference and tx.reached_break is None:
+                raise _NotBreakable("torch.inference_mode entered and not exited by the end of the frame", id="EB0014")
+            outside_inference = finish_inference(output)
+            if isinstance(outside_inference, str):
+                raise _NotBreakable(outside_inference, id="EB0013")
+            frame_grad = torch.is_grad_enabled() if outside_inference is None else outside_inference
             block_grad_mode = None
-            if torch.is_grad_enabled() != grad_mode:
+            if frame_grad != grad_mode:
                 # The frame leaves grad mode changed: a break inside `with torch.no_grad():`, or a
                 # resume function that leaves such a block. Graphs stay balanced (the graph restores
                 # the entry mode at its end); the entry function sets the new mode after the graph.
-                block_grad_mode = torch.is_grad_enabled()
+                block_grad_mode = frame_grad
                 output.graph.call_function(torch._C._set_grad_enabled, (grad_mode,))
             if output.active_contexts and tx.reached_break is None:
                 raise _NotBreakable("autocast entered and not exited by the end of the frame", id="EB0014")
-            if len(output.active_contexts) != len(output.active_autocasts):
+            if len(output.active_contexts) != len(output.active_autocasts) + len(output.active_inference):
                 raise _NotBreakable("graph break inside an autocast block entered another way", id="EB0013")
             after_graph = finish_autocast(output, tx.reached_break is not None)
             saved_hooks.finish(output, side_effects)
@@ -342,8 +350,9 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             e.guards = guards  # what the trace had assumed when it failed (for a guarded eager entry)
         raise
     finally:
-        torch._C._set_grad_enabled(grad_mode)
+        # (contexts first: leaving an inference-mode guard puts back the grad mode it found)
         restore_tracing_state(output)  # a trace that stopped inside `with autocast` (or left one)
+        torch._C._set_grad_enabled(grad_mode)
         restore_flags(output)  # (flags the frame set: see variables/global_flags.py)
 
     compiled = None

@@ -51,6 +51,7 @@ from ember.bytecode.closure_twin import closure_twin
 from ember.capture.callees import ClosureCall
 from ember.capture.skipfiles import compile_disabled, skipped_code
 from ember.capture.variables.base import NullVariable, unsupported
+from ember.capture.variables.inference_breaks import leave_blocks, reentered_at_resume
 
 log_code = logging.getLogger("ember.bytecode")
 
@@ -179,6 +180,10 @@ class GradModeExit:
         return f"GradModeExit(restore={self.prior})"
 
 
+#: the code of torch's context-manager decorator wrapper (torch/utils/_contextlib.py decorate_context)
+_CONTEXT_DECORATOR_CODE = torch.no_grad()(lambda: None).__code__
+
+
 class ResumeCache:
     """Resume functions of one compiled function, by offset (made once, compiled lazily)."""
 
@@ -246,6 +251,10 @@ class ResumeCache:
         if target is not None:  # disable(recursive=False): its frame as it is, its callees compiled
             return fn if skipped_code(target.__code__) else self._skipped(target)
         if compile_disabled(fn) or skipped_code(fn.__code__):
+            if not compile_disabled(fn) and fn.__code__ is _CONTEXT_DECORATOR_CODE:
+                # `@torch.no_grad()` / `@torch.inference_mode()` ...: torch's wrapper runs as it is,
+                # the function it wraps is compiled (as torch.compile's frame hook compiles it)
+                return self._skipped(fn)
             return fn
         if fn.__code__.co_flags & inspect.CO_GENERATOR:
             # its body runs as the generator is iterated, as it is (torch.compile skips generator
@@ -295,16 +304,18 @@ class ResumeCache:
             hit = self._callees[fn] = SkippedFrame(fn, self.hook)
         return hit
 
-    def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = (), eager: bool = False):
+    def resume(self, offset: int, stack_depth: int, live: list[str], nulls: tuple = (), eager: bool = False,
+               reenter: tuple = ()):
         """The compiled resume function at ``offset`` and its ``ResumeCode`` (parameter order).
 
-        ``eager``: the plain resume function, not compiled (see ``eager_rest``)."""
-        key = (offset, stack_depth, tuple(live), nulls, eager)
+        ``eager``: the plain resume function, not compiled (see ``eager_rest``). ``reenter``: stack
+        positions holding a context its prologue enters (an inference-mode block cut by the break)."""
+        key = (offset, stack_depth, tuple(live), nulls, eager, reenter)
         hit = self._resume.get(key)
         if hit is None:
             idx = find_offset(self.instructions, offset)
             rc = make_resume_code(self.fn.__code__, idx, stack_depth, live, instructions=self.instructions,
-                                  null_positions=nulls, cells_by_reference=True)
+                                  null_positions=nulls, cells_by_reference=True, reenter=reenter)
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
@@ -476,10 +487,20 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             ins.append(create_instruction("LOAD_FAST", argval=stack_value(p)))
     passed_through = [stack_value(p) for p in range(base) if not isinstance(stack[p], NullVariable)]
 
+    # Inference-mode blocks open at the break (variables/inference_breaks.py): the residual leaves
+    # them after the breaking instruction, the resume function's prologue enters them again.
+    reenter = tuple(p for p in range(remaining) if reentered_at_resume(stack[p]))
+
     def continue_at(offset: int) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
-        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls), eager_rest)
+        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls), eager_rest,
+                                       reenter=reenter)
         out = [create_instruction("STORE_FAST", argval=t) for t in reversed(temps)]
+        if reenter:
+            held = [f"___after{p}" if p >= base else f"___stack{p}" for p in reversed(reenter)]
+            out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=leave_blocks)])
+            out += [create_instruction("LOAD_FAST", argval=n) for n in held]
+            out += versions.call(len(held)) + [create_instruction("POP_TOP")]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
         out += _load_arguments(rc, passed_through + temps)
         out += versions.call(len(rc.argnames))

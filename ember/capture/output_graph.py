@@ -76,6 +76,7 @@ class OutputGraph:
         self.entry_grad_mode: bool | None = torch.is_grad_enabled()
         self.active_autocasts: list = []  # their trackers (see variables/autocast_breaks.py)
         self.autocast_exits: list = []  # autocast blocks entered before the frame that it left
+        self.active_inference: list = []  # open torch.inference_mode trackers (variables/inference_breaks.py)
         self.active_contexts: list = []  # real autocast contexts entered for tracing   # source -> (real value, tracker), see builder.wrap
         self._location: str | None = None  # "file:line" of the instruction being traced
         self._current_frame = None  # (weakly) the frame being traced: its user stack, node_meta.stack_trace

@@ -628,12 +628,10 @@ def break_in_inference_mode(x):
 
 def test_break_inside_inference_mode():
     cnt = check_same(break_in_inference_mode, t(3), graphs=None, fullgraph=False)
-    if REFERENCE:
-        assert cnt.frame_count == 2
-    else:
-        # ember does not resume inside inference_mode: the frame runs eagerly
-        assert cnt.frame_count == 0
-        assert stats()["fallbacks"] >= 1, stats()
+    # the block is left and entered again around the break (ember/capture/variables/inference_breaks.py)
+    assert cnt.frame_count == 2
+    if not REFERENCE:
+        assert stats()["fallbacks"] == 0, stats()
 
 
 def test_break_inside_autocast_resumes_compiled():

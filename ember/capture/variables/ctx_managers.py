@@ -18,9 +18,10 @@
 A graph break inside a block of a user context manager hands its bound
 ``__exit__`` to the resume function; for a ``contextlib.contextmanager`` the
 generator behind it is handed over suspended at its ``yield``
-(``_mark_managed_generator``, variables/generator_resume.py). Inside a block of
-inference mode or ``catch_warnings`` a break is refused (the frame runs eagerly):
-the rest of the block would need the context re-entered in the resume function.
+(``_mark_managed_generator``, variables/generator_resume.py). A block of inference
+mode is left around the break and entered again by the resume function
+(variables/inference_breaks.py). Inside a ``catch_warnings`` block a break is refused
+(the frame runs eagerly, as torch.compile runs it).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ from ember.exc import PythonException
 
 class InferenceModeVariable(VariableTracker):
     """``torch.inference_mode(mode=True)``: ``_enter_inference_mode`` / ``_exit_inference_mode``
-    nodes in the graph (a break inside the block is refused, as for autocast)."""
+    nodes in the graph (a break inside the block: see variables/inference_breaks.py)."""
 
     def __init__(self, mode: bool):
         self.mode = mode
@@ -53,17 +54,20 @@ class InferenceModeVariable(VariableTracker):
         return torch.inference_mode
 
     def enter(self, tx):
+        self.prior_grad = torch.is_grad_enabled()
         self.node = tx.output.graph.call_function(torch.autograd.grad_mode._enter_inference_mode, (self.mode,))
         # Traced under the real mode too, so fake results answer is_inference()/requires_grad as eager.
         self.real = torch.inference_mode(self.mode)
         self.real.__enter__()
         tx.output.active_contexts.append(self.real)
+        tx.output.active_inference.append(self)
         return ConstantVariable(None)
 
     def exit(self, tx):
         tx.output.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (self.node,))
         self.real.__exit__(None, None, None)
         tx.output.active_contexts.remove(self.real)
+        tx.output.active_inference.remove(self)
         return ConstantVariable(None)
 
     def call(self, tx, args, kwargs):
@@ -278,6 +282,9 @@ class _WithExit(VariableTracker):
         from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
         if isinstance(self.ctx, DisableSavedHooksVariable):
             return bind(plan.scope, self.ctx.exit_at_break(), "saved_hooks_exit")
+        if isinstance(self.ctx, InferenceModeVariable):  # entered for real until the residual leaves it
+            from ember.capture.variables.inference_breaks import entered_block
+            return f"{bind(plan.scope, entered_block, 'inference_block')}({self.ctx.mode!r})"
         if isinstance(self.ctx, RecordFunctionVariable):
             # A profiler label (or profiler): the part of the block after the break just runs
             # unlabelled (unprofiled).

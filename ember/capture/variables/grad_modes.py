@@ -57,6 +57,10 @@ class GradModeVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         # Used as a decorator: @torch.no_grad() def f(...).
         if len(args) == 1 and not kwargs:
+            if self.applied:
+                # `@torch.set_grad_enabled(b)`: construction set the mode, decorating puts the
+                # mode it found back (torch.set_grad_enabled.__call__)
+                tx.output.set_grad_enabled(self.prior)
             return GradModeWrappedFunction(self.target, args[0])
         return super().call(tx, args, kwargs)
 
