@@ -164,6 +164,16 @@ def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
     return None
 
 
+def _python_slot(obj, cls_attr) -> bool:
+    """Whether ``cls_attr`` (found on ``obj``'s class) is a ``__slots__`` member of a Python class of
+    ``obj`` (not a C type's read-only member)."""
+    if type(cls_attr) is not types.MemberDescriptorType:
+        return False
+    owner = getattr(cls_attr, "__objclass__", None)
+    return isinstance(owner, type) and isinstance(obj, owner) and "__slots__" in vars(owner) \
+        and vars(owner).get(cls_attr.__name__) is cls_attr
+
+
 def _class_attribute(tx, obj_vt, obj, name):
     """Resolve an attribute found on the class: methods bind, properties run inlined."""
     from ember.capture.builder import wrap
@@ -705,6 +715,11 @@ class UserObjectVariable(VariableTracker):
             from ember.capture.variables.functions import UserFunctionVariable
             desc = _class_attribute_raw(tx, self, obj, name)
             UserFunctionVariable(setter).call(tx, [desc, self, value], {})
+            return
+        if _python_slot(obj, cls_attr):
+            # a `__slots__` member of a Python class: recorded like an instance attribute (reads in
+            # the frame see the value), replayed with object.__setattr__ (the slot's own __set__)
+            tx.side_effects.store_attr(self, obj, name, value, raw=True)
             return
         if cls_attr is not None and hasattr(cls_attr, "__set__"):
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} through a descriptor/property")
