@@ -237,6 +237,13 @@ def _bakes_in_symbols(backend, gm, compiled) -> bool:
     return False
 
 
+def _own_backend(backend) -> bool:
+    """Whether ``backend`` is one of ember's (registered by name, or made by ember.backends)."""
+    fn = backend.func if isinstance(backend, functools.partial) else backend
+    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
+    return module.startswith("ember.") or type(fn).__module__.startswith("ember.")
+
+
 def _autocast_states(devices: tuple) -> list:
     from ember.capture.variables.autocast_breaks import autocast_state
     return [(d, autocast_state(d)) for d in devices]
@@ -369,8 +376,14 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
             except Exception as e:
                 if isinstance(e, (BackendCompilerFailed, SpecializeFloats)):
                     raise
-                raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
-                                            f"{type(e).__name__}: {e}") from e
+                failed = BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
+                                               f"{type(e).__name__}: {e}")
+                if not isinstance(e, InjectedFault) and not _own_backend(backend):
+                    # the program's own backend raised: the error goes to the caller, as
+                    # torch.compile raises BackendCompilerFailed (with or without fullgraph); one of
+                    # ember's backends failing is an internal error (the frame runs eagerly)
+                    failed.ember_raise_to_caller = True
+                raise failed from e
             finally:
                 # a backend that failed half-way through tracing a region may leave grad mode or
                 # autocast as that region set them: the frame (now running eagerly) needs the caller's

@@ -23,6 +23,24 @@ def draws_then_fails(gm, example_inputs):
     raise RuntimeError("backend gave up")
 
 
+# One of ember's own backends failing is an internal error: the frame runs eagerly (a program's
+# own backend that raises propagates BackendCompilerFailed, as torch.compile: see below).
+draws_then_fails.__module__ = "ember.backends.failing_for_test"
+
+
+def test_a_program_backend_that_raises_leaves_the_random_stream():
+    def user_backend(gm, example_inputs):
+        torch.rand(5)
+        raise RuntimeError("backend gave up")
+    compiled = ember.compile(save_restore, backend=user_backend)
+    torch.manual_seed(0)
+    expected = torch.rand(3)
+    torch.manual_seed(0)
+    with pytest.raises(ember.exc.BackendCompilerFailed, match="backend gave up"):
+        compiled(torch.zeros(2))
+    torch.testing.assert_close(torch.rand(3), expected)
+
+
 def save_restore(x):
     st = torch.get_rng_state()
     a = torch.rand(2)
