@@ -8,8 +8,10 @@ it after the graph. If it does not hold, the frame runs again eagerly from its s
 (capture/rerun.py: nothing was done that a rerun would repeat; side effects are replayed after
 the graph, so were not), which raises eager's very exception. The graph therefore may hold no
 in-place write from before the assumption (else the branch breaks, as before), and one after it
-breaks the graph there (``OutputGraph._call``); random draws are kept, the entry then keeps torch's
-RNG state before the graph and puts it back before a rerun (``rng_lines``).
+breaks the graph there (``OutputGraph._call``), except writes into tensors the graph made itself
+(``torch.empty(n).normal_()`` in ``rsample``: a rerun makes them anew, capture/rerun.py); random
+draws are kept, the entry then keeps torch's RNG state before the graph and puts it back before a
+rerun (``rng_lines``).
 
 torch.compile 2.13 makes one graph of such code too (it drops distribution validation instead:
 invalid arguments do not raise under it).
@@ -39,7 +41,7 @@ def assume_branch(tx, inst, value, when: bool) -> bool | None:
     """``POP_JUMP_IF_<when>`` on the tensor tracker ``value``: if exactly one side raises straight
     away, record that the check takes the other side and answer whether to jump (None: not such a
     branch, or the graph so far could not be run again)."""
-    from ember.capture.rerun import call_changes_state, only_draws
+    from ember.capture.rerun import graph_changes_state
     from ember.capture.variables.tensor import TensorVariable
     if not isinstance(value, TensorVariable) or type(value.fake).__name__ != "FakeTensor" \
             or value.cls not in (torch.Tensor, torch.nn.Parameter):  # (a subclass's own __bool__)
@@ -47,9 +49,8 @@ def assume_branch(tx, inst, value, when: bool) -> bool | None:
     if has_symbols(tuple(value.fake.shape)) or value.fake.numel() != 1:
         return None
     output = tx.output
-    changing = [n for n in output.graph.nodes if n.op not in ("placeholder", "output")
-                and call_changes_state(n.op, n.target, n.kwargs)]
-    if any(not only_draws(n.op, n.target, n.kwargs) for n in changing):
+    changing, draws_only = graph_changes_state(output.graph)
+    if not draws_only:
         return None
     here = tx.index_of.get(inst.offset)
     target = tx.index_of.get(inst.argval)

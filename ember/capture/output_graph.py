@@ -291,10 +291,16 @@ class OutputGraph:
     def _call(self, kind, target, args, kwargs):
         if self.__dict__.get("assumptions") and _changes_state(kind, target, kwargs):
             if not _only_draws(kind, target, kwargs):
-                # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
-                raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the graph "
-                                  "assumed (a write ends the graph)")
-            self.assumed_draws = True  # (a draw: the entry puts the RNG state back before a rerun)
+                from ember.capture.rerun import only_local_write
+                local, draws = only_local_write(self.graph, kind, target, args, kwargs)
+                if not local:
+                    # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
+                    raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the "
+                                      "graph assumed (a write ends the graph)")
+                if draws:  # (into a tensor the graph made: a rerun makes it anew; only the RNG moved)
+                    self.assumed_draws = True
+            else:
+                self.assumed_draws = True  # (a draw: the entry puts the RNG state back before a rerun)
         if kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1 \
                 and isinstance(args[0], SymNodeVariable) and set(kwargs) <= {"dtype", "device"}:
             # torch.tensor(float(x.size(0))) would read the size: scalar_tensor keeps it symbolic

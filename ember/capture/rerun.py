@@ -3,7 +3,9 @@ matrix): eager had already done everything before the failing op — appended to
 attributes, updated inputs in place — and ember's deferred side effects had not. The entry then
 runs the frame again, eagerly, from its start, which leaves exactly eager's state and raises
 eager's exception. Only for graphs whose partial run changed nothing observable: no in-place op
-(run before the failure, it would be applied twice) and no random op (the RNG moved on)."""
+(run before the failure, it would be applied twice) and no random op (the RNG moved on). A write
+into a tensor the graph made itself (no input's storage) is no such change: the rerun makes that
+tensor anew (``writes_graph_made``)."""
 from __future__ import annotations
 
 import operator
@@ -29,7 +31,64 @@ def _name(target) -> str:
 def _changes_state(node: torch.fx.Node, mutations_after: bool) -> bool:
     if node.op in ("placeholder", "output"):
         return False
-    return call_changes_state(node.op, node.target, node.kwargs, mutations_after)
+    if not call_changes_state(node.op, node.target, node.kwargs, mutations_after):
+        return False
+    # a write into a tensor the graph made itself (``torch.empty(n).normal_()``) is redone by a
+    # rerun on a tensor made anew: it changes nothing a rerun sees (a draw still moves the RNG)
+    return not (writes_graph_made(node.graph, _written(node.target, node.args, node.kwargs))
+                and not _random(node.target))
+
+
+def _random(target) -> bool:
+    return any(part in _name(target).lower() for part in _RANDOM_PARTS)
+
+
+def _written(target, args, kwargs):
+    """The argument a writing call writes into (``out=``, else its first): an fx.Node or tracker."""
+    if "out" in kwargs:
+        return kwargs["out"]
+    if any(part in _name(target).lower() for part in _UPDATES_BUFFERS):
+        return None  # (writes its running-statistics arguments)
+    return args[0] if args else None
+
+
+def writes_graph_made(graph: torch.fx.Graph, written) -> bool:
+    """Whether ``written`` (an fx.Node of ``graph``) is a tensor the graph made: its storage is no
+    graph input's (placeholder or attribute). False where that cannot be told."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    value = getattr(written, "meta", {}).get("example_value") if isinstance(written, torch.fx.Node) else None
+    if type(value) is not torch._subclasses.fake_tensor.FakeTensor or getattr(written, "graph", None) is not graph:
+        return False
+    try:
+        mine = StorageWeakRef(value.untyped_storage())
+        for n in graph.nodes:
+            if n.op in ("placeholder", "get_attr"):
+                v = n.meta.get("example_value")
+                if isinstance(v, torch.Tensor):
+                    if StorageWeakRef(v.untyped_storage()) == mine:
+                        return False
+                elif n.op == "get_attr" or v is None:
+                    return False  # (an input of unknown kind)
+    except Exception:  # noqa: BLE001 — a tensor without storage (sparse, subclass): unknown
+        return False
+    return True
+
+
+def graph_changes_state(graph: torch.fx.Graph) -> tuple[bool, bool]:
+    """(whether a run of the capture-level ``graph`` changes state a rerun sees or draws random
+    numbers, whether all of that is draws: the RNG state put back makes a rerun exact)."""
+    changing = [n for n in graph.nodes if _changes_state(n, False)]
+    return bool(changing), all(_only_draws(n) or _local_draw(n) for n in changing)
+
+
+def only_local_write(graph: torch.fx.Graph, op: str, target, args, kwargs: dict) -> tuple[bool, bool]:
+    """For a call about to be made: (whether it writes only into a tensor the graph made, whether it
+    also draws random numbers). ``args`` / ``kwargs`` hold trackers (their ``node``)."""
+    if op not in ("call_function", "call_method") or getattr(target, "ember_function", None) is not None:
+        return False, False
+    written = _written(target, args, kwargs)
+    node = getattr(written, "node", None)
+    return writes_graph_made(graph, node), _random(target)
 
 
 def call_changes_state(op: str, target, kwargs: dict, mutations_after: bool = False) -> bool:
@@ -52,6 +111,13 @@ def _only_draws(node: torch.fx.Node) -> bool:
     """A random op that writes nothing (``torch.normal``, ``multinomial``; not ``normal_``)."""
     return node.op in ("call_function", "call_method") and getattr(node.target, "ember_function", None) is None \
         and not _writes(node.target, node.kwargs) and any(part in _name(node.target).lower() for part in _RANDOM_PARTS)
+
+
+def _local_draw(node: torch.fx.Node) -> bool:
+    """A random in-place op on a tensor the graph made (``torch.empty(3).normal_()``)."""
+    return node.op in ("call_function", "call_method") and _random(node.target) \
+        and getattr(node.target, "ember_function", None) is None \
+        and writes_graph_made(node.graph, _written(node.target, node.args, node.kwargs))
 
 
 def only_draws(op: str, target, kwargs: dict) -> bool:
@@ -80,7 +146,8 @@ def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False
     behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``).
     ``random_restored``: the entry puts torch's RNG state back before the rerun (random ops pass)."""
     after = getattr(compiled, "mutations_after_graph", False) is True
-    if any(_changes_state(n, after) and not (random_restored and _only_draws(n)) for n in gm.graph.nodes):
+    if any(_changes_state(n, after) and not (random_restored and (_only_draws(n) or _local_draw(n)))
+           for n in gm.graph.nodes):
         return False
     if random_restored:
         return True
