@@ -189,6 +189,9 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             # (if it escapes the frame, each call hands out a new one, as eager does)
             vt.constructor = (cls, tuple(cargs), ckwargs)
             return vt
+    container = _stateless_container(tx, cls, args, kwargs)
+    if container is not None:
+        return container
     from ember.capture.variables.container_methods import guard_class_layout, plain_subclass
     base = plain_subclass(cls)
     if base is not None and not kwargs and len(args) <= 1:
@@ -228,6 +231,48 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if new_fn is not None:
         return construct_with_new(tx, cls, new_fn, args, kwargs)
     raise unsupported("EB0042", f"constructing a {cls.__qualname__} object inside the frame is not supported yet")
+
+
+def _stateless_container(tx, cls, args, kwargs):
+    """``nn.Sequential(...)`` / ``nn.ModuleList([...])`` / ``nn.ModuleDict({...})`` of torch's
+    stateless modules built in the frame (``nn.Sequential(nn.ReLU(), nn.Tanh())``): built now from
+    the modules the trace built, like each of them (nothing in it holds a parameter or buffer, so
+    one instance serves every call, as one stateless module does; see FrameContainerModuleVariable).
+    One with a parameter or buffer is refused as before."""
+    if cls not in (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict) or kwargs:
+        return None
+    from ember.capture.variables.objects import NNModuleVariable
+
+    def made_module(vt):
+        return isinstance(vt, NNModuleVariable) and getattr(vt, "created_in_frame", False) \
+            and vt.source is None and _no_state(vt.module)
+    if cls is torch.nn.Sequential:
+        items = list(args)
+        if not items or not all(made_module(a) for a in items):
+            return None
+        real_args = [a.module for a in items]
+    elif len(args) != 1:
+        return None
+    elif cls is torch.nn.ModuleList:
+        if not isinstance(args[0], (ListVariable, TupleVariable)) or not all(made_module(a) for a in args[0].items):
+            return None
+        real_args = [[a.module for a in args[0].items]]
+    else:
+        d = args[0]
+        if type(d).__name__ != "DictVariable" or d.dict_cls not in (dict, collections.OrderedDict) \
+                or not all(isinstance(k, str) for k in d.items) or not all(made_module(v) for v in d.items.values()):
+            return None
+        real_args = [{k: v.module for k, v in d.items.items()}]
+    with torch.random.fork_rng(devices=[]):
+        module = cls(*real_args)
+    from ember.capture.variables.new_module import FrameContainerModuleVariable
+    members = items if cls is torch.nn.Sequential else \
+        (list(args[0].items) if cls is torch.nn.ModuleList else list(args[0].items.values()))
+    return FrameContainerModuleVariable(module, dict(zip(module._modules, members)))
+
+
+def _no_state(m: torch.nn.Module) -> bool:
+    return next(m.parameters(), None) is None and next(m.buffers(), None) is None
 
 
 class NamedTupleFactory(VariableTracker):

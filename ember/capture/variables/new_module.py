@@ -102,6 +102,56 @@ class NewModuleVariable(NewObjectVariable):
         return f"{bind(plan.scope, rebuild_module, 'rebuild_module')}({bind(plan.scope, self.cls, 'cls')}, {attrs})"
 
 
+class FrameContainerModuleVariable:  # (defined below, after NNModuleVariable is importable)
+    pass
+
+
+def _frame_container_class():
+    from ember.capture.variables.objects import NNModuleVariable
+
+    class FrameContainerModuleVariable(NNModuleVariable):
+        """An ``nn.Sequential`` / ``ModuleList`` / ``ModuleDict`` of stateless torch modules built in
+        the frame (constructors.py ``_stateless_container``): the real container made while tracing
+        serves every call, so the program must not reach it or change it. Its members are the
+        trackers of the modules the frame built (each rebuilt anew if it escapes), its instance
+        dicts are read-only (``append``, ``add_module``, hooks, ``.eval()`` break the graph), and if
+        it escapes the frame the generated code builds a new container of new members."""
+
+        created_in_frame = True
+
+        def __init__(self, module, members: dict):
+            super().__init__(module, None)
+            self.members = members  # name -> tracker of the member module
+
+        def getattr(self, tx, name):
+            if name == "_modules":
+                return DictVariableRO.read_only_of(self.members.items(), "changing the submodules of a "
+                                                   f"{type(self.module).__name__} built in the frame")
+            if name in self.members and name not in type(self.module).__dict__:
+                return self.members[name]
+            value = super().getattr(tx, name)
+            if isinstance(value, DictVariableRO) and value.source is None:
+                value.read_only = f"changing the state of a {type(self.module).__name__} built in the frame"
+            return value
+
+        def module_member(self, tx, name):
+            if name in self.members:
+                return self.members[name]
+            return super().module_member(tx, name)
+
+        def reconstruct(self, plan) -> str:
+            from ember.capture.sources import bind
+            cls = bind(plan.scope, type(self.module), "module_cls")
+            parts = [plan.expr(v) for v in self.members.values()]
+            if isinstance(self.module, torch.nn.Sequential):
+                return f"{cls}({', '.join(parts)})"
+            if isinstance(self.module, torch.nn.ModuleList):
+                return f"{cls}([{', '.join(parts)}])"
+            return f"{cls}({{{', '.join(f'{k!r}: {p}' for k, p in zip(self.members, parts))}}})"
+
+    return FrameContainerModuleVariable
+
+
 def _is_parameter(vt) -> bool:
     try:
         return issubclass(vt.python_type(), torch.nn.Parameter)
@@ -279,3 +329,7 @@ def call_singledispatch(tx, fn_vt, args, kwargs):
     from ember.capture.variables.functions import UserFunctionVariable
     tx.guards.length(AttrSource(fn_vt.source, "registry"), len(fn.registry))
     return UserFunctionVariable(impl).call(tx, list(args), kwargs)
+
+
+from ember.capture.variables.containers import DictVariable as DictVariableRO  # noqa: E402
+FrameContainerModuleVariable = _frame_container_class()  # noqa: F811
