@@ -327,6 +327,11 @@ class UserMethodVariable(VariableTracker):
             return trace_function_apply(tx, self.obj, args, kwargs)
         if getattr(self.func, "fn", None) in _CONTEXT_CLONES:  # `@torch.inference_mode()` decorators
             return UserFunctionVariable(self.func.fn).call(tx, [self.obj, *args], kwargs)
+        from ember.capture.variables.optimizer_init import call_init_group, is_init_group
+        if is_init_group(getattr(self.func, "fn", None)):  # an optimizer's lazy state: made for real
+            result = call_init_group(tx, self.obj, self.func.fn, args, kwargs)
+            if result is not None:
+                return result
         return self.func.call(tx, [self.obj, *args], kwargs)
 
     def getattr(self, tx, name):
