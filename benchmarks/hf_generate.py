@@ -13,7 +13,10 @@ decoding of ``--new-tokens`` tokens for each variant:
 - ``pad`` / ``nomask``: a batch of 2 with an attention mask where the second prompt is padded
   (left padding for decoder-only models, right padding of the encoder input for encoder-decoders),
   or no attention mask at all;
-- ``dynamic`` / ``static``: the default DynamicCache, or ``cache_implementation="static"``.
+- ``dynamic`` / ``static``: the default DynamicCache, or ``cache_implementation="static"``;
+- optional tokens: ``b1`` a batch of one prompt (sizes of 1 specialise), ``beam`` beam search with
+  2 beams (the cache is reordered between calls), ``nocache`` ``use_cache=False`` (each call
+  re-reads the whole sequence). E.g. ``--variants nomask-dynamic-b1,pad-dynamic-beam``.
 
 Every variant calls ``generate()`` twice, the second time with a longer prompt (automatic dynamic:
 the prompt length and the cache length should not recompile again). The generated tokens must
@@ -36,25 +39,27 @@ from benchmarks.hf_sweep import ARCHS, _config
 DEFAULT_ARCHS = ("gpt2", "llama", "mistral", "qwen2", "opt", "gpt_neox", "bloom", "falcon", "t5", "bart",
                  "whisper")
 VARIANTS = ("pad-dynamic", "nomask-dynamic", "pad-static", "nomask-static")
+MORE_VARIANTS = ("nomask-dynamic-b1", "pad-dynamic-beam", "pad-static-beam", "pad-dynamic-nocache")
 
 
 def _prompts(kind, cfg, variant, s):
     """The generate() inputs of one call: a batch of 2, prompt length ``s``."""
     import torch
     g = torch.Generator().manual_seed(s)
-    pad = variant.startswith("pad")
+    tokens = variant.split("-")
+    pad, b = tokens[0] == "pad", 1 if "b1" in tokens else 2
     if kind == "audio_seq2seq":  # whisper: log-mel features, no mask
-        return {"input_features": torch.randn(2, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)}
-    ids = torch.randint(3, 120, (2, s), generator=g)
+        return {"input_features": torch.randn(b, cfg.num_mel_bins, 2 * cfg.max_source_positions, generator=g)}
+    ids = torch.randint(3, 120, (b, s), generator=g)
     out = {"input_ids": ids}
     if pad:
-        mask = torch.ones(2, s, dtype=torch.long)
+        mask = torch.ones(b, s, dtype=torch.long)
         if kind == "causal":  # left padding, as generate() wants for decoder-only models
-            mask[1, :2] = 0
-            ids[1, :2] = 0
+            mask[-1, :2] = 0
+            ids[-1, :2] = 0
         else:  # the encoder input is right-padded
-            mask[1, -2:] = 0
-            ids[1, -2:] = 0
+            mask[-1, -2:] = 0
+            ids[-1, -2:] = 0
         out["attention_mask"] = mask
     return out
 
@@ -62,8 +67,13 @@ def _prompts(kind, cfg, variant, s):
 def _gen_kwargs(variant, new_tokens):
     kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False, num_beams=1,
               pad_token_id=0, output_scores=True, return_dict_in_generate=True, disable_compile=True)
-    if variant.endswith("static"):
+    tokens = variant.split("-")
+    if "static" in tokens:
         kw["cache_implementation"] = "static"
+    if "beam" in tokens:
+        kw["num_beams"] = 2
+    if "nocache" in tokens:
+        kw["use_cache"] = False
     return kw
 
 
@@ -121,11 +131,16 @@ def run_one(arch, backend, variants, new_tokens=8, with_torch=True, attn="sdpa",
     cls_name, extra, kind = ARCHS[arch]
     torch.manual_seed(0)
     cfg = _config(arch, extra, attn)
-    model = getattr(transformers, cls_name)(cfg).eval()
+    try:
+        model = getattr(transformers, cls_name)(cfg).eval()
+    except ValueError:  # no sdpa for this architecture (bloom, ...): its explicit attention
+        torch.manual_seed(0)
+        cfg = _config(arch, extra, "eager")
+        model = getattr(transformers, cls_name)(cfg).eval()
     tol = 1e-3 if backend == "inductor" else 1e-4
     rows = []
     for variant in variants:
-        row = {"arch": arch, "variant": variant, "backend": backend}
+        row = {"arch": arch, "variant": variant, "backend": backend, "attn": model.config._attn_implementation}
         rows.append(row)
         if kind == "audio_seq2seq" and variant.startswith("pad"):
             row["status"] = "n/a (no text mask)"

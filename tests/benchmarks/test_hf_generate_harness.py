@@ -46,3 +46,10 @@ def test_score_diff_is_relative_and_requires_the_same_minus_infinities():
     c = [torch.tensor([[1.0, 2.0, 0.0]])]
     assert hf_generate._max_score_diff(c, a) == float("inf")
     assert hf_generate._max_score_diff(a, a + a) == float("inf")
+
+
+def test_variant_tokens_pick_batch_one_beams_and_no_cache():
+    assert hf_generate._prompts("causal", CFG, "nomask-dynamic-b1", 6)["input_ids"].shape == (1, 6)
+    kw = hf_generate._gen_kwargs("pad-static-beam", 8)
+    assert kw["num_beams"] == 2 and kw["cache_implementation"] == "static"
+    assert hf_generate._gen_kwargs("pad-dynamic-nocache", 8)["use_cache"] is False
