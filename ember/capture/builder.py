@@ -440,6 +440,14 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return UserFunctionVariable(_torch_polyfills()[value])  # e.g. grouping tensors into a dict
 
+    if isinstance(value, types.FunctionType):
+        from ember.capture.polyfills.torch_utils import function_polyfill
+        poly = function_polyfill(value)
+        if poly is not None:
+            if source is not None:
+                guards.id_match(source, value)
+            return UserFunctionVariable(poly)  # e.g. kl_divergence without its memo
+
     if isinstance(value, types.FunctionType) and value is functional_call_function():
         from ember.capture.variables.functional_call import FunctionalCallVariable
         if source is not None:

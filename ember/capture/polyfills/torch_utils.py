@@ -28,3 +28,26 @@ try:
     POLYFILLS[torch._C._group_tensors_by_device_and_dtype] = group_tensors_by_device_and_dtype
 except AttributeError:  # (a torch build without it)
     pass
+
+
+def kl_divergence(p, q):
+    """``torch.distributions.kl.kl_divergence`` without its memo: the memo only caches
+    ``_dispatch_kl`` (which reads the registry, guarded), and reading it would guard on its keys,
+    which the first call itself adds to (a recompile on the second call; torch.compile 2.13 does
+    not guard the memo either). The memo is left as it was."""
+    import torch.distributions.kl as kl
+    fun = kl._dispatch_kl(type(p), type(q))
+    if fun is NotImplemented:
+        raise NotImplementedError(
+            f"No KL(p || q) is implemented for p type {p.__class__.__name__} and q type {q.__class__.__name__}"
+        )
+    return fun(p, q)
+
+
+def function_polyfill(fn):
+    """The polyfill traced in place of the Python function ``fn``, or None."""
+    import sys
+    kl = sys.modules.get("torch.distributions.kl")
+    if kl is not None and fn is getattr(kl, "kl_divergence", None):
+        return kl_divergence
+    return None
