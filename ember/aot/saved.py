@@ -221,8 +221,11 @@ def pruned_backward(plan: SavedPlan, present: int):
         if size is None:
             ok = False
             return None
-        node = g.call_function(aten.zeros.default, (size,),
-                               {"dtype": val.dtype, "device": val.device, "pin_memory": False})
+        # (aten.full, not aten.zeros: Inductor lowers full itself, and has no lowering for zeros,
+        # which it expects decomposed: "both a fallback and a decomp for same op")
+        node = g.call_function(aten.full.default, (size, 0),
+                               {"dtype": val.dtype, "layout": torch.strided, "device": val.device,
+                                "pin_memory": False})
         node.meta["val"] = val.new_zeros(val.shape)
         zeros[z] = node
         return node

@@ -143,3 +143,20 @@ def test_pruned_backward_with_inductor():
         return (a, b), [a, b]
 
     _check(f, make, lambda out, args: out[1].sum().backward(), "inductor")
+
+
+def test_pruned_backward_with_inductor_zero_used_by_a_non_add_op():
+    # eigh's backward multiplies the eigenvector gradient (absent here: a zeros node) with v:
+    # the pruned backward's zeros must be an op Inductor lowers (aten.full, not aten.zeros)
+    pytest.importorskip("torch._inductor")
+
+    def f(a):
+        s = a @ a.mT + torch.eye(3, dtype=a.dtype)
+        w, v = torch.linalg.eigh(s)
+        return w * 2, v
+
+    def make():
+        (a,) = _leaves((3, 3))
+        return (a,), [a]
+
+    _check(f, make, lambda out, args: out[0].sum().backward(), "inductor")
