@@ -167,13 +167,22 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         made = tensor_of_scalars(tx, args[0], cls.dtype)  # torch.LongTensor([a[0], a[2]]) of NumPy scalars
         if made is not None:
             return made
+    if _legacy_tensor_class(cls) and not kwargs:
+        values = _nested_constants(args)
+        if values is not None:
+            return _legacy_tensor(tx, cls, values)
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
             cls not in (object,):
         try:
-            return wrap_constant(cls(*[a.as_constant() for a in args],
-                                     **{k: v.as_constant() for k, v in kwargs.items()}))
+            value = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as e:
             raise PythonException(e) from None  # eager raises this very exception
+        if not _same_every_call(value):
+            # a mutable object (bytearray, a storage): one made now would be the very object every
+            # call hands out, and a write through one call's would show in the next
+            raise unsupported("EB0042", f"constructing a {cls.__qualname__} object inside the frame "
+                              "(a new mutable object each call) is not supported yet")
+        return wrap_constant(value)
     if issubclass(cls, torch.nn.Module) and cls.__module__.startswith("torch.nn.modules") \
             and _constants(args) and _constants(kwargs.values()):
         # torch's own stateless modules (losses, activations) built in forward: build it now;
@@ -305,3 +314,66 @@ class NamedTupleFactory(VariableTracker):
             raise PythonException(e) from None  # eager raises this very exception
         from ember.capture.builder import wrap
         return wrap(tx, cls, None)
+
+
+# Values a constructor called on constants may make once, at trace time, and hand out on every
+# call: immutable ones, and containers whose trackers are rebuilt fresh per call (wrap_constant).
+_IMMUTABLE_TYPES = (int, float, complex, str, bytes, type(None), range, slice, type(Ellipsis),
+                    type(NotImplemented), torch.Size, torch.device, torch.dtype, torch.layout,
+                    torch.memory_format, torch.finfo, torch.iinfo, property, staticmethod, classmethod,
+                    enum.Enum, BaseException, type)
+
+
+def _same_every_call(value) -> bool:
+    if isinstance(value, _IMMUTABLE_TYPES):
+        return True
+    if type(value) in (tuple, list, set, frozenset):
+        return all(_same_every_call(v) for v in value)
+    if type(value) is dict:
+        return all(_same_every_call(k) and _same_every_call(v) for k, v in value.items())
+    return isinstance(value, (zip, map, filter, enumerate, reversed)) or type(value).__name__.endswith("iterator")
+
+
+def _legacy_tensor_class(cls) -> bool:
+    """``torch.Tensor`` or a legacy CPU tensor type (``torch.FloatTensor``, ``torch.LongTensor``)."""
+    return cls is torch.Tensor or (type(cls) is type(torch.FloatTensor) and getattr(cls, "is_cuda", True) is False)
+
+
+def _nested_constants(items):
+    """The Python values of trackers that are constants or lists/tuples of them (nested), else None."""
+    out = []
+    for v in items:
+        if isinstance(v, (ListVariable, TupleVariable)) and type(v) in (ListVariable, TupleVariable):
+            inner = _nested_constants(v.items)
+            if inner is None:
+                return None
+            out.append(inner if isinstance(v, ListVariable) else tuple(inner))
+        elif v.is_constant():
+            out.append(v.as_constant())
+        else:
+            return None
+    return out
+
+
+def _legacy_tensor(tx, cls, values):
+    """``torch.Tensor([1.0, 2.0])`` / ``torch.LongTensor(2, 3)`` on constants: a new tensor every call
+    (eager's), made by the graph as ``torch.tensor(data)`` / ``torch.empty(sizes)`` of the class's
+    dtype (``torch.Tensor``'s: the default dtype, guarded for every frame). Made once at trace time it
+    would be one tensor that every call returns, and a write to one call's shows in the next."""
+    from ember.capture.variables.torch_fn import TorchFunctionVariable
+    sizes_only = all(type(v) is int for v in values) or (len(values) == 1 and isinstance(values[0], torch.Size))
+    if not sizes_only or any(v < 0 for v in (values[0] if values and isinstance(values[0], torch.Size) else values)):
+        try:  # eager's exception for what eager refuses (ragged data, a negative size)
+            cls(*values)
+        except Exception as e:
+            raise PythonException(e) from None
+    dtype = ConstantVariable(torch.get_default_dtype() if cls is torch.Tensor else cls.dtype)
+    if len(values) == 1 and isinstance(values[0], torch.Size):
+        sizes = list(values[0])
+    elif all(type(v) is int for v in values):
+        sizes = values  # torch.Tensor() / torch.Tensor(2, 3): sizes, values uninitialised
+    elif len(values) == 1 and type(values[0]) in (list, tuple):
+        return TorchFunctionVariable(torch.tensor).call(tx, [wrap_constant(values[0])], {"dtype": dtype})
+    else:
+        raise unsupported("EB0042", f"{cls.__name__}({', '.join(type(v).__name__ for v in values)}) inside the frame")
+    return TorchFunctionVariable(torch.empty).call(tx, [ConstantVariable(tuple(sizes))], {"dtype": dtype})
