@@ -65,6 +65,9 @@ def callee_position(stack: list, consumed: int) -> int:
     return base if isinstance(stack[base + 1], NullVariable) else base + 1
 # (every direction and version arrives under these names: ember.bytecode.normalize)
 _BRANCHES = ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE")
+# 3.11's `a and b` / `a or b` used as a value: the jump keeps the tested value on the stack, the
+# fallthrough pops it (3.12 spells these with COPY and POP_JUMP_IF_*)
+_OR_POP_BRANCHES = {"JUMP_IF_FALSE_OR_POP": "POP_JUMP_IF_FALSE", "JUMP_IF_TRUE_OR_POP": "POP_JUMP_IF_TRUE"}
 
 
 _READS_ALL_LOCALS = frozenset({"locals", "vars", "dir"})
@@ -103,7 +106,8 @@ _NOT_RESUMABLE = frozenset({"RESUME", "PRECALL", "KW_NAMES", "PUSH_NULL", "EXTEN
 
 def eager_here(opname: str) -> bool:
     """A break at ``opname`` runs the rest of the frame eagerly, starting with that instruction."""
-    return opname not in _CALLS and opname not in _BRANCHES and opname not in _VALUE_OPS \
+    return opname not in _CALLS and opname not in _BRANCHES and opname not in _OR_POP_BRANCHES \
+        and opname not in _VALUE_OPS \
         and opname not in _STORE_OPS
 
 
@@ -452,7 +456,9 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
 
     arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
-    temps = [f"___after{p}" for p in range(base, depth_after)]
+    # (a JUMP_IF_*_OR_POP's jump goes on with one item more: the value it tested)
+    depth_taken = depth_after + (1 if bp.opname in _OR_POP_BRANCHES else 0)
+    temps = [f"___after{p}" for p in range(base, depth_taken)]
     live_args = [n for n in live_here if n not in arg_names]
     exc_args = ["___exc"] if handling_exception else []
     varnames = arg_names + live_args + exc_args + temps
@@ -491,18 +497,19 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     # them after the breaking instruction, the resume function's prologue enters them again.
     reenter = tuple(p for p in range(remaining) if reentered_at_resume(stack[p]))
 
-    def continue_at(offset: int) -> list:
+    def continue_at(offset: int, depth_next: int = depth_after) -> list:
         live_next = [n for n in resumes.live_at(offset) if n in bound]
-        resume_fn, rc = resumes.resume(offset, depth_after, live_next, tuple(lower_nulls), eager_rest,
+        resume_fn, rc = resumes.resume(offset, depth_next, live_next, tuple(lower_nulls), eager_rest,
                                        reenter=reenter)
-        out = [create_instruction("STORE_FAST", argval=t) for t in reversed(temps)]
+        stored = temps[:depth_next - base]
+        out = [create_instruction("STORE_FAST", argval=t) for t in reversed(stored)]
         if reenter:
             held = [f"___after{p}" if p >= base else f"___stack{p}" for p in reversed(reenter)]
             out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=leave_blocks)])
             out += [create_instruction("LOAD_FAST", argval=n) for n in held]
             out += versions.call(len(held)) + [create_instruction("POP_TOP")]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
-        out += _load_arguments(rc, passed_through + temps)
+        out += _load_arguments(rc, passed_through + stored)
         out += versions.call(len(rc.argnames))
         out += versions.return_value()
         return out
@@ -527,6 +534,15 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         if after_store is not None:
             ins.append(create_instruction("POP_TOP"))
         ins += continue_at(after_offsets[0] if after_store is None else after_store)
+    elif bp.opname in _OR_POP_BRANCHES:
+        # the jump keeps the value: a copy is tested, the fallthrough pops the original
+        taken = continue_at(after_offsets[1], depth_taken)
+        breaking = [create_instruction("COPY", arg=1)] + versions.conditional_jump(_OR_POP_BRANCHES[bp.opname],
+                                                                                    taken[0])
+        ins += breaking
+        ins.append(create_instruction("POP_TOP"))
+        ins += continue_at(after_offsets[0])
+        ins += taken
     else:
         taken = continue_at(after_offsets[1])
         generic = bp.opname.replace("_FORWARD", "").replace("_BACKWARD", "")

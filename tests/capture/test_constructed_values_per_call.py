@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from ember_test_helpers import CompileCounter, check_raises_same, check_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, check_raises_same, check_same, compile
 
 
 
@@ -23,7 +23,8 @@ from ember_test_helpers import CompileCounter, check_raises_same, check_same, co
     lambda: torch.LongTensor([1, 2]),
     lambda: torch.DoubleTensor((3, 4)),
     lambda: torch.Tensor(2).fill_(1.0),
-    lambda: torch.Tensor(torch.Size([2])).fill_(2.0),
+    pytest.param(lambda: torch.Tensor(torch.Size([2])).fill_(2.0), marks=pytest.mark.skipif(
+        REFERENCE, reason="torch.compile 2.13 makes torch.Tensor(torch.Size([2])) a 1-element tensor")),
 ], ids=["Tensor-data", "FloatTensor", "LongTensor", "DoubleTensor-tuple", "Tensor-size", "Tensor-Size"])
 def test_legacy_tensor_constructor_is_new_every_call(make):
     def fn(x):
@@ -42,6 +43,7 @@ def test_legacy_tensor_constructor_is_new_every_call(make):
     assert again[1].dtype == expected[1].dtype
 
 
+@pytest.mark.skipif(REFERENCE, reason="ember's graph spells the constructor torch.tensor")
 def test_legacy_tensor_constructor_in_graph():
     def fn(x):
         return x * torch.Tensor([[1.0, 2.0], [3.0, 4.0]]) + torch.LongTensor([1, 2])
@@ -67,6 +69,7 @@ def test_legacy_tensor_constructor_under_default_dtype():
     torch.testing.assert_close(out, expected)
 
 
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 raises TorchRuntimeError, not eager's ValueError")
 def test_legacy_tensor_constructor_error_is_eagers():
     def fn(x):
         return x + torch.Tensor([[1.0], [2.0, 3.0]])
