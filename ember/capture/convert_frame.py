@@ -349,6 +349,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 ret_expr = plan.expr(result)
             effect_lines = side_effects.codegen(plan, guards.scope)
             assumed = output_checks(output, plan)  # (capture/assumptions.py: tested after the graph)
+            branch_graph = _branch_on_input_tensor(tx.reached_break, output, plan)
             gm, example_inputs, input_sources = output.finish(plan.output_nodes)
     except Unsupported as e:
         if break_at is not None and not isinstance(e, _NotBreakable):
@@ -365,7 +366,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
     compiled = None
     if assumed is not None and not output.has_compute():  # (no graph, nothing to test the check after)
         raise _NotBreakable("a data-dependent check on an input with no graph to test it after", id="EB0016")
-    if output.has_compute():
+    if output.has_compute() or branch_graph:
         trace_hooks.output_graph(gm)
         with metrics.timed("backend"):
             autocast_before = _autocast_states(("cpu", "cuda"))
@@ -577,6 +578,21 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         current = tx.current_exception_vt
         args.append(plan.expr(current) if current is not None else "None")
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
+
+
+def _branch_on_input_tensor(bp, output, plan) -> bool:
+    """A graph break at a branch on a tensor the frame received (``if flag:``, ``flag and x``) with
+    no graph before it: torch.compile still compiles a graph there, one that returns the tensor
+    tested, so its backend sees (and its CompileCounter counts) one more frame; ember does the same."""
+    from ember.capture.graph_break import _BRANCHES, _OR_POP_BRANCHES
+    if bp is None or (bp.opname not in _BRANCHES and bp.opname not in _OR_POP_BRANCHES) or output.has_compute():
+        return False
+    tested = bp.stack[-1] if bp.stack else None
+    if not isinstance(tested, TensorVariable) or getattr(tested, "node", None) is None \
+            or tested.node.op != "placeholder":
+        return False
+    plan._out(tested.node)
+    return True
 
 
 def _passed_cell(cell, name, free: bool = False):
