@@ -369,6 +369,13 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.constant_match(AttrSource(source, "prior"), value.prior)
         return GradModeExitVariable(value.prior, source)
 
+    from ember.capture.variables.sdpa_kernels import SdpaExit, SdpaExitVariable
+    if type(value) is SdpaExit:
+        if source is not None:
+            guards.type_match(source, value)
+            guards.constant_match(AttrSource(source, "prior"), value.prior)
+        return SdpaExitVariable(value, source)
+
     from ember.capture.variables.inference_breaks import InferenceBlock
     if type(value) is InferenceBlock:  # handed to a resume function, whose prologue enters it
         from ember.capture.variables.ctx_managers import InferenceModeVariable

@@ -606,5 +606,6 @@ def _is_with_exit(value) -> bool:
     from ember.capture.graph_break import GradModeExit
     from ember.capture.variables.autocast_breaks import AutocastExit
     from ember.capture.variables.inference_breaks import InferenceBlock
-    return isinstance(value, (GradModeExit, AutocastExit, InferenceBlock)) or (
+    from ember.capture.variables.sdpa_kernels import SdpaExit
+    return isinstance(value, (GradModeExit, AutocastExit, InferenceBlock, SdpaExit)) or (
         isinstance(value, (types.MethodType, types.BuiltinMethodType)) and value.__name__ == "__exit__")

@@ -38,7 +38,7 @@ from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
 from ember.capture.variables.inference_breaks import finish_inference
-from ember.capture.variables import saved_hooks
+from ember.capture.variables import saved_hooks, sdpa_kernels
 from ember.capture.variables.global_flags import restore_flags
 from ember.capture.variables.script_objects import hidden_script_objects
 from ember.capture.variables.base import ConstantVariable, LazyGuardedConstant, VariableTracker, unsupported
@@ -339,6 +339,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                 raise _NotBreakable("graph break inside an autocast block entered another way", id="EB0013")
             after_graph = finish_autocast(output, tx.reached_break is not None)
             saved_hooks.finish(output, side_effects)
+            sdpa_kernels.finish(output, side_effects)
             plan = _ReturnPlan(guards.scope)
             plan.at_break = tx.reached_break is not None
             side_effects.register_hooks(plan)  # (tensor hooks: registered first, in program order)

@@ -194,8 +194,9 @@ def enter_with(tx, ctx):
     from ember.capture.variables.grad_modes import AutocastVariable, GradModeVariable
     from ember.capture.variables.objects import MissingAttribute
     from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
+    from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
-                        CatchWarningsVariable, DisableSavedHooksVariable)):
+                        CatchWarningsVariable, DisableSavedHooksVariable, SdpaKernelVariable)):
         return _WithExit(ctx), _Enter(ctx)
     from ember.capture.variables.tensor import TensorVariable
     if isinstance(ctx, TensorVariable) or ctx.is_constant():
@@ -282,6 +283,9 @@ class _WithExit(VariableTracker):
         from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
         if isinstance(self.ctx, DisableSavedHooksVariable):
             return bind(plan.scope, self.ctx.exit_at_break(), "saved_hooks_exit")
+        from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
+        if isinstance(self.ctx, SdpaKernelVariable):
+            return bind(plan.scope, self.ctx.exit_at_break(), "sdpa_exit")
         if isinstance(self.ctx, InferenceModeVariable):  # entered for real until the residual leaves it
             from ember.capture.variables.inference_breaks import entered_block
             return f"{bind(plan.scope, entered_block, 'inference_block')}({self.ctx.mode!r})"

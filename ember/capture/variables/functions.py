@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 import inspect
 import types
 
@@ -151,6 +152,9 @@ class UserFunctionVariable(VariableTracker):
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
         if self.fn in WARNING_FILTER_FUNCTIONS:
             return call_warning_filter(tx, self.fn)
+        if self.fn is _sdpa_kernel_fn():
+            from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
+            return SdpaKernelVariable.create(tx, args, kwargs)
         if self.fn is torch.autograd.graph.disable_saved_tensors_hooks:
             from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
             return DisableSavedHooksVariable.create(tx, args, kwargs)
@@ -340,6 +344,11 @@ class UserMethodVariable(VariableTracker):
         if name == "__func__":
             return self.func
         return self.func.getattr(tx, name)
+
+
+def _sdpa_kernel_fn():
+    attention = sys.modules.get("torch.nn.attention")
+    return getattr(attention, "sdpa_kernel", None) if attention is not None else None
 
 
 def _context_clones():
