@@ -224,3 +224,29 @@ def test_grad_mode_changed_inside_the_block_runs_eagerly():
         actual, log_c, _ = _run(compiled, x)
         assert_same(actual, expected)
         assert log_c == log_e
+
+
+def test_contextmanager_holding_an_inference_block_with_a_break_inside():
+    # (the generator suspended inside its inference block is not handed over: the frame runs
+    # eagerly, with eager's answers and state)
+    import contextlib
+
+    @contextlib.contextmanager
+    def cm():
+        with torch.inference_mode():
+            yield
+
+    def fn(x):
+        y = x * 2
+        with cm():
+            z = y + 1
+            _brk()
+            w = z * 3
+        return w + x, torch.is_inference_mode_enabled()
+    compiled = ember.compile(fn, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3, requires_grad=True)
+        expected, log_e, state_e = _run(fn, x)
+        actual, log_c, state_c = _run(compiled, x)
+        assert_same(actual, expected)
+        assert log_c == log_e and state_c == state_e == (False, True)

@@ -118,6 +118,9 @@ def rebuild_suspended(gen, plan) -> str | None:
     live_here = live_at[find_offset(instructions, gen.yield_inst.offset)]
     live = tuple(n for n in code.co_varnames if n in live_here and n in child.locals)
     stack = list(child.stack)
+    from ember.capture.variables.inference_breaks import reentered_at_resume
+    if any(reentered_at_resume(v) for v in stack):
+        return None  # (an inference-mode block open in the generator: not handed over)
     nulls = tuple(p for p, v in enumerate(stack) if isinstance(v, NullVariable))
     rc = _resume_code(code, gen.yield_inst.offset, len(stack) + 1, live, nulls)
     if rc is None:
