@@ -237,11 +237,12 @@ def _bakes_in_symbols(backend, gm, compiled) -> bool:
     return False
 
 
-def _own_backend(backend) -> bool:
-    """Whether ``backend`` is one of ember's (registered by name, or made by ember.backends)."""
+def _program_backend(backend) -> bool:
+    """Whether ``backend`` is the program's own: neither one of ember's (registered by name, or
+    made by ember.backends) nor one of torch's (its backends, wrappers and test counters)."""
     fn = backend.func if isinstance(backend, functools.partial) else backend
-    module = getattr(fn, "__module__", None) or type(fn).__module__ or ""
-    return module.startswith("ember.") or type(fn).__module__.startswith("ember.")
+    modules = (getattr(fn, "__module__", None) or "", type(fn).__module__ or "")
+    return not any(m.startswith(("ember.", "torch.")) or m in ("ember", "torch") for m in modules)
 
 
 def _autocast_states(devices: tuple) -> list:
@@ -380,10 +381,11 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
                     raise
                 failed = BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
                                                f"{type(e).__name__}: {e}")
-                if not isinstance(e, InjectedFault) and not _own_backend(backend):
+                if not isinstance(e, InjectedFault) and _program_backend(backend):
                     # the program's own backend raised: the error goes to the caller, as
                     # torch.compile raises BackendCompilerFailed (with or without fullgraph); one of
-                    # ember's backends failing is an internal error (the frame runs eagerly)
+                    # ember's backends (or torch's, given ember's graph) failing is an internal
+                    # error (the frame runs eagerly)
                     failed.ember_raise_to_caller = True
                 raise failed from e
             finally:

@@ -44,3 +44,16 @@ def test_backend_error_under_fullgraph_with_break_is_unsupported():
     compiled = ember.compile(break_first, backend=raising_backend, fullgraph=True)
     with pytest.raises(ember.Unsupported):
         compiled(torch.randn(3))
+
+
+def test_torch_backend_failing_on_embers_graph_runs_eagerly():
+    # one of torch's backends (here one standing for it) failing on ember's graph is ember's
+    # problem, not the program's: the frame runs eagerly with one warning
+    def torch_side_backend(gm, example_inputs):
+        raise ValueError("torch backend boom")
+    torch_side_backend.__module__ = "torch._dynamo.backends.standin"
+    compiled = ember.compile(one_graph, backend=torch_side_backend)
+    x = torch.randn(3)
+    with ember.config.patch(strict=False), pytest.warns(UserWarning, match="torch backend boom"):
+        out = compiled(x)
+    torch.testing.assert_close(out, one_graph(x))
