@@ -160,6 +160,15 @@ def boxed(compiled: Callable) -> Callable[[list], Any]:
     return call
 
 
+def restrided(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A view of ``base``'s storage with ``like``'s dtype, sizes, strides and offset. Strides and
+    offset count elements of ``like``'s dtype: a base of another dtype (``like`` made by
+    ``view_as_real``, ``view_as_complex``, ``.view(dtype)``) is viewed as that dtype first."""
+    if base.dtype != like.dtype:
+        base = base.view(like.dtype)
+    return base.as_strided(like.size(), like.stride(), like.storage_offset())
+
+
 def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:
     out = None
     if info.view_metas is not None:
@@ -174,9 +183,7 @@ def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:
         except RuntimeError:
             out = None
     if out is None:
-        out = base.as_strided(target.size(), target.stride(), target.storage_offset())
-        if out.dtype != target.dtype:
-            out = out.view(target.dtype)
+        out = restrided(base, target)
     if base.requires_grad and not info.requires_grad:
         out = out.detach()
     elif not base.requires_grad and info.requires_grad:
@@ -372,7 +379,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             # storage must see the program's in-place changes to it (see ember.aot.saved)
             s, r = saved[k], returns[i]
             if s is not None and s.untyped_storage().data_ptr() == r.untyped_storage().data_ptr():
-                saved[k] = r.detach().as_strided(s.size(), s.stride(), s.storage_offset())
+                saved[k] = restrided(r.detach(), s)
         # (under saved-tensor hooks, e.g. activation checkpointing or offloading, every tensor goes
         # through save_for_backward: the hooks must see them all)
         ctx.deferred_mode = bool(deferred) and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
