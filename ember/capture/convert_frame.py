@@ -32,7 +32,7 @@ from ember.capture.entry_guards import _guard_block, _shape_guard_names
 from ember.capture.callees import _compiled_callee, _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
 from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _with_attrs, _with_kwdefaults
-from ember.capture.interpreter import Translator
+from ember.capture.interpreter import Translator, release_trace
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
@@ -273,6 +273,15 @@ class _NotBreakable(Unsupported):
 
 
 def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=None) -> CacheEntry:
+    made: list = []  # the root translator, once made
+    try:
+        return _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes, made)
+    finally:
+        if made:
+            release_trace(made[0])
+
+
+def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes, made: list) -> CacheEntry:
     code = fn.__code__
     # a ShapeEnv for symbolic sizes, or for the unbacked symbols of data-dependent values
     fake = FakeContext(static_shapes=(sizes is None or not sizes.symbolic) and not data_dependent_capture())
@@ -296,6 +305,7 @@ def _capture(fn, bound, backend, label, break_at, resumes, handled=None, sizes=N
         cells[name] = RealCellVariable(cell, CellContentsSource(fn_source, i, name))
     side_effects = SideEffects()
     tx = Translator(code, fn.__globals__, {}, cells, output, guards, side_effects=side_effects)
+    made.append(tx)
     guards.set_locator(Locator(tx))  # each guard records the traced line that made it (capture/provenance.py)
     if fake.shape_env is not None:
         fake.shape_env.ember_locate = guards.locate

@@ -187,3 +187,51 @@ def test_local_function_compiled_again_reuses_its_code_while_it_lives():
     for _ in range(3):
         assert torch.equal(ember.compile(f, backend=backend)(x), f(x))  # wrapper dropped each time
     assert len(counter) == 1
+
+
+def test_optimizer_state_and_grads_freed_without_a_gc_pass():
+    """An optimizer step compiled inside a step function (upstream test_grad_references_cleared /
+    test_optim_state_references_cleared): its trace wrapped the param groups, the grads and the
+    state through lazy trackers that refer back to their translator; once the trace is over they
+    hold nothing, so zero_grad(set_to_none=True) frees the grad and dropping the optimizer frees
+    its state, with the garbage collector off."""
+    gc.disable()
+    try:
+        model = torch.nn.Linear(64, 64, bias=False)
+        opt = torch.optim.Adadelta(model.parameters(), lr=0.01)
+
+        def opt_step():
+            opt.step()
+        step = compile(opt_step, backend="eager")
+        for _ in range(2):
+            opt.zero_grad(True)
+            model(torch.ones(64)).sum().backward()
+            step()
+        grad = weakref.ref(model.weight.grad)
+        state = weakref.ref(opt.state[model.weight]["square_avg"])
+        opt.zero_grad(True)
+        assert grad() is None
+        del opt, step, opt_step
+        assert state() is None
+    finally:
+        gc.enable()
+
+
+def test_inputs_of_a_frame_with_a_graph_break_freed_without_a_gc_pass(capsys):
+    def f(xs, m):
+        y = m(xs[0]).relu()
+        sums = [t.sum() for t in xs]
+        print("break")
+        return y + xs[1] * len(sums)
+    gc.disable()
+    try:
+        m = _Scaled()
+        xs = [torch.rand(2, 4), torch.rand(2, 4)]
+        expected = f(xs, m)
+        got = compile(f, backend="aot_eager")(xs, m)
+        assert torch.allclose(got, expected)
+        refs = [weakref.ref(t) for t in xs] + [weakref.ref(m), weakref.ref(m.lin.weight)]
+        del xs, m, got, expected
+        assert [r() for r in refs] == [None] * len(refs)
+    finally:
+        gc.enable()
