@@ -427,6 +427,7 @@ class FrameCache:
                 self.sizes.static_only = f"{type(e).__name__}: {e}"
             log_recompiles.info("%s: the trace with symbolic sizes failed (%s: %s); tracing with static "
                                 "shapes", self.label, type(e).__name__, e)
+            without_tracebacks(e)  # (handled: its frames, which hold the arguments, can go)
         self.sizes.symbolic = False
         return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                        self.offset_map, self.sizes)
@@ -445,6 +446,7 @@ class FrameCache:
                 raise
             log_recompiles.info("%s: %s: %s; tracing again with float arguments as constants",
                                 self.label, type(e).__name__, e)
+            without_tracebacks(e)
         self.sizes.floats = False
         return capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,
                        self.offset_map, self.sizes)
@@ -455,6 +457,7 @@ class FrameCache:
         if self.fullgraph or self.sizes.relaxed_marks:
             raise violation
         self.sizes.relaxed_marks = True
+        without_tracebacks(violation)
         self.sizes.begin(bound)
         try:
             entry = capture(self.fn, bound, self.backend, self.label, self.resumes, self.fullgraph,

@@ -99,50 +99,64 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
         return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     except Unsupported as e:
         first = e
-    e = _restarted(first) or first
-    for attempt in range(_MAX_RESTARTS + 1):
-        offset = getattr(e, "top_offset", None)
-        if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable) \
-                or getattr(e, "whole_frame", False):
-            raise e
-        if resumes.fn is not fn and (offset_map is None or offset not in offset_map):
-            raise e
-        why_not = breakable(fn.__code__, offset, e.top_opname)
-        if why_not is not None:
-            e.reason = f"{e.reason} (and no graph break: {why_not})"
-            e.args = (e._message(),)
-            raise e
-        if not getattr(e, "per_call", False) and loops_back(fn.__code__, offset, e.top_opname):
-            # As torch.compile: a break inside a loop skips the frame (it runs as it is, every
-            # iteration), and the functions it calls are compiled (eager_frames.py).
-            e.reason = f"{e.reason} (inside a loop: the frame runs as it is, the functions it calls compiled)"
-            e.args = (e._message(),)
-            e.skip_frame = True
-            raise e
-        trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
-        try:
-            entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
-        except _NotBreakable as refused:
-            if _restarted(refused, e) is not None and not getattr(e, "per_call", False):
-                # A half-run generator live across the break (a break inside its body included):
-                # as torch.compile, the frame runs as it is, the functions it calls compiled.
-                e.reason = f"{e.reason} (a suspended generator is live across the break: the frame runs " \
-                           "as it is, the functions it calls compiled)"
+    try:
+        return _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes, handled,
+                             _restarted(first) or first)
+    finally:
+        # The failure's traceback holds this frame, whose local holds the failure: a reference
+        # cycle that would keep the arguments (``bound``) alive until a gc pass.
+        first = None
+
+
+def _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes, handled, e):
+    """The first trace failed with ``e``: trace again with a graph break where it failed."""
+    try:
+        for attempt in range(_MAX_RESTARTS + 1):
+            offset = getattr(e, "top_offset", None)
+            if fullgraph or resumes is None or offset is None or isinstance(e, _NotBreakable) \
+                    or getattr(e, "whole_frame", False):
+                raise e
+            if resumes.fn is not fn and (offset_map is None or offset not in offset_map):
+                raise e
+            why_not = breakable(fn.__code__, offset, e.top_opname)
+            if why_not is not None:
+                e.reason = f"{e.reason} (and no graph break: {why_not})"
+                e.args = (e._message(),)
+                raise e
+            if not getattr(e, "per_call", False) and loops_back(fn.__code__, offset, e.top_opname):
+                # As torch.compile: a break inside a loop skips the frame (it runs as it is, every
+                # iteration), and the functions it calls are compiled (eager_frames.py).
+                e.reason = f"{e.reason} (inside a loop: the frame runs as it is, the functions it calls compiled)"
                 e.args = (e._message(),)
                 e.skip_frame = True
+                raise e
+            trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
+            try:
+                entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
+            except _NotBreakable as refused:
+                if _restarted(refused, e) is not None and not getattr(e, "per_call", False):
+                    # A half-run generator live across the break (a break inside its body included):
+                    # as torch.compile, the frame runs as it is, the functions it calls compiled.
+                    e.reason = f"{e.reason} (a suspended generator is live across the break: the frame runs " \
+                               "as it is, the functions it calls compiled)"
+                    e.args = (e._message(),)
+                    e.skip_frame = True
+                    raise e from None
+                restart = _restarted(refused, e) if attempt < _MAX_RESTARTS else None
+                if restart is not None and restart.top_offset != offset:
+                    without_tracebacks(refused)
+                    e = restart
+                    continue
+                # Report the instruction that could not be traced (with its location), and why the
+                # frame could not break there instead.
+                e.reason = f"{e.reason} (and no graph break: {refused.reason})"
+                e.args = (e._message(),)
                 raise e from None
-            restart = _restarted(refused, e) if attempt < _MAX_RESTARTS else None
-            if restart is not None and restart.top_offset != offset:
-                e = restart
-                continue
-            # Report the instruction that could not be traced (with its location), and why the
-            # frame could not break there instead.
-            e.reason = f"{e.reason} (and no graph break: {refused.reason})"
-            e.args = (e._message(),)
-            raise e from None
-        metrics.bump("graph_breaks")
-        entry.break_reason = without_tracebacks(e)
-        return entry
+            metrics.bump("graph_breaks")
+            entry.break_reason = without_tracebacks(e)
+            return entry
+    finally:
+        e = restart = None  # (as in capture: a failure raised from here holds this frame in its traceback)
     raise AssertionError("unreachable")
 
 

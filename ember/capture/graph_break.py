@@ -380,6 +380,16 @@ def _load_arguments(rc, stack_values: list[str]) -> list:
     return [create_instruction("LOAD_FAST", argval=by_param.get(p, p)) for p in rc.argnames]
 
 
+def _drop_after_loading(loads: list) -> list:
+    """``DELETE_FAST`` of the residual's locals ``loads`` pushed (once each), before its tail call:
+    the residual's frame lives as long as the resume function it calls, and would keep alive what
+    eager frees meanwhile (an intermediate passed on the stack, a local the rest rebinds, an
+    exception whose traceback holds this frame: a reference cycle)."""
+    names = dict.fromkeys(i.argval for i in loads if i.opname == "LOAD_FAST"
+                          and i.argval not in ("___exc", "___exc_before"))
+    return [create_instruction("DELETE_FAST", argval=n) for n in names]
+
+
 def _current_exception():
     return sys.exc_info()[1]
 
@@ -476,7 +486,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         nulls = tuple(p for p in range(depth) if isinstance(stack[p], NullVariable))
         resume_fn, rc = resumes.resume(bp.offset, depth, live_here, nulls, eager=True)
         ins += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
-        ins += _load_arguments(rc, [stack_value(p) for p in arg_positions])
+        loads = _load_arguments(rc, [stack_value(p) for p in arg_positions])
+        ins += loads + _drop_after_loading(loads)
         ins += versions.call(len(rc.argnames)) + versions.return_value()
         varnames = arg_names + live_args
         handler = None
@@ -486,11 +497,13 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         ins += versions.call(0)
         ins += [create_instruction("STORE_FAST", argval="___exc_before"),
                 create_instruction("LOAD_FAST", argval="___exc"), create_instruction("POP_EXCEPT")]
+    operands = []
     for p in (range(base, depth) if not eager_here(bp.opname) else ()):
         if isinstance(stack[p], NullVariable):
-            ins.append(create_instruction("PUSH_NULL"))
+            operands.append(create_instruction("PUSH_NULL"))
         else:
-            ins.append(create_instruction("LOAD_FAST", argval=stack_value(p)))
+            operands.append(create_instruction("LOAD_FAST", argval=stack_value(p)))
+    ins += operands + _drop_after_loading(operands)  # (the breaking instruction's: consumed by it)
     passed_through = [stack_value(p) for p in range(base) if not isinstance(stack[p], NullVariable)]
 
     # Inference-mode blocks open at the break (variables/inference_breaks.py): the residual leaves
@@ -509,7 +522,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             out += [create_instruction("LOAD_FAST", argval=n) for n in held]
             out += versions.call(len(held)) + [create_instruction("POP_TOP")]
         out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_fn)])
-        out += _load_arguments(rc, passed_through + stored)
+        loads = _load_arguments(rc, passed_through + stored)
+        out += loads + _drop_after_loading(loads)
         out += versions.call(len(rc.argnames))
         out += versions.return_value()
         return out
@@ -579,7 +593,8 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
             block += [create_instruction("LOAD_CONST", argval=at // 2 if at is not None else -1),
                       create_instruction("STORE_FAST", argval=h_temps[handler.depth - len(below)])]
         block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=resume_handler)])
-        block += _load_arguments(rc_handler, below + h_temps)
+        loads = _load_arguments(rc_handler, below + h_temps)
+        block += loads + _drop_after_loading(loads)
         block += versions.call(len(rc_handler.argnames))
         block += versions.return_value()
         entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=unwound,

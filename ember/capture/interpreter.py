@@ -633,15 +633,12 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
                 raise unsupported("EB0011", f"raise ... from {args[1].describe()}")
             value.__cause__ = cause
             value.__suppress_context__ = True
-        failure = PythonException(value)
         init = next((k.__dict__["__init__"] for k in type(value).__mro__ if "__init__" in k.__dict__), None)
-        if isinstance(init, types.FunctionType):
-            # The program's own `raise` of an exception class with a Python __init__: run again
-            # eagerly, it raises again; torch.compile breaks the graph at making such an exception
-            # (the graph keeps what came before). One made by a builtin __init__: the frame runs
-            # eagerly, as torch.compile skips it.
-            failure.replayable = True
-        raise failure
+        # The program's own `raise` of an exception class with a Python __init__: run again
+        # eagerly, it raises again; torch.compile breaks the graph at making such an exception
+        # (the graph keeps what came before). One made by a builtin __init__: the frame runs
+        # eagerly, as torch.compile skips it. (Raised without a local naming it: see _raised.)
+        raise _raised(PythonException(value), replayable=isinstance(init, types.FunctionType))
 
     def WITH_EXCEPT_START(self, inst):
         # stack: [__exit__, lasti, previous exception, exception]
@@ -700,6 +697,16 @@ class _CellHolder(VariableTracker):
     def __init__(self, cell, source=None):
         # A resume function's cell arrives as an argument (a new one per call): name it by source.
         self.source = source if source is not None else ConstSource(cell, "<cell>")
+
+
+def _raised(failure: BaseException, **attributes) -> BaseException:
+    """``failure`` with ``attributes`` set, to raise: a handler that binds the exception it raises
+    to a local makes a reference cycle (its traceback holds the frame, the frame the exception)
+    that keeps the trace's frames, and the arguments they hold, alive until a gc pass."""
+    for name, value in attributes.items():
+        if value:
+            setattr(failure, name, value)
+    return failure
 
 
 def _handling_no_exception() -> bool:

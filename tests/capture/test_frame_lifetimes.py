@@ -235,3 +235,51 @@ def test_inputs_of_a_frame_with_a_graph_break_freed_without_a_gc_pass(capsys):
         assert [r() for r in refs] == [None] * len(refs)
     finally:
         gc.enable()
+
+
+_SEEN: list = []
+
+
+def _caught_error_at_a_break(x, y):
+    t = y * 1
+    try:
+        t = y.view(7, 5)  # raises (4 elements): a break, its residual catches it for the handler
+    except RuntimeError as e:
+        _SEEN.append(type(e).__name__)
+        t = t + 1
+    return t + x
+
+
+def _raises_at_the_end(x, y, n):
+    z = (x * y).sin()
+    if n > 1:
+        raise ValueError("n " + str(n))
+    return z
+
+
+def test_inputs_freed_without_a_gc_pass_when_exceptions_were_raised():
+    """Exceptions raised while tracing and compiling (the program's own, caught or not; a failed
+    first trace before a break) hold their frames in their tracebacks: none of them stays in a
+    reference cycle with a frame that holds the call's arguments."""
+    warm = compile(_add)
+    warm(torch.rand(2))  # (the first compile's lazy imports)
+    cases = [(_caught_error_at_a_break, lambda: (torch.rand(4), torch.rand(4))),
+             (_raises_at_the_end, lambda: (torch.rand(3), torch.rand(3), 1)),
+             (_raises_at_the_end, lambda: (torch.rand(3), torch.rand(3), 2))]
+    for fn, make in cases:
+        ember.reset()
+        cfn = compile(fn, backend="aot_eager")
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(2):
+                args = make()
+                refs = [weakref.ref(a) for a in args if isinstance(a, torch.Tensor)]
+                try:
+                    cfn(*args)
+                except ValueError:
+                    pass
+                del args
+                assert [r() for r in refs] == [None] * len(refs), fn.__name__
+        finally:
+            gc.enable()
