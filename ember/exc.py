@@ -109,6 +109,11 @@ class PythonException(Unsupported):
 
     def __init__(self, exc: BaseException | type, reason: str | None = None):
         self.exc = exc
+        if isinstance(exc, BaseException):
+            # Raised by an operation the trace ran (``1 / 0``, ``d[k]``), its traceback holds the
+            # trace's own frames, and through them the call's arguments; the program may keep the
+            # exception (``except E as e: self.err = e``), and the entry its constant: drop them.
+            without_tracebacks(exc)
         name = exc.__name__ if isinstance(exc, type) else type(exc).__name__
         super().__init__(reason or f"uncaught {name}: {exc}")
 

@@ -686,6 +686,7 @@ def release_trace(root: "Translator") -> None:
                 state[name] = type(value)()
     for t in translators:
         t.result = t.yield_value = t.current_exception_vt = t.current_exception = None
+        t.reached_break = None  # (its stack of trackers; capture took what it needed)
 
 
 _CONTAINERS = (dict, list, set)
