@@ -597,9 +597,21 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         block += loads + _drop_after_loading(loads)
         block += versions.call(len(rc_handler.argnames))
         block += versions.return_value()
-        entry = ExnTabEntry(start=breaking[0], end=breaking[-1], target=block[0], depth=unwound,
+        covered = list(breaking)
+        if sys.version_info >= (3, 13):
+            # 3.13.0 may look the handler up one code unit off the CALL whose callee raised (before
+            # or after it, depending on how the call was made): like CPython's own tables, which
+            # cover the whole statement, the range takes the instruction before the breaking one
+            # and the one after (loads and stores of locals, which cannot raise themselves).
+            first = next(i for i, instr in enumerate(ins) if instr is breaking[0])
+            last = next(i for i, instr in enumerate(ins) if instr is breaking[-1])
+            if first > 0 and ins[first - 1].opname != "RESUME":
+                covered.insert(0, ins[first - 1])
+            if last + 1 < len(ins):
+                covered.append(ins[last + 1])
+        entry = ExnTabEntry(start=covered[0], end=covered[-1], target=block[0], depth=unwound,
                             lasti=handler.lasti)
-        for instr in breaking:
+        for instr in covered:
             instr.exn_tab_entry = entry
         ins += block
     if handling_exception:
