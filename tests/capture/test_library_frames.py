@@ -95,10 +95,10 @@ def test_optimizer_step_frames_compiled_as_torch_compiles_them(backend):
     # compiles them: the forward and loss, then the update twice (before and after the momentum
     # buffers exist: one recompile). torch.compile 2.13 gives the same 3 graphs, 1 recompile.
     # (once torch.compile has run in the process, its TorchPatcher has wrapped every optimizer's
-    # _init_group in torch.compiler.disable: the step's loop then runs as it is, one fallback)
-    patched = hasattr(torch.optim.SGD._init_group, "_torchdynamo_disable")
+    # _init_group in torch.compiler.disable: ember, as torch.compile, still runs it for real
+    # while tracing the step (capture/variables/optimizer_init.py), so nothing falls back)
     assert (cnt.frame_count, s["recompiles"]) == (3, 1), (cnt.frame_count, s)
-    assert s["fallbacks"] == (1 if patched and not REFERENCE else 0), (patched, s)
+    assert s["fallbacks"] == 0, s
 
 
 def sorted_items_with_tensors(a, b):
