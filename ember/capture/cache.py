@@ -394,7 +394,9 @@ class FrameCache:
             log_breaks.info("%s runs eagerly: %s", self.label, e)
             return None
         except Exception as e:
-            if config.strict or _violates_mark_dynamic(e) or raised_to_caller(e):
+            if config.strict or _violates_mark_dynamic(e) or raised_to_caller(e) or \
+                    (self.fullgraph and getattr(e, "ember_program_backend", False)):
+                # (fullgraph=True: the program's own backend failing is its error, as in torch.compile)
                 raise  # (the program marked a dimension dynamic that it specialises: torch raises too)
             failure = e
         self._give_up("compiling" if not self.is_resume else "compiling a resume function", failure)

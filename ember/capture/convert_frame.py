@@ -406,11 +406,12 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
                 failed = BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} failed: "
                                                f"{type(e).__name__}: {e}")
                 if not isinstance(e, InjectedFault) and _program_backend(backend):
-                    # the program's own backend raised: the error goes to the caller, as
-                    # torch.compile raises BackendCompilerFailed (with or without fullgraph); one of
-                    # ember's backends (or torch's, given ember's graph) failing is an internal
-                    # error (the frame runs eagerly)
-                    failed.ember_raise_to_caller = True
+                    # the program's own backend raised: under fullgraph=True the error goes to the
+                    # caller, as torch.compile raises BackendCompilerFailed (cache.py); otherwise
+                    # the frame runs eagerly with one warning (a backend checking its graph or
+                    # inputs may see ember's differ from torch.compile's). One of ember's backends
+                    # (or torch's, given ember's graph) failing is always an internal error.
+                    failed.ember_program_backend = True
                 raise failed from e
             finally:
                 # a backend that failed half-way through tracing a region may leave grad mode or

@@ -391,9 +391,9 @@ def test_a_failing_backend_leaves_grad_mode_and_autocast_as_they_were():
         return y + x
     x = torch.randn(3, requires_grad=True)
     with ember.config.patch(strict=False):
-        # (the program's own backend: its error propagates, as torch.compile raises it)
+        # (the program's own backend under fullgraph: its error propagates, as torch.compile raises it)
         with pytest.raises(ember.exc.BackendCompilerFailed, match="boom"):
-            ember.compile(f, backend=bad_backend)(x)
+            ember.compile(f, backend=bad_backend, fullgraph=True)(x)
     assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
     bad_backend.__module__ = "ember.backends.failing_for_test"  # (one of ember's: runs eagerly)
     with ember.config.patch(strict=False), pytest.warns(UserWarning, match="boom"):
