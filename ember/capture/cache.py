@@ -343,6 +343,7 @@ class FrameCache:
         if entry is None:
             return None
         if entry.compiled is None and entry.break_reason is None and entry.eager_reason is None \
+                and not entry.observes_compiling \
                 and not self.fullgraph:
             # No tensor operation traced (the frame returns its inputs or constants, or only touches
             # Python objects): torch.compile skips such a frame's code from then on, its entries

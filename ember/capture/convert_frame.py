@@ -68,6 +68,7 @@ class CacheEntry:
     source: str                     # the generated code, for reports
     break_reason: Any = None        # the Unsupported that made this entry break its graph
     eager_reason: Any = None        # set on an entry that runs the function eagerly (see eager_entry)
+    observes_compiling: bool = False  # the trace asked is_compiling(): never skipped for having no graph
 
     def failing_guards(self, bound: dict) -> list[str]:
         return self.check_guards(bound)
@@ -499,8 +500,10 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     maybe_inject("codegen")
     run = codegen.make_function(fn, body, scope, "entry")
     log_code.debug("generated entry for %s:\n%s", label, run.__ember_source__)
-    return CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
-                      _reasons_function(fn, guards), run.__ember_source__)
+    entry = CacheEntry(run, guards, gm if compiled is not None else None, compiled, input_sources,
+                       _reasons_function(fn, guards), run.__ember_source__)
+    entry.observes_compiling = output.observes_compiling
+    return entry
 
 
 def forward_call(code: types.CodeType) -> str:

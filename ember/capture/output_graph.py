@@ -264,6 +264,7 @@ class OutputGraph:
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     observes_storage_offsets = False
     observes_tensor_identity = False
+    observes_compiling = False  # the trace asked torch.compiler.is_compiling() (see torch_fn._COMPILING_QUERIES)
 
     def observe_tensor_identity(self) -> None:
         """The program hashes or compares by identity an input tensor (a set of tensors, a dict keyed

@@ -57,6 +57,13 @@ if hasattr(torch.nn.modules.activation, "_is_make_fx_tracing"):
     _CONSTANT_ANSWERS[torch.nn.modules.activation._is_make_fx_tracing] = True
 
 
+# The queries whose answer (True under ember) tells the program it is being compiled: a frame that
+# asked one is committed even with no tensor operation (its answer decided what it did), as
+# torch.compile commits it, rather than skipped and run eagerly (where the answer is False).
+_COMPILING_QUERIES = frozenset(f for f, answer in _CONSTANT_ANSWERS.items() if answer is True
+                               and getattr(f, "__name__", "") in ("is_compiling", "is_dynamo_compiling"))
+
+
 def _is_compiler_api(module: str) -> bool:
     """A function of torch's compiler API that user code calls (``torch.compiler.*`` and the
     ``_dynamo`` package's ``graph_break``, ``mark_dynamic``, ``disable``, ...)."""
@@ -124,6 +131,8 @@ class TorchFunctionVariable(VariableTracker):
     def call(self, tx, args, kwargs):
         fn = self.fn
         if fn in _CONSTANT_ANSWERS:
+            if fn in _COMPILING_QUERIES:
+                tx.output.observes_compiling = True  # (the frame is then never skipped: cache.py)
             return ConstantVariable(_CONSTANT_ANSWERS[fn])
         from ember.capture.variables import saved_hooks
         if fn in saved_hooks.SETTERS or fn in saved_hooks.READERS:
@@ -198,6 +207,7 @@ class TorchFunctionVariable(VariableTracker):
         if _is_compiler_api(module):
             # the compiler's own API (graph_break, mark_dynamic, disable, ...): never a graph op
             if name == "is_compiling":
+                tx.output.observes_compiling = True
                 return ConstantVariable(True)
             if name == "graph_break":
                 msg = args[0].as_constant() if args and args[0].is_constant() else kwargs.get("msg")
