@@ -173,6 +173,13 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
             return _legacy_tensor(tx, cls, values)
     if _constants(args) and _constants(kwargs.values()) and cls.__module__ in ("builtins", "torch") and \
             cls not in (object,):
+        if cls in (bytearray, memoryview) or (cls.__module__ == "torch" and cls not in _TORCH_VALUE_CLASSES
+                                               and not issubclass(cls, BaseException)):
+            # a new mutable object every call (a typed storage, a stream, a bytearray): made now it
+            # would be one object every call returns (and making it now would do what it does
+            # twice: a storage's deprecation warning)
+            raise unsupported("EB0042", f"constructing a {cls.__qualname__} object inside the frame "
+                              "(a new mutable object each call) is not supported yet")
         try:
             value = cls(*[a.as_constant() for a in args], **{k: v.as_constant() for k, v in kwargs.items()})
         except Exception as e:
@@ -322,6 +329,11 @@ _IMMUTABLE_TYPES = (int, float, complex, str, bytes, type(None), range, slice, t
                     type(NotImplemented), torch.Size, torch.device, torch.dtype, torch.layout,
                     torch.memory_format, torch.finfo, torch.iinfo, property, staticmethod, classmethod,
                     enum.Enum, BaseException, type)
+
+
+# torch's classes whose instances are values (made at trace time from constants, one serves every call)
+_TORCH_VALUE_CLASSES = frozenset({torch.Size, torch.device, torch.dtype, torch.finfo, torch.iinfo, torch.layout,
+                                  torch.memory_format, torch.qscheme})
 
 
 def _same_every_call(value) -> bool:
