@@ -163,10 +163,20 @@ def boxed(compiled: Callable) -> Callable[[list], Any]:
 def restrided(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A view of ``base``'s storage with ``like``'s dtype, sizes, strides and offset. Strides and
     offset count elements of ``like``'s dtype: a base of another dtype (``like`` made by
-    ``view_as_real``, ``view_as_complex``, ``.view(dtype)``) is viewed as that dtype first."""
+    ``view_as_real``, ``view_as_complex``, ``.view(dtype)``) is viewed as that dtype first. A
+    lazy conjugate or negative view (``z.conj()``: the same memory, a bit on the tensor) keeps it."""
+    if base.is_conj():
+        base = base.conj()  # (the conjugate of a conjugate view: the memory as it is)
+    if base.is_neg():
+        base = base._neg_view()
     if base.dtype != like.dtype:
         base = base.view(like.dtype)
-    return base.as_strided(like.size(), like.stride(), like.storage_offset())
+    out = base.as_strided(like.size(), like.stride(), like.storage_offset())
+    if like.is_conj():
+        out = out.conj()
+    if like.is_neg():
+        out = out._neg_view()
+    return out
 
 
 def _regenerate(base: torch.Tensor, target: torch.Tensor, info) -> torch.Tensor:

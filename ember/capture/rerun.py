@@ -17,7 +17,10 @@ _MUTATING_FUNCTIONS = {operator.setitem, operator.iadd, operator.isub, operator.
                        operator.ixor, operator.ilshift, operator.irshift, operator.imatmul, operator.delitem}
 _RANDOM_PARTS = ("rand", "dropout", "bernoulli", "normal", "multinomial", "exponential", "poisson",
                  "uniform", "cauchy", "geometric", "log_normal", "random", "seed", "rng", "shuffle", "perm",
-                 "gumbel", "rrelu", "sample")
+                 "gumbel", "rrelu", "sample",
+                 # (ops torch tags nondeterministic_seeded under other names: Gamma's rsample, and
+                 # attention / RNN kernels that draw when given a dropout probability)
+                 "standard_gamma", "binomial", "scaled_dot_product", "rnn", "lstm", "gru")
 
 
 # functionals that update running statistics in place (training mode, buffers given)

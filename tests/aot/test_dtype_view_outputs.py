@@ -1,7 +1,8 @@
 """Outputs that are dtype-changing views (view_as_real, view_as_complex, .view(dtype)) of a
 tensor the backward saves: the saved tensor is re-made as a view of the returned output
 (ember/aot/runtime.py, ``restrided``) in its own dtype, so the backward reads the right values
-and still sees in-place changes of the output (eager's version check)."""
+and still sees in-place changes of the output (eager's version check); a lazy conjugate view
+keeps its conj bit."""
 import pytest
 import torch
 
@@ -12,6 +13,11 @@ PROGRAMS = {
     "view_as_real_and_abs": (lambda r, th: (torch.view_as_real(torch.polar(r, th)), torch.polar(r, th).abs()), True),
     "view_as_complex_of_exp": (lambda r, th: torch.view_as_complex(torch.stack([r, th], -1).exp()), False),
     "view_as_real_of_complex_exp": (lambda r, th: torch.view_as_real(torch.complex(r, th).exp()), True),
+    # the backward also saves z.conj(), a lazy conjugate view of z: re-made, it keeps its conj bit
+    "view_as_real_and_conj_product": (lambda r, th: (torch.view_as_real(torch.polar(r, th)),
+                                                     (torch.polar(r, th) * torch.polar(r, th).conj()).real), True),
+    "view_as_real_and_angle_abs": (lambda r, th: (torch.view_as_real(z := torch.polar(r, th)), z.angle(), z.abs(),
+                                                  (z * z.conj()).real), True),
 }
 
 

@@ -286,3 +286,28 @@ def test_write_into_a_view_of_an_input_after_the_check_keeps_eagers_state():
             assert_same(compiled(a, la), ref)
         assert_same(a, b)  # written once, as eager
         assert la == lb
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 drops distribution validation (no ValueError)")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_gamma_rsample_then_failed_check_leaves_the_rng_as_eager(validation, backend):
+    # torch._standard_gamma draws (under a name without "rand"): the entry puts the RNG state back
+    # before the rerun, so the rerun draws what eager drew
+    def f(c, value):
+        d = D.Gamma(c, torch.ones(3))
+        return d.rsample(), d.log_prob(value)
+    compiled = compile(f, backend=backend)
+    for value in (torch.ones(3), -torch.ones(3)):
+        torch.manual_seed(0)
+        try:
+            ref = f(torch.ones(3), value)
+        except ValueError:
+            ref = None
+        after_eager = torch.random.get_rng_state()
+        torch.manual_seed(0)
+        if ref is None:
+            with pytest.raises(ValueError):
+                compiled(torch.ones(3), value)
+        else:
+            assert_same(compiled(torch.ones(3), value), ref)
+        assert torch.equal(torch.random.get_rng_state(), after_eager)
