@@ -7,7 +7,6 @@ the entry function (see `codegen`).
 from __future__ import annotations
 
 import collections
-import contextlib
 import dis
 import dataclasses
 import functools
@@ -28,11 +27,15 @@ from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
 from ember.capture.guards import GuardSet
-from ember.capture.entry_guards import _guard_block, _shape_guard_names
+from ember.capture.entry_guards import _describe_value, _guard_block, _shape_guard_names
+from ember.capture.backend_checks import _bakes_in_symbols, _program_backend
+from ember.capture.frame_state import (_autocast_state, _autocast_states, _restore_autocast,  # noqa: F401
+                                       preserved_rng_state, torch_flags)
 from ember.capture.callees import _compiled_callee, _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
 from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _with_attrs, _with_kwdefaults
-from ember.capture.interpreter import Translator, release_trace
+from ember.capture.interpreter import Translator
+from ember.capture.trace_release import release_trace
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
@@ -50,7 +53,7 @@ from ember.exc import (BackendCompilerFailed, InjectedFault, RunEagerly, Special
                        without_tracebacks)
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
 from ember.fake.convert import FakeContext
-from ember.fake.symbolic import data_dependent_capture, has_symbols, has_unbacked, one_graph
+from ember.fake.symbolic import data_dependent_capture, has_unbacked, one_graph
 from ember.fake.quiet import quiet_meta_errors
 
 log = logging.getLogger("ember.graph")
@@ -198,89 +201,6 @@ def _restarted(failure: BaseException, original: Unsupported | None = None) -> U
     e = Unsupported(f"{cause.reason}: the call that makes it runs eagerly ({why})", id=cause.id)
     e.top_offset, e.top_opname = made_at
     return e
-
-
-@contextlib.contextmanager
-def preserved_rng_state():
-    """A backend may draw random numbers while it compiles (Inductor's passes can evaluate random
-    ops): the program's random stream must be where eager leaves it, whether the compile succeeds
-    or the frame then runs eagerly. (Only around the backend: the trace itself draws for real where
-    eager would, e.g. a lazy module's parameters built at trace time.)"""
-    cpu = torch.random.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-
-
-def _describe_value(value) -> str:
-    """A short description of a value for recompile reasons (the 'new value' of a failed guard)."""
-    if isinstance(value, torch.Tensor):
-        with torch._C.DisableTorchFunctionSubclass():
-            return _describe_value_inner(value)
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _describe_value_inner(value) -> str:
-    if isinstance(value, torch.Tensor):
-        return (f"{type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
-                f"stride={list(value.stride())} requires_grad={value.requires_grad}")
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _bakes_in_symbols(backend, gm, compiled) -> bool:
-    """Whether ``compiled`` may have fixed the symbolic inputs of ``gm`` to their example values:
-    the graph has symbolic placeholders, the backend is not one of ember's, and what it returned is
-    neither the graph itself (``gm``, ``gm.forward``) nor something an ember backend compiled, so it
-    compiled the graph by tracing it again."""
-    if compiled is None or compiled is gm or getattr(compiled, "__self__", None) is gm:
-        return False
-    if (getattr(backend, "__module__", None) or "").startswith("ember.") or \
-            type(compiled).__module__.startswith("ember."):
-        return False  # ember's own backends (or a wrapper returning what one compiled) keep the symbols
-    for node in gm.graph.find_nodes(op="placeholder"):
-        value = node.meta.get("example_value")
-        if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)) and has_symbols(value):
-            return True
-        if isinstance(value, torch.Tensor) and (has_symbols(tuple(value.shape)) or has_symbols(value.stride())):
-            return True
-    return False
-
-
-def _program_backend(backend) -> bool:
-    """Whether ``backend`` is the program's own: neither one of ember's (registered by name, or
-    made by ember.backends) nor one of torch's (its backends, wrappers and test counters)."""
-    fn = backend.func if isinstance(backend, functools.partial) else backend
-    modules = (getattr(fn, "__module__", None) or "", type(fn).__module__ or "")
-    return not any(m.startswith(("ember.", "torch.")) or m in ("ember", "torch") for m in modules)
-
-
-def _autocast_states(devices: tuple) -> list:
-    from ember.capture.variables.autocast_breaks import autocast_state
-    return [(d, autocast_state(d)) for d in devices]
-
-
-def _restore_autocast(states: list) -> None:
-    for device, (enabled, dtype, cache_enabled) in states:
-        torch.set_autocast_enabled(device, enabled)
-        torch.set_autocast_dtype(device, dtype)
-        torch.set_autocast_cache_enabled(cache_enabled)
-
-
-def torch_flags() -> tuple:
-    """The process-wide settings that change which kernels run (see the guard in `_capture`)."""
-    return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
-            torch._C._get_cublas_allow_tf32(), torch._C._get_cublas_allow_fp16_reduced_precision_reduction(),
-            torch._C._get_cublas_allow_bf16_reduced_precision_reduction(), torch.get_num_threads())
-
-
-def _autocast_state():
-    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
 
 
 class _NotBreakable(Unsupported):
@@ -455,7 +375,6 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
         autocast_devices = sorted({n.args[0] for n in gm.graph.nodes if n.target is torch.amp._enter_autocast
                                    and n.args and isinstance(n.args[0], str)})
         if autocast_devices:  # (and autocast blocks the graph entered: their state as at entry)
-            from ember.capture.variables.autocast_breaks import autocast_state
             scope["___autocast_states"] = functools.partial(_autocast_states, tuple(autocast_devices))
             scope["___restore_autocast"] = _restore_autocast
             body.append("___ac = ___autocast_states()")

@@ -2,11 +2,14 @@
 expression, cheap checks first, a miss (not an error) when a check raises.
 
 Shape guards read each tensor's ``size()`` / ``stride()`` once per call (bound just before the
-first shape guard) instead of one ``size(i)`` / ``stride(i)`` call per read.
+first shape guard) instead of one ``size(i)`` / ``stride(i)`` call per read; and the value a failed
+guard names in a recompile reason (``_describe_value``).
 """
 from __future__ import annotations
 
 import re
+
+import torch
 
 from ember.capture import codegen
 from ember.capture.dynamic_dims import StaticRetry
@@ -86,3 +89,20 @@ class _GuardErrorLog:
     def __call__(self, e: BaseException):
         self.last = f"{type(e).__name__}: {e} (at {where_raised(e)})"
         return codegen.MISS
+
+
+def _describe_value(value) -> str:
+    """A short description of a value for recompile reasons (the 'new value' of a failed guard)."""
+    if isinstance(value, torch.Tensor):
+        with torch._C.DisableTorchFunctionSubclass():
+            return _describe_value_inner(value)
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe_value_inner(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return (f"{type(value).__name__} {value.dtype} {value.device} size={list(value.shape)} "
+                f"stride={list(value.stride())} requires_grad={value.requires_grad}")
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
