@@ -34,7 +34,7 @@ import os
 import subprocess
 import sys
 
-from benchmarks.hf_sweep import ARCHS, _config
+from benchmarks.hf_sweep import ARCHS, _config, torch_counting_backend
 
 DEFAULT_ARCHS = ("gpt2", "llama", "mistral", "qwen2", "opt", "gpt_neox", "bloom", "falcon", "t5", "bart",
                  "whisper")
@@ -87,21 +87,6 @@ class _RecompileCounter(logging.Handler):
     def emit(self, record):
         if "Recompiling function" in record.getMessage():
             self.n += 1
-
-
-def _torch_backend(backend, counter):
-    if backend == "inductor":
-        from torch._inductor.compile_fx import compile_fx as inner
-    elif backend == "eager":
-        inner = lambda gm, ex: gm.forward  # noqa: E731
-    else:
-        import torch._dynamo
-        inner = torch._dynamo.lookup_backend(backend)
-
-    def counting(gm, ex):
-        counter["graphs"] += 1
-        return inner(gm, ex)
-    return counting
 
 
 def _max_score_diff(a, b):
@@ -197,7 +182,7 @@ def _torch_counts(model, backend, calls):
     out = []
     try:
         m = copy.deepcopy(model)
-        m.forward = torch.compile(m.forward, backend=_torch_backend(backend, counter))
+        m.forward = torch.compile(m.forward, backend=torch_counting_backend(backend, counter))
         with torch.no_grad():
             for p, kw in calls:
                 m.generate(**p, **kw)

@@ -299,9 +299,8 @@ def _max_diff(a, b):
     return worst
 
 
-def _torch_compile(model, backend, counter):
-    """torch.compile(model, backend=backend), counting the graphs it hands the backend."""
-    import torch
+def torch_counting_backend(backend: str, counter: dict):
+    """torch's ``backend`` (by name) wrapped to count the graphs torch.compile hands it."""
     if backend == "inductor":
         from torch._inductor.compile_fx import compile_fx as inner
     elif backend == "eager":
@@ -313,7 +312,13 @@ def _torch_compile(model, backend, counter):
     def counting(gm, ex):
         counter["graphs"] += 1
         return inner(gm, ex)
-    return torch.compile(model, backend=counting)
+    return counting
+
+
+def _torch_compile(model, backend, counter):
+    """torch.compile(model, backend=backend), counting the graphs it hands the backend."""
+    import torch
+    return torch.compile(model, backend=torch_counting_backend(backend, counter))
 
 
 def run_one(arch: str, backend: str, with_torch: bool, compiler: str = "ember", attn: str = "eager",
