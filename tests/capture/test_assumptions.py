@@ -187,6 +187,24 @@ def test_sampling_after_validation_makes_one_graph(name, validation):
         assert cnt.frame_count == 1
 
 
+def _same_as_eager_from_seed(f, compiled, *args):
+    """From the same seed: compiled(*args) returns or raises (ValueError) as f(*args), and leaves
+    torch's RNG where eager leaves it."""
+    torch.manual_seed(0)
+    try:
+        ref = f(*args)
+    except ValueError:
+        ref = None
+    after_eager = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    if ref is None:
+        with pytest.raises(ValueError):
+            compiled(*args)
+    else:
+        assert_same(compiled(*args), ref)
+    assert torch.equal(torch.random.get_rng_state(), after_eager)
+
+
 @pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 drops distribution validation (no ValueError)")
 def test_failed_check_after_a_draw_leaves_the_rng_as_eager(validation):
     def f(p, value):
@@ -196,19 +214,7 @@ def test_failed_check_after_a_draw_leaves_the_rng_as_eager(validation):
     compiled = compile(f, backend=CompileCounter())
     p = torch.full((3,), 0.4)
     for value in (torch.ones(3), torch.full((3,), 0.5)):
-        torch.manual_seed(0)
-        try:
-            ref = f(p, value)
-        except ValueError:
-            ref = None
-        after_eager = torch.random.get_rng_state()
-        torch.manual_seed(0)
-        if ref is None:
-            with pytest.raises(ValueError):
-                compiled(p, value)
-        else:
-            assert_same(compiled(p, value), ref)
-        assert torch.equal(torch.random.get_rng_state(), after_eager)
+        _same_as_eager_from_seed(f, compiled, p, value)
 
 
 def test_check_on_an_input_with_no_graph():
@@ -233,19 +239,7 @@ def test_rsample_after_validation_one_graph_and_rng_as_eager(validation):
     compiled = compile(f, backend=cnt)
     mu = torch.zeros(3)
     for value in (torch.ones(3), torch.tensor([0.5, float("nan"), 1.0]), torch.full((3,), 2.0)):
-        torch.manual_seed(0)
-        try:
-            ref = f(mu, value)
-        except ValueError:
-            ref = None
-        after_eager = torch.random.get_rng_state()
-        torch.manual_seed(0)
-        if ref is None:
-            with pytest.raises(ValueError):
-                compiled(mu, value)
-        else:
-            assert_same(compiled(mu, value), ref)
-        assert torch.equal(torch.random.get_rng_state(), after_eager)
+        _same_as_eager_from_seed(f, compiled, mu, value)
     assert cnt.frame_count == 1
 
 
@@ -298,16 +292,4 @@ def test_gamma_rsample_then_failed_check_leaves_the_rng_as_eager(validation, bac
         return d.rsample(), d.log_prob(value)
     compiled = compile(f, backend=backend)
     for value in (torch.ones(3), -torch.ones(3)):
-        torch.manual_seed(0)
-        try:
-            ref = f(torch.ones(3), value)
-        except ValueError:
-            ref = None
-        after_eager = torch.random.get_rng_state()
-        torch.manual_seed(0)
-        if ref is None:
-            with pytest.raises(ValueError):
-                compiled(torch.ones(3), value)
-        else:
-            assert_same(compiled(torch.ones(3), value), ref)
-        assert torch.equal(torch.random.get_rng_state(), after_eager)
+        _same_as_eager_from_seed(f, compiled, torch.ones(3), value)
