@@ -28,8 +28,20 @@ def _dict_items(d):
     return list(_base_dict(d).items(d))
 
 
+_ABSENT = object()
+
+
+def _dict_getitem(d, k):
+    """``dict.__getitem__(d, k)`` that never calls the subclass's ``__missing__`` (which may write
+    the dict): a missing key raises KeyError, in the trace and in a guard on a later call."""
+    v = dict.get(d, k, _ABSENT)
+    if v is _ABSENT:
+        raise KeyError(k)
+    return v
+
+
 _DICT_READS = {"keys": _dict_keys, "values": _dict_values, "items": _dict_items, "get": dict.get,
-               "__getitem__": dict.__getitem__, "__contains__": dict.__contains__, "__len__": dict.__len__}
+               "__getitem__": _dict_getitem, "__contains__": dict.__contains__, "__len__": dict.__len__}
 
 
 class RealDictReadVariable(VariableTracker):
@@ -56,6 +68,10 @@ class RealDictReadVariable(VariableTracker):
         try:
             value = fn(self.obj_vt.obj, *cargs)
         except KeyError as e:
+            if self.name == "__getitem__" and hasattr(type(self.obj_vt.obj), "__missing__"):
+                # eager calls __missing__ on the real object (it may insert the key): run it there
+                raise unsupported("EB0039", f"{self.describe()} of a missing key: "
+                                  f"{type(self.obj_vt.obj).__name__}.__missing__") from None
             raise PythonException(e) from None
         src = CallSource(fn, self.obj_vt.source, cargs) if self.obj_vt.source is not None else None
         return wrap(tx, value, src)
