@@ -42,6 +42,31 @@ def parameter_names(code: types.CodeType) -> list[str]:
     return list(code.co_varnames[:n])
 
 
+# Names through which a frame can read its locals without LOAD_FAST: `locals()`, `vars()`, `dir()`,
+# `eval`/`exec`, frame objects. Zero-argument `super()` reads the first argument from the frame.
+_FRAME_READERS = frozenset({"locals", "vars", "dir", "eval", "exec", "_getframe", "currentframe", "stack",
+                            "f_locals", "getframeinfo", "signature", "breakpoint"})
+
+
+def unread_parameters(code: types.CodeType) -> frozenset:
+    """Parameters the frame never reads (dead on entry: never loaded, or stored before any load).
+
+    The trace does not wrap them, so they add no guards: a tensor argument the function ignores
+    may change shape or dtype without a recompile, as torch.compile, which wraps arguments lazily.
+    """
+    names = set(code.co_names)
+    if names & _FRAME_READERS:
+        return frozenset()
+    from ember.bytecode.analysis import live_locals
+    from ember.bytecode.instructions import decode
+    live = live_locals(decode(code), 0, code.co_freevars)
+    params = parameter_names(code)
+    dead = {n for n in params if n not in live and n not in code.co_cellvars}
+    if "super" in names and params:
+        dead.discard(params[0])
+    return frozenset(dead)
+
+
 # Generated source -> (its module code, the checked function code): the same guards, binders and
 # entries are generated again on every recompile, reset and new function of the same shape. The
 # code holds only literals (objects come from the namespace), so keeping it keeps nothing alive.

@@ -253,14 +253,17 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             names = codegen.parameter_names(code)
             cell_args = getattr(fn, "__ember_cell_args__", ())
             free_cells = getattr(fn, "__ember_free_cells__", ())
+            unread = codegen.unread_parameters(code)
             for name in names:
+                if name in unread:  # never read: not wrapped, so not guarded
+                    continue
                 if name in cell_args:  # a resume function's cell, passed as the cell object
                     tx.cells[name] = _passed_cell(bound[name], name)
                 elif name in free_cells:  # a closure twin's: a free variable of the function
                     tx.cells[name] = _passed_cell(bound[name], name, free=True)
                 else:
                     tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
-            if code.co_flags & inspect.CO_VARKEYWORDS:
+            if code.co_flags & inspect.CO_VARKEYWORDS and names[-1] in tx.locals:
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
                 tx.locals[names[-1]].source = None
             result = tx.run()

@@ -1,0 +1,134 @@
+"""Findings of the session-32 probe (autograd.Function, scalars, recompiles, stdlib in frames).
+
+Each test runs a small program eagerly and compiled and compares the answers (outputs and the
+caller's containers afterwards); where torch defines it, the number of graphs is checked too.
+"""
+import collections
+
+import torch
+import torch.nn as nn
+
+from ember_test_helpers import CompileCounter, assert_same, compile
+
+
+def _run(fn, make_args, n_calls=1, **kw):
+    """Compare compiled and eager calls on fresh copies of the arguments (mutations included)."""
+    cnt = CompileCounter()
+    compiled = compile(fn, backend=cnt, **kw)
+    for i in range(n_calls):
+        args_c, args_e = make_args(i), make_args(i)
+        assert_same(compiled(*args_c), fn(*args_e))
+        assert_same(args_c, args_e)
+    return cnt
+
+
+# --- a guard on a defaultdict argument read `d[old_key]`: it inserted the key into the caller's dict
+
+def test_defaultdict_argument_with_other_keys_is_not_written_by_guards():
+    def f(x, d):
+        return x * len(d), sorted(d)
+
+    def args(i):
+        return torch.ones(2), collections.defaultdict(int, {"a" if i == 0 else "b": 1})
+    _run(f, args, n_calls=3)
+
+
+def test_defaultdict_of_lists_argument_values_read():
+    def f(x, d):
+        return {k: x * sum(v) for k, v in d.items()}
+
+    def args(i):
+        return torch.ones(2), collections.defaultdict(list, {["a", "b", "c"][i]: [i, 1]})
+    _run(f, args, n_calls=3)
+
+
+def test_defaultdict_built_in_frame_across_a_graph_break():
+    # the resume function receives the defaultdict; its guards ran on the next call's dict
+    def f(x, words):
+        dd = collections.defaultdict(list)
+        for w in words:
+            dd[w].append(x)
+        torch._dynamo.graph_break()
+        return {k: sum(v) for k, v in dd.items()}
+    _run(f, lambda i: (torch.ones(2), [["a", "b"], ["c"], ["a"]][i]), n_calls=3)
+
+
+def test_counter_argument_with_other_keys():
+    def f(x, c):
+        return x * c["a"], dict(c)
+    _run(f, lambda i: (torch.ones(2), collections.Counter("ab" if i == 0 else "bb")), n_calls=2)
+
+
+class _InsertingDict(dict):
+    def __missing__(self, k):
+        self[k] = len(self)
+        return self[k]
+
+
+def test_dict_subclass_missing_runs_on_the_real_dict_and_guards_do_not_call_it():
+    # the trace called __missing__ on the caller's dict while compiling; the guard on the next
+    # call read d['z'] through it, writing 'z' into a dict that did not have it
+    def f(x, d):
+        return x * d["z"], dict(d)
+    _run(f, lambda i: (torch.ones(2), _InsertingDict([{"a": 1}, {"z": 5}, {"b": 1}][i])), n_calls=3)
+
+
+def test_dict_subclass_present_key_read():
+    def f(x, d):
+        return x * d["a"], len(d)
+    _run(f, lambda i: (torch.ones(2), _InsertingDict([{"a": 1}, {"a": 2, "b": 0}, {"a": 3}][i])), n_calls=3)
+
+
+# --- an argument the function never reads is not guarded (torch.compile wraps arguments lazily)
+
+def test_unread_tensor_argument_changes_shape_and_dtype_without_recompiling():
+    def f(x, unused):
+        return x * 2
+    shapes = [(3,), (4,), (5, 6)]
+    dtypes = [torch.float32, torch.float64, torch.int64]
+    cnt = _run(f, lambda i: (torch.ones(2), torch.zeros(shapes[i], dtype=dtypes[i])), n_calls=3)
+    assert cnt.frame_count == 1
+
+
+def test_argument_overwritten_before_read_is_not_guarded():
+    def f(x, n):
+        n = 3
+        return x * n
+    cnt = _run(f, lambda i: (torch.ones(2), torch.zeros(i + 1)), n_calls=3)
+    assert cnt.frame_count == 1
+
+
+def test_argument_read_through_locals_is_still_guarded():
+    def f(x, y):
+        return x * 2 + locals()["y"]
+    _run(f, lambda i: (torch.ones(2), torch.full((2,), float(i))), n_calls=3)
+
+
+def test_argument_read_only_by_zero_argument_super():
+    class Base(nn.Module):
+        def forward(self, x):
+            return x * self.k
+
+    class Child(Base):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    m1, m2 = Child(2.0), Child(3.0)
+    compiled = compile(m1.forward.__func__, backend=CompileCounter())
+    for m in (m1, m2, m1):
+        x = torch.ones(2)
+        assert_same(compiled(m, x), m(x))
+
+
+def test_argument_read_only_in_a_branch_after_a_graph_break():
+    def f(x, y, flag):
+        x = x * 2
+        torch._dynamo.graph_break()
+        if flag:
+            return x + y
+        return x
+    _run(f, lambda i: (torch.ones(2), torch.full((2,), float(i)), i % 2 == 1), n_calls=4)
