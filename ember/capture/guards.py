@@ -262,10 +262,13 @@ class GuardSet:
             parts[3:5] = [f"{e}.dim() == {t.dim()}"]
         if t.layout is not torch.strided:
             parts.append(f"{e}.layout is {bind(self.scope, t.layout, 'layout')}")
-        if t.is_inference():
-            parts.append(f"{e}.is_inference()")
-        if t.is_conj() or t.is_neg():
-            parts.append(f"{e}.is_conj() is {t.is_conj()!r} and {e}.is_neg() is {t.is_neg()!r}")
+        # the dispatch-key bits torch.compile's tensor guard compares too: both ways (a plain tensor
+        # first, then a lazily conjugated / negated view or an inference tensor, is a new graph:
+        # the trace read them as constants, `x.is_conj()`, and kernels dispatch on them)
+        parts.append(f"{e}.is_inference()" if t.is_inference() else f"not {e}.is_inference()")
+        if t.is_complex():  # (only a complex tensor carries the conjugate bit)
+            parts.append(f"{e}.is_conj() is {t.is_conj()!r}")
+        parts.append(f"{e}.is_neg() is {t.is_neg()!r}")
         text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} size={list(shape)} "
                 f"stride={list(stride)} requires_grad={t.requires_grad}")
         if not sizes:

@@ -132,3 +132,23 @@ def test_argument_read_only_in_a_branch_after_a_graph_break():
             return x + y
         return x
     _run(f, lambda i: (torch.ones(2), torch.full((2,), float(i)), i % 2 == 1), n_calls=4)
+
+
+# --- the conjugate / negative / inference bits were guarded only when the first tensor had them
+
+def test_plain_then_conjugated_view_recompiles():
+    def f(x):
+        return x * 2, x.is_conj(), x.is_neg()
+    z = torch.randn(2, dtype=torch.complex64)
+    views = [z, z.conj(), z, z.conj().imag, z.imag]
+    cnt = _run(f, lambda i: (views[i],), n_calls=5)
+    assert cnt.frame_count == 4  # complex: plain, conjugated; float (.imag): negated, plain
+
+
+def test_plain_then_inference_tensor_recompiles():
+    def f(x):
+        return x + 1, x.is_inference()
+    with torch.inference_mode():
+        xi = torch.ones(2)
+    xs = [torch.ones(2), xi, torch.ones(2)]
+    _run(f, lambda i: (xs[i],), n_calls=3)
