@@ -5,6 +5,8 @@ caller's containers afterwards); where torch defines it, the number of graphs is
 """
 import collections
 
+import pytest
+
 import torch
 import torch.nn as nn
 
@@ -152,3 +154,40 @@ def test_plain_then_inference_tensor_recompiles():
         xi = torch.ones(2)
     xs = [torch.ones(2), xi, torch.ones(2)]
     _run(f, lambda i: (xs[i],), n_calls=3)
+
+
+# --- queries an input's fake cannot answer (it is a fresh tensor): the real tensor's, guarded
+
+def test_is_view_of_a_plain_then_a_view_input():
+    base = torch.randn(4, 4)
+
+    def f(x):
+        return x + 1, x._is_view()
+    xs = [torch.randn(4), base[0], torch.randn(4)]
+    _run(f, lambda i: (xs[i],), n_calls=3)
+
+
+def test_detach_inplace_of_a_view_input_raises_as_eager():
+    def f(x):
+        x.detach_()
+        return x + 1
+    compiled = compile(f, backend=CompileCounter())
+    assert_same(compiled(torch.ones(4)), f(torch.ones(4)))
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        f(torch.ones(4, 4)[0])
+    with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+        compiled(torch.ones(4, 4)[0])
+
+
+def test_retains_grad_and_is_shared_of_inputs():
+    def f(x):
+        return x * 2, x.retains_grad, x.is_shared()
+
+    def make(i):
+        x = torch.ones(2, requires_grad=True) * 1
+        if i == 1:
+            x.retain_grad()
+        return x
+    shared = torch.ones(2).share_memory_()
+    _run(f, lambda i: (make(i),), n_calls=3)
+    _run(f, lambda i: ([torch.ones(2), shared, torch.ones(2)][i],), n_calls=3)

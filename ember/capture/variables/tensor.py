@@ -46,6 +46,12 @@ _BREAKING_METHODS = {
 _TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
 
 
+# Tensor queries whose answer is the real input's, not its fake's (a fresh tensor): read from the
+# real tensor and guarded (torch.compile answers them the same way: a view passed after a plain
+# tensor, a shared-memory tensor, a non-leaf that retains its grad)
+_REAL_ONLY_QUERIES = frozenset({"_is_view", "is_shared", "retains_grad"})
+
+
 class TensorVariable(VariableTracker):
     __slots__ = ("node", "fake", "source", "cls", "real", "cls_uncertain")
 
@@ -146,6 +152,8 @@ class TensorVariable(VariableTracker):
             return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})
         if name in ("_version", "_base"):
             raise unsupported("EB0031", f"Tensor.{name}")
+        if name == "retains_grad" and self._real_input():
+            return ConstantVariable(self._real_query(tx, name))
         if name in ("is_leaf", "grad_fn") and self._real_input():
             # The fake of an input is a leaf even when the input is not (a non-leaf input that
             # requires grad): its leafness is the real tensor's, guarded (an in-place op of the trace
@@ -291,6 +299,8 @@ class TensorVariable(VariableTracker):
             if name == "item":
                 return tx.output.call_method("item", [self], {})
             return self._tolist(tx)
+        if name in _REAL_ONLY_QUERIES and not args and not kwargs and self._real_input():
+            return ConstantVariable(self._real_query(tx, name))
         if name == "numpy":  # an ndarray sharing the tensor's memory, traced as torch._numpy
             from ember.capture.variables.numpy_bridge import tensor_numpy
             return tensor_numpy(tx, self, args, kwargs)
@@ -339,6 +349,21 @@ class TensorVariable(VariableTracker):
                 and not fake.is_complex() and fake.dtype is not torch.bfloat16 and fake.dtype is not torch.float16
                 and not has_symbols(fake.shape))
 
+    def _real_query(self, tx, name: str) -> bool:
+        """The input tensor's answer to a query its fake cannot give (see _REAL_ONLY_QUERIES),
+        guarded: the fake of an input is a fresh tensor, not a view, not shared, not retaining."""
+        from ember.capture.sources import AttrSource, CallSource
+        if name == "retains_grad":  # (a property)
+            value = self.real.retains_grad
+            tx.guards.equals(AttrSource(self.source, name), value)
+        else:
+            value = getattr(self.real, name)()
+            tx.guards.equals(CallSource(getattr(torch.Tensor, name), self.source, ()), value)
+        return value
+
+    def _input_is_view(self, tx) -> bool:
+        return self._real_query(tx, "_is_view")
+
     def _tolist(self, tx):
         """``t.tolist()``: nested lists of ``t[i]...item()``, one unbacked symbol per element."""
         from ember.capture.variables.containers import ListVariable
@@ -367,7 +392,8 @@ class TensorVariable(VariableTracker):
             raise unsupported("EB0024", "Tensor.requires_grad_() changes autograd metadata (runs eagerly at a graph "
                               "break); for a new leaf made from a computed tensor, call it on `.detach()` "
                               "outside the compiled function")
-        if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view():
+        if not args and not kwargs and not fake.requires_grad and fake.grad_fn is None and not fake._is_view() \
+                and not (self._real_input() and self._input_is_view(tx)):  # (eager refuses a view)
             return self
         if not args and not kwargs and self.real is None and not fake._is_view() and fake.grad_fn is not None:
             # a tensor the graph computes (not a view): detached in place by the graph, as eager does;
