@@ -520,13 +520,18 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     # Locals by their names in the root function (a resume function's may be mangled); cells of
     # the frame by the cell itself: the resume function shares it with closures made before.
     values = {unmangle_local(n): v for n, v in tx.locals.items()}
+    # (a tensor argument still in its own name goes on to the resume function unguarded, as in
+    # torch.compile: what the rest of the frame does with it is that function's to guard)
+    unchanged = {unmangle_local(n) for n, v in tx.locals.items()
+                 if isinstance(v, TensorVariable) and v.source == LocalSource(n) and v.reads_input()}
     for name, cell in tx.cells.items():
         if name in fn.__code__.co_cellvars:
             values[name] = cell
     bound = set(values)
     handling = not tx.exc_inherited  # the trace entered or left an except block: set sys.exc_info()
     residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound, handling)
-    args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
+    args = [plan.expr(stack[p]) for p in positions] + \
+        [plan._read(values[n].source) if n in unchanged else plan.expr(values[n]) for n in live]
     if handling:
         current = tx.current_exception_vt
         args.append(plan.expr(current) if current is not None else "None")
@@ -682,6 +687,9 @@ class _ReturnPlan:
     def _build(self, vt: VariableTracker) -> str:
         s = self.scope
         if isinstance(vt, TensorVariable):
+            # returned, stored by a side effect, or on the stack at a graph break: guarded, as
+            # torch.compile's graph outputs are (an argument handed on unchanged is not: `pass_on`)
+            vt.use()
             if vt.reads_input():
                 return self._read(vt.source)
             return self._out(vt.node)

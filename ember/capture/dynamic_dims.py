@@ -317,10 +317,13 @@ class FrameSizes:
         self.ints[name] = None if changed else value
         return self.symbolic and (forced or self.dynamic is not False and (changed or self.dynamic is True))
 
-    def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset()) -> frozenset:
+    def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset(), record: list | None = None) \
+            -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
-        sizes for the next compile); ``forced``: ones torch.compiler.config names, symbols whatever
-        else says (dynamic=False, mark_static, a parameter)."""
+        sizes for the next compile; with ``record``, appended to it to run once the trace uses the
+        input: an input never used is not recorded, as torch.compile wraps only what it uses);
+        ``forced``: ones torch.compiler.config names, symbols whatever else says (dynamic=False,
+        mark_static, a parameter)."""
         shape = tuple(real.shape)
         known = name in self.seen
         prev = self.seen.get(name)
@@ -329,11 +332,15 @@ class FrameSizes:
         # dynamic once the rank changed), so a third rank does not recompile once more per size.
         any_rank = known and (prev is None or len(prev) != len(shape))
         if any_rank:
-            self.seen[name] = None
+            seen = None
         elif prev is None:
-            self.seen[name] = shape
+            seen = shape
         else:
-            self.seen[name] = tuple(None if p is None or p != s else s for p, s in zip(prev, shape))
+            seen = tuple(None if p is None or p != s else s for p, s in zip(prev, shape))
+        if record is None:
+            self.seen[name] = seen
+        else:
+            record.append(functools.partial(self.seen.__setitem__, name, seen))
         if not self.symbolic or type(real) not in (torch.Tensor, torch.nn.Parameter) \
                 or real.layout is not torch.strided:
             return frozenset()
@@ -350,20 +357,22 @@ class FrameSizes:
         marked = _hard_marks(real) | _marked(real, _MAYBE)
         return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)
 
-    def stride_dims(self, name: str, real: torch.Tensor) -> frozenset:
+    def stride_dims(self, name: str, real: torch.Tensor, record: list | None = None) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` whose stride is a symbol of its own
-        (and record its strides): under automatic dynamic, one whose stride changed while the rank
-        stayed (``x[:, :1]`` of inputs of different widths), as torch does; other strides follow the
-        sizes (contiguous ones are products of them)."""
+        (and record its strides, or append that to ``record``, as in `dims`): under automatic
+        dynamic, one whose stride changed while the rank stayed (``x[:, :1]`` of inputs of different
+        widths), as torch does; other strides follow the sizes (contiguous ones are products of them)."""
         if type(real) not in (torch.Tensor, torch.nn.Parameter) or real.layout is not torch.strided:
             return frozenset()
         stride = tuple(real.stride())
         prev = self.strides.get(name)
+        put = self.strides.__setitem__ if record is None else \
+            (lambda k, v: record.append(functools.partial(self.strides.__setitem__, k, v)))
         if prev is None or len(prev) != len(stride):
-            self.strides[name] = stride
+            put(name, stride)
             return frozenset()
         now = tuple(None if p is None or p != s else s for p, s in zip(prev, stride))
-        self.strides[name] = now
+        put(name, now)
         if not self.symbolic or self.dynamic is not None or isinstance(real, torch.nn.Parameter) \
                 or _marked(real, _STATIC):
             return frozenset()

@@ -247,6 +247,7 @@ class GuardSet:
     def tensor_match(self, source: Source, t: torch.Tensor, sizes: bool = True) -> None:
         """Everything about a tensor input that the graph specializes on (``sizes=False``: all but
         its sizes and strides, which the ShapeEnv's guards check; its number of dimensions here)."""
+        self._guards.pop((GuardKind.TYPE_MATCH, source, None), None)  # (checked here as well)
         if dispatches_torch_function(type(t)):
             self._subclass_tensor_match(source, t)
             return

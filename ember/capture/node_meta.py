@@ -23,7 +23,7 @@ def name_node_after(value, local: str) -> None:
     from ember.capture.variables.tensor import TensorVariable
     if not isinstance(value, TensorVariable):
         return
-    node = value.node
+    node = value.raw_node  # (naming is not a use of the tensor: an input's node is never renamed)
     if node.op not in _NAMEABLE or node.meta.get("named_after_local"):
         return
     node.meta["named_after_local"] = True

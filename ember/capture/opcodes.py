@@ -473,6 +473,9 @@ class OpcodeMixin:
     def IS_OP(self, inst):
         b = self.pop()
         a = self.pop()
+        for v in (a, b):  # (`x is None` of a tensor input: a use, as torch.compile counts it)
+            if isinstance(v, TensorVariable):
+                v.use()
         self.push(self.compare_identity(a, b, bool(inst.arg)))
 
     def CONTAINS_OP(self, inst):
@@ -560,6 +563,8 @@ class OpcodeMixin:
 
     def _pop_jump_none(self, inst, when_none: bool):
         v = self.pop()
+        if isinstance(v, TensorVariable):
+            v.use()  # (as `x is None`: IS_OP)
         is_none = v.is_constant() and v.as_constant() is None
         if is_none == when_none:
             self.jump_to(inst.argval)

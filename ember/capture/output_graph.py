@@ -71,6 +71,7 @@ class OutputGraph:
         self.input_values: list = []        # the real tensors (example inputs)
         self.placeholders: list[fx.Node] = []
         self._by_tensor: dict[int, TensorVariable] = {}
+        self._tracker_by_source: dict = {}  # source -> TensorVariable of a tensor input
         self.source_memo: dict = {}
         self.module_sources: set = set()  # sources of the nn.Modules the trace read
         self.entry_grad_mode: bool | None = torch.is_grad_enabled()
@@ -97,10 +98,14 @@ class OutputGraph:
         if self.numpy_inputs:  # (an input over an ndarray input's memory: refused / guarded apart)
             from ember.capture.variables.numpy_arrays import guard_new_tensor_input
             guard_new_tensor_input(self, real, source)
+        # Its type now; the rest of its tensor guard when the trace first uses it (see TensorVariable:
+        # a tensor only passed on, or unused, is not guarded by this frame, as in torch.compile).
+        self.guards.type_match(source, real)
+        pending = []
         try:
-            fake = self._symbolic_input(source, real)
+            fake = self._symbolic_input(source, real, pending)
             if fake is None:
-                self.guards.tensor_match(source, real)
+                pending.append(functools.partial(self.guards.tensor_match, source, real))
                 fake = self.fake.fake(real)
         except Exception as e:
             if type(real) in (torch.Tensor, torch.nn.Parameter) or isinstance(e, Unsupported):
@@ -111,13 +116,14 @@ class OutputGraph:
         if type(real) is torch.Tensor and real.layout is torch.strided:
             # a later call whose tensor mark_dynamic marked in a dimension this graph has static
             # (parameters, subclasses and other layouts stay static: dynamic_dims.py, their marks too)
-            self.guards.marked_dims(source, dynamic_dims(fake))
+            pending.append(functools.partial(self.guards.marked_dims, source, dynamic_dims(fake)))
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)
         node = self._placeholder(source, real, fake)
-        vt = TensorVariable(node, fake, source, cls=type(real), real=real)
+        vt = TensorVariable(node, fake, source, cls=type(real), real=real, guard=functools.partial(_run_all, pending))
         vt.on_identity = functools.partial(_observe_identity, weakref.ref(self))  # (hashed: a set, a key)
         self._by_tensor[id(real)] = vt
+        self._tracker_by_source[source] = vt
         return vt
 
     def _placeholder(self, source, real, example) -> fx.Node:
@@ -173,14 +179,15 @@ class OutputGraph:
         self._int_inputs[source] = vt
         return vt
 
-    def _symbolic_input(self, source, real: torch.Tensor):
+    def _symbolic_input(self, source, real: torch.Tensor, pending: list | None = None):
         """The fake of an input with dynamic dimensions (see capture/dynamic_dims.py), its tensor
-        guard without sizes and strides (the ShapeEnv's guards check those); None: a static input."""
+        guard without sizes and strides (the ShapeEnv's guards check those; appended to ``pending``
+        when given, installed now otherwise); None: a static input."""
         if self.frame_sizes is None:
             return None
         unbacked = unbacked_dims(source, real)
-        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked)
-        strides = self.frame_sizes.stride_dims(source.name(), real)
+        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked, pending)
+        strides = self.frame_sizes.stride_dims(source.name(), real, pending)
         if not (dims or strides) or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
@@ -189,7 +196,10 @@ class OutputGraph:
         if not (has_symbols(tuple(fake.shape)) or has_symbols(fake.stride())
                 or has_symbols(fake.storage_offset())):
             return None  # every dynamic dimension had size 0 or 1 (specialised)
-        self.guards.tensor_match(source, real, sizes=False)
+        if pending is not None:
+            pending.append(functools.partial(self.guards.tensor_match, source, real, sizes=False))
+        else:
+            self.guards.tensor_match(source, real, sizes=False)
         self.symbolic_inputs.append((fake, expr, entry_metadata(fake), source))
         return fake
 
@@ -242,8 +252,29 @@ class OutputGraph:
         tracing it further may have added some)."""
         if not self.symbolic_inputs:
             return
+        # (inputs the trace never used are not guarded: see TensorVariable; their symbols appear in
+        # no guard then, unless shared with a used input's, which names them)
+        used = [entry for entry in self.symbolic_inputs if self.is_guarded_input(entry[3])]
+        try:
+            self._install_shape_guards(used)
+        except StaticRetry:
+            raise
+        except Exception as e:
+            if len(used) == len(self.symbolic_inputs) or type(e).__name__ == "ConstraintViolationError":
+                raise
+            for _, _, _, source in self.symbolic_inputs:  # (a guard over an unused one's symbol: all)
+                self._tracker_by_source[source].use()
+            self._install_shape_guards(self.symbolic_inputs)
+
+    def is_guarded_input(self, source) -> bool:
+        """Whether the input read from ``source`` has its guard (False: a tensor input the trace
+        has not used, only passed on)."""
+        vt = self._tracker_by_source.get(source)
+        return vt is None or vt.is_guarded
+
+    def _install_shape_guards(self, inputs: list) -> None:
         fakes = []
-        for fake, _, key, source in self.symbolic_inputs:
+        for fake, _, key, source in inputs:
             if key is not None and not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
                 # an in-place metadata op (t_(), squeeze_()) changed the fake: the guards describe
                 # the input as it arrived, read from a stand-in with its entry sizes and strides
@@ -252,14 +283,14 @@ class OutputGraph:
                     raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
             fakes.append(fake)
         try:
-            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in self.symbolic_inputs],
+            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in inputs],
                                      [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
                                       for f in fakes])
         except Exception as e:
             if type(e).__name__ == "ConstraintViolationError":
                 name_violation(e, self)
             raise
-        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in self.symbolic_inputs], provenance)
+        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in inputs], provenance)
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     observes_storage_offsets = False
@@ -529,9 +560,14 @@ class OutputGraph:
         # tensor twice recompiles (traced as one input, guarded `a is b`), as torch.compile does.
         # Parameters are left out (torch skips them: their guard would cost every module call),
         # unless the program observes tensor identity (a set of tensors, a dict keyed by them).
+        for node, src in zip(self.placeholders, self.input_sources):
+            if node.users and not self.is_guarded_input(src):
+                # (every use of an input goes through its tracker, which guards it: this is a net)
+                self._tracker_by_source[src].use()
         tensors = [src for src, real in zip(self.input_sources, self.input_values)
                    if isinstance(real, torch.Tensor) and not getattr(src, "made_after_guards", False)
-                   and (self.observes_tensor_identity or not isinstance(real, torch.nn.Parameter))]
+                   and (self.observes_tensor_identity or not isinstance(real, torch.nn.Parameter))
+                   and self.is_guarded_input(src)]
         if len(tensors) > 1:
             self.guards.all_distinct(tensors)
         from ember.capture.variables.autograd_function import drop_unused_bodies
@@ -571,6 +607,11 @@ class OutputGraph:
         with self.fake.enabled():
             insert_deferred_runtime_asserts(gm, env, "ember")
         gm.recompile()
+
+
+def _run_all(steps: list) -> None:
+    for step in steps:
+        step()
 
 
 def _coalesce_grad_toggles(graph: fx.Graph) -> None:

@@ -197,7 +197,9 @@ def _collect(value, out) -> None:
 
 
 def _collect_vt(vt, out, depth) -> None:
-    fake = getattr(vt, "fake", None)
+    from ember.capture.variables.tensor import TensorVariable
+    # (a tensor input's fake read without counting as a use of it: see TensorVariable)
+    fake = vt._fake if isinstance(vt, TensorVariable) else getattr(vt, "fake", None)
     if isinstance(fake, torch.Tensor):
         out.append(fake)
     if depth <= 0:

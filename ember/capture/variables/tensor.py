@@ -53,27 +53,88 @@ _REAL_ONLY_QUERIES = frozenset({"_is_view", "is_shared", "retains_grad"})
 
 
 class TensorVariable(VariableTracker):
-    __slots__ = ("node", "fake", "source", "cls", "real", "cls_uncertain")
+    """A tensor of the trace. One read from outside the frame (a graph input) may come with
+    ``guard``: what installs its tensor guard (dtype, device, sizes, strides, requires_grad...),
+    run the first time the trace uses the tensor, i.e. reads ``node``, ``fake`` or ``real`` (an op,
+    a metadata read, a method) or its type. Until then only its type is guarded (at entry: see
+    ``OutputGraph.add_input``), and a tensor that is only passed on (stored, handed to a graph
+    break's resume function, unused) adds no guard, as torch.compile's lazy trackers: a call whose
+    such tensor changes dtype or size does not recompile a graph that never depended on it.
+    Code that passes a tensor on without depending on it reads ``raw_node`` / ``is_guarded``."""
+
+    __slots__ = ("_node", "_fake", "source", "cls", "_real", "cls_uncertain", "_guard")
 
     def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor,
-                 real: torch.Tensor | None = None, cls_uncertain: bool = False):
-        self.node = node
-        self.fake = fake
+                 real: torch.Tensor | None = None, cls_uncertain: bool = False, guard=None):
+        self._node = node
+        self._fake = fake
         self.source = source
         self.cls = cls
-        self.real = real  # the real tensor, for graph inputs (their .grad can be read and assigned)
+        self._real = real  # the real tensor, for graph inputs (their .grad can be read and assigned)
         # The result of an op on a tensor subclass whose own __torch_function__ decides what it
         # returns: its class is known only at run time (see subclass_result_class).
         self.cls_uncertain = cls_uncertain
+        self._guard = guard
+
+    def use(self) -> "TensorVariable":
+        """Install the tensor guard, if still pending (the trace now depends on the tensor)."""
+        guard = self._guard
+        if guard is not None:
+            self._guard = None
+            guard()
+        return self
+
+    @property
+    def is_guarded(self) -> bool:
+        return self._guard is None
+
+    @property
+    def raw_node(self) -> torch.fx.Node:
+        """The fx node, without counting as a use (for code that only passes the tensor on)."""
+        return self._node
+
+    @property
+    def node(self) -> torch.fx.Node:
+        if self._guard is not None:
+            self.use()
+        return self._node
+
+    @node.setter
+    def node(self, value) -> None:
+        self.use()
+        self._node = value
+
+    @property
+    def fake(self) -> torch.Tensor:
+        if self._guard is not None:
+            self.use()
+        return self._fake
+
+    @fake.setter
+    def fake(self, value) -> None:
+        self.use()
+        self._fake = value
+
+    @property
+    def real(self) -> torch.Tensor | None:
+        if self._guard is not None:
+            self.use()
+        return self._real
+
+    @real.setter
+    def real(self, value) -> None:
+        self.use()
+        self._real = value
 
     def python_type(self):
+        self.use()  # (its type is guarded at entry; torch.compile's trackers count this as a use)
         if self.cls_uncertain:
             raise unsupported("EB0031", f"the type of a tensor computed through {self.cls.__name__}."
                               "__torch_function__ (its class is decided at run time)")
         return self.cls
 
     def describe(self):
-        return f"Tensor({self.node.name}: {list(self.fake.shape)} {self.fake.dtype})"
+        return f"Tensor({self._node.name}: {list(self._fake.shape)} {self._fake.dtype})"  # (not a use)
 
     def truth(self, tx):
         raise unsupported("EB0016", "data-dependent branch: the truth value of a tensor depends on its data")
@@ -197,7 +258,7 @@ class TensorVariable(VariableTracker):
     def reads_input(self) -> bool:
         """The frame's value is the input object itself (read by its source when passed on or
         returned): a graph input, or one whose ``.data`` the frame assigned (see `_set_data`)."""
-        return self.source is not None and (self.node.op == "placeholder" or "rebound_from" in self.__dict__)
+        return self.source is not None and (self._node.op == "placeholder" or "rebound_from" in self.__dict__)
 
     def _input_scalar(self, max_numel: int = 0) -> bool:
         """A CPU int/float input the trace has not written, 0-d (or, with ``max_numel``, with at most
