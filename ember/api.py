@@ -384,6 +384,23 @@ def reset() -> None:
     reset_compiled_autograd()
 
 
+def install_torch_reset() -> None:
+    """Make ``torch.compiler.reset()`` forget ember's compiled entries too (and zero its counters),
+    as ``torch.compiler.set_stance`` sets ember's stance: a program that resets the compiler between
+    runs (to recompile after changing a setting) gets fresh compiles from ember as well."""
+    original = getattr(torch.compiler, "reset", None)
+    if original is None or getattr(original, "_ember_resets_too", False):
+        return
+
+    @functools.wraps(original)
+    def reset_too() -> None:
+        original()
+        reset()
+
+    reset_too._ember_resets_too = True
+    torch.compiler.reset = reset_too
+
+
 def explain(fn: Callable, *explain_args, **explain_kwargs):
     """``ember.explain(fn)(*args)``: graphs, breaks, guards (see ember.report.explain)."""
     from ember.report.explain import explain as _explain
