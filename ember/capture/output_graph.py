@@ -169,6 +169,10 @@ class OutputGraph:
                 return None
             sym = symbolic_float(self.fake.shape_env, value, expr)
             self.frame_sizes.float_symbols += 1
+            # ... and so a later call's inf must not use this graph either: the ShapeEnv takes a
+            # float symbol for finite (`v == inf` folds to False) and guards only `not isnan(v)`
+            from ember.capture.sources import CallSource
+            self.guards.equals(CallSource(math.isfinite, source, ()), True)
         else:
             sym = symbolic_int(self.fake.shape_env, value, expr)
         if not has_symbols(sym):

@@ -191,3 +191,12 @@ def test_retains_grad_and_is_shared_of_inputs():
     shared = torch.ones(2).share_memory_()
     _run(f, lambda i: (make(i),), n_calls=3)
     _run(f, lambda i: ([torch.ones(2), shared, torch.ones(2)][i],), n_calls=3)
+
+
+# --- a float argument made symbolic (automatic dynamic) took a later inf: `v == inf` was False
+
+def test_symbolic_float_argument_then_inf():
+    def f(x, v):
+        return x.clamp(max=v), v == float("inf"), v == -float("inf")
+    vals = [1.0, 2.0, float("inf"), 3.0, -float("inf"), 4.0]
+    _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
