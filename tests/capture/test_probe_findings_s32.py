@@ -200,3 +200,21 @@ def test_symbolic_float_argument_then_inf():
         return x.clamp(max=v), v == float("inf"), v == -float("inf")
     vals = [1.0, 2.0, float("inf"), 3.0, -float("inf"), 4.0]
     _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+
+
+# --- Tensor.is_set_to answered by fake tensors (always False), and unguarded across calls
+
+def test_is_set_to_of_the_same_tensor_and_of_two_inputs():
+    t = torch.randn(4)
+    base = torch.randn(8)
+
+    def f(x, y):
+        return x + y, x.is_set_to(y), x.is_set_to(x)
+    pairs = [(base[:4], base[:4]), (torch.randn(4), torch.randn(4)), (t, t), (base[:4], base[4:])]
+    _run(f, lambda i: pairs[i], n_calls=len(pairs))
+
+
+def test_is_set_to_of_a_view_made_in_the_frame():
+    def f(x, n):
+        return x.is_set_to(x[:n]), x[:n].is_set_to(x[:x.shape[0]])
+    _run(f, lambda i: (torch.arange(5.0), [2, 5, 3, 5][i]), n_calls=4)

@@ -360,6 +360,13 @@ class TensorVariable(VariableTracker):
             if name == "item":
                 return tx.output.call_method("item", [self], {})
             return self._tolist(tx)
+        if name == "is_set_to":
+            # (a fake's own answer is always False) the same tracker: True; two tensors: whether they
+            # share memory may differ between calls with nothing guarding it (two views of one
+            # input base, then two separate tensors): eager answers it at a break
+            if len(args) == 1 and not kwargs and args[0] is self:
+                return ConstantVariable(True)
+            raise unsupported("EB0020", "Tensor.is_set_to() of two tensors (whether they share memory)")
         if name in _REAL_ONLY_QUERIES and not args and not kwargs and self._real_input():
             return ConstantVariable(self._real_query(tx, name))
         if name == "numpy":  # an ndarray sharing the tensor's memory, traced as torch._numpy
