@@ -24,6 +24,10 @@ class OpaqueCallableVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.container_methods import fold_scalar_type_method
+        if self.value in _regex_functions():
+            folded = _fold_regex_call(self.value, args, kwargs)
+            if folded is not None:
+                return folded
         owner = getattr(self, "owner_vt", None)
         scalar_type = isinstance(getattr(self.value, "__self__", None), type)  # (int.from_bytes: never changes)
         folded = None
@@ -46,6 +50,43 @@ class OpaqueCallableVariable(VariableTracker):
 
 
 _EXCEPTION_READERS = (sys.exc_info, getattr(sys, "exception", sys.exc_info))
+
+
+def _regex_functions() -> frozenset:
+    """``re``'s functions whose answer depends only on their arguments (a pattern, a string,
+    flags): called now when all of them are constants (``unittest``'s ``assertRaisesRegex``
+    compiles its pattern this way). Not traced: their code reads ``re``'s pattern cache."""
+    import re
+    return frozenset((re.compile, re.match, re.search, re.fullmatch, re.split, re.findall, re.sub,
+                      re.subn, re.escape))
+
+
+def _regex_operand(v) -> bool:
+    import re
+    return type(v) in (str, bytes, int, bool, type(None), re.Pattern, re.RegexFlag)
+
+
+def _fold_regex_call(fn, args, kwargs):
+    """``re.compile("a+")``, ``re.sub("a", "b", s)``... on constants: the eager call's result (a
+    compiled pattern is immutable: its methods on constants fold too, see constant_methods.py).
+    None when an argument is not a constant (a callable replacement, a tensor's text...)."""
+    import re
+    if not all(a.is_constant() for a in [*args, *kwargs.values()]):
+        return None
+    values = [a.as_constant() for a in args]
+    kw = {k: v.as_constant() for k, v in kwargs.items()}
+    if not all(_regex_operand(v) for v in [*values, *kw.values()]):
+        return None
+    from ember.capture.variables.builtins import wrap_constant
+    from ember.exc import PythonException
+    try:
+        result = fn(*values, **kw)
+    except Exception as e:  # noqa: BLE001 - eager raises this very exception (re.error, TypeError)
+        raise PythonException(e) from None
+    if not (_regex_operand(result) or isinstance(result, re.Match) or
+            type(result) in (list, tuple) and all(_regex_operand(v) or type(v) is tuple for v in result)):
+        return None
+    return wrap_constant(result)
 
 
 def handling_traced_exception(tx) -> bool:
