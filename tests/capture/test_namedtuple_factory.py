@@ -75,3 +75,19 @@ def test_invalid_field_names_raise_as_eager():
         f(torch.ones(1))
     with pytest.raises(ValueError, match="Encountered duplicate field name"):
         compile(f, backend=CompileCounter())(torch.ones(1))
+
+
+def factory_as_a_key(d, x):
+    # the factory function itself as a dict key / set element: found by identity, as any function
+    marked = {collections.namedtuple, "other"}
+    scale = 2 if collections.namedtuple in d else 3
+    return d[3] * scale + (1 if collections.namedtuple in marked else 0)
+
+
+def test_factory_as_a_dict_key_and_its_guard():
+    from ember_test_helpers import check_same
+    counter = check_same(factory_as_a_key, {collections.namedtuple: None, 3: torch.ones(2)}, torch.zeros(1))
+    compiled = compile(factory_as_a_key, backend=counter, fullgraph=True)
+    without = {2: None, 3: torch.ones(2)}  # another key set: the membership answer changes
+    assert_same(compiled(without, torch.zeros(1)), factory_as_a_key(without, torch.zeros(1)))
+    assert counter.frame_count == 2

@@ -311,6 +311,11 @@ class NamedTupleFactory(VariableTracker):
     def truth(self, tx):
         return True
 
+    def hash_key(self):
+        # a dict key or set element (`{namedtuple: ...}`): the function itself, compared by identity
+        # as any function is (see containers.set_key)
+        return collections.namedtuple
+
     def call(self, tx, args, kwargs):
         if not _constants(args) or not _constants(kwargs.values()):
             raise unsupported("EB0033", "collections.namedtuple with arguments that are not constants")
