@@ -279,12 +279,12 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.type_match(source, original)
             # (the order too where a key is an object, as torch.compile guards such a dict)
             guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) or _tensor_key(k)
-                                                                      for k in value))
+                                                                      or _weak_identity_key(k) for k in value))
         from ember.capture.variables.new_object import pybind11_enum_value
         for k in value:
             if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
                                    torch.device)) or _identity_key(k) or (_tensor_key(k) and source is not None)
-                    or pybind11_enum_value(k) is not None):
+                    or pybind11_enum_value(k) is not None or _weak_identity_key(k)):
                 raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
         items, keys = {}, {}
         # (defaultdict, Counter: `d[k]` in a guard on a later call, where k is gone, would call
@@ -299,6 +299,14 @@ def _wrap(tx, value, source) -> VariableTracker:
                 hk = key_vt.hash_key()
                 items[hk] = wrap(tx, v, CallSource(_nth_value, source, (i,)))
                 keys[hk] = key_vt
+                continue
+            if _weak_identity_key(k):
+                # a weak reference to a module or an object (a WeakKeyDictionary's data): keyed by its
+                # referent's identity, as `weakref.ref(obj)` made in the frame is (variables/weakrefs.py)
+                from ember.capture.variables.weakrefs import weakref_hash_key
+                hk = weakref_hash_key(k())
+                items[hk] = wrap(tx, v, ItemSource(source, k) if source is not None else None)
+                keys[hk] = wrap(tx, k, None)
                 continue
             # keys as the trace hashes them (an object, a module: by identity), with their trackers
             by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
@@ -610,6 +618,16 @@ def _identity_object(k) -> bool:
     return _identity_key(k) and not isinstance(k, (type, types.FunctionType, types.BuiltinFunctionType,
                                                     types.MethodType, enum.Enum)) \
         and (isinstance(k, torch.nn.Module) or _aliasable(k))
+
+
+def _weak_identity_key(k) -> bool:
+    """A dict key that is a live weak reference to a module or a user object hashed by identity:
+    equal to another reference to the same object, as that object is to itself."""
+    from ember.capture.variables.weakrefs import is_plain_weakref
+    if not is_plain_weakref(k):
+        return False
+    referent = k()
+    return referent is not None and _identity_object(referent)
 
 
 def _tensor_key(k) -> bool:

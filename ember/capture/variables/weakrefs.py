@@ -25,8 +25,23 @@ def is_plain_weakref(value) -> bool:
     return isinstance(value, weakref.ref) and type(value).__call__ is weakref.ref.__call__
 
 
+def weakref_hash_key(referent) -> tuple:
+    """The key of a weak reference to ``referent`` (a module or an object hashed by identity) in a
+    dict or set: ``ref(obj)`` hashes and compares as ``obj`` does, so two references to one object
+    are one key."""
+    return ("__weakref__", id(referent))
+
+
 class WeakRefVariable(UserObjectVariable):
     """A ``weakref.ref`` from outside the frame: calling it reads the referent through its source."""
+
+    def hash_key(self):
+        from ember.capture.builder import _weak_identity_key
+        if self.source is None and _weak_identity_key(self.obj):
+            # a key of a dict read from outside (a WeakKeyDictionary's data): that dict's key guard
+            # pins it (see builder's dict wrapping); one read from elsewhere is refused as before
+            return weakref_hash_key(self.obj())
+        return super().hash_key()
 
     def describe(self):
         return f"{type(self.obj).__name__} object"
@@ -69,6 +84,11 @@ class NewWeakRefVariable(VariableTracker):
         return self.referent
 
     def hash_key(self):
+        from ember.capture.variables.objects import NNModuleVariable
+        if type(self.referent) in (NNModuleVariable, UserObjectVariable):
+            self.referent.hash_key()  # (refuses an object with its own __eq__/__hash__; pins identity)
+            real = self.referent.module if isinstance(self.referent, NNModuleVariable) else self.referent.obj
+            return weakref_hash_key(real)
         raise unsupported("EB0035", "a weakref made in the frame as a dict key or set element")
 
     def reconstruct(self, plan) -> str:
