@@ -24,7 +24,7 @@ class OpaqueCallableVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         from ember.capture.variables.container_methods import fold_scalar_type_method
-        if self.value in _regex_functions():
+        if any(self.value is f for f in _regex_functions()):  # (by identity: the value may be unhashable)
             folded = _fold_regex_call(self.value, args, kwargs)
             if folded is not None:
                 return folded
@@ -52,13 +52,12 @@ class OpaqueCallableVariable(VariableTracker):
 _EXCEPTION_READERS = (sys.exc_info, getattr(sys, "exception", sys.exc_info))
 
 
-def _regex_functions() -> frozenset:
+def _regex_functions() -> tuple:
     """``re``'s functions whose answer depends only on their arguments (a pattern, a string,
     flags): called now when all of them are constants (``unittest``'s ``assertRaisesRegex``
     compiles its pattern this way). Not traced: their code reads ``re``'s pattern cache."""
     import re
-    return frozenset((re.compile, re.match, re.search, re.fullmatch, re.split, re.findall, re.sub,
-                      re.subn, re.escape))
+    return (re.compile, re.match, re.search, re.fullmatch, re.split, re.findall, re.sub, re.subn, re.escape)
 
 
 def _regex_operand(v) -> bool:
