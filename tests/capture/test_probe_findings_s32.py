@@ -218,3 +218,21 @@ def test_is_set_to_of_a_view_made_in_the_frame():
     def f(x, n):
         return x.is_set_to(x[:n]), x[:n].is_set_to(x[:x.shape[0]])
     _run(f, lambda i: (torch.arange(5.0), [2, 5, 3, 5][i]), n_calls=4)
+
+
+# --- min/max of a symbolic number and a number of another type read (and guarded) every value
+
+def test_min_max_of_a_symbolic_float_and_an_int_guard_only_the_outcome():
+    def f(x, v):
+        return x * 1, min(v, -1), max(v, 0, -2.5), max(1, v)
+    vals = [1.5, 2.5, -0.5, -2.5, 3.7, 0.49, -7.25, 1e10, -1.0, 1.0]
+    cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count <= 5  # (was one graph per value, up to the recompile limit)
+
+
+def test_min_max_of_a_symbolic_int_and_a_float():
+    def f(x, n):
+        return x * 1, max(n, 2.0), min(n, 3.5), min(n, True)
+    vals = [1, 2, 3, 4, 5, 6, 7, 8, -1, 0]
+    cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count <= 5

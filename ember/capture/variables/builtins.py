@@ -453,6 +453,16 @@ def _minmax(pick):
             for item in items[1:]:
                 acc = tx.output.call_function(torch.sym_min if pick is min else torch.sym_max, [acc, item], {})
             return acc
+        if not kwargs and len(items) > 1 and any(isinstance(i, SymNodeVariable) and has_symbols(i.sym)
+                                                 for i in items) and all(is_number(i) for i in items):
+            # mixed types (min(scale, 1), max(v, 0)): as Python picks, the first item no other beats,
+            # by symbolic comparisons (a guard on each outcome, not on every value)
+            beats = operator.lt if pick is min else operator.gt
+            best = items[0]
+            for item in items[1:]:
+                if tx.binary_op(beats, item, best).truth(tx):
+                    best = item
+            return best
         if _constants(items) and set(kwargs) <= {"default"}:
             # picked by index: the result is the item's own tracker (max of two lists is one of
             # them, not a copy that a later append would miss)
