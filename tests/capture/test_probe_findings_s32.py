@@ -236,3 +236,23 @@ def test_min_max_of_a_symbolic_int_and_a_float():
     vals = [1, 2, 3, 4, 5, 6, 7, 8, -1, 0]
     cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
     assert cnt.frame_count <= 5
+
+
+# --- types.SimpleNamespace lists its own (generic) __setattr__: a write broke as a custom one
+
+def test_simple_namespace_argument_attribute_write():
+    import types
+
+    def f(x, ns):
+        ns.extra = x * 2
+        ns.k = ns.k + 1
+        return x * ns.k
+
+    def args(i):
+        return torch.ones(2), types.SimpleNamespace(k=i + 1)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt, fullgraph=True)
+    for i in range(2):
+        (xc, nc), (xe, ne) = args(i), args(i)
+        assert_same(compiled(xc, nc), f(xe, ne))
+        assert_same(vars(nc), vars(ne))

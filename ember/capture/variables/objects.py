@@ -28,6 +28,10 @@ from ember.capture.variables.functional_call import overridden
 _ABSENT = object()
 
 
+# types.SimpleNamespace lists its own __setattr__ slot, which is PyObject_GenericSetAttr
+_NAMESPACE_SETATTR = types.SimpleNamespace.__setattr__
+
+
 class MissingAttribute(PythonException):
     """The attribute does not exist (so ``hasattr`` is False, ``getattr`` takes the default)."""
 
@@ -697,7 +701,7 @@ class UserObjectVariable(VariableTracker):
             # in the caller's thread
             tx.side_effects.store_attr(self, obj, name, value)
             return
-        if custom not in (None, object.__setattr__):
+        if custom not in (None, object.__setattr__, _NAMESPACE_SETATTR):  # (SimpleNamespace's is generic)
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} with a custom __setattr__")
         self.generic_setattr(tx, name, value)
 
