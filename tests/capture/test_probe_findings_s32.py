@@ -256,3 +256,30 @@ def test_simple_namespace_argument_attribute_write():
         (xc, nc), (xe, ne) = args(i), args(i)
         assert_same(compiled(xc, nc), f(xe, ne))
         assert_same(vars(nc), vars(ne))
+
+
+def test_simple_namespace_made_in_the_frame():
+    import types
+
+    def f(x):
+        ns = types.SimpleNamespace(t=x * 2, k=3)
+        ns.k += 1
+        return ns, ns.t * ns.k, getattr(ns, "missing", 5)
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt, fullgraph=True)
+    x = torch.ones(2)
+    a, b = compiled(x), compiled(x)
+    e = f(x)
+    assert type(a[0]) is types.SimpleNamespace and a[0] is not b[0]  # a new one each call
+    assert_same(vars(a[0]), vars(e[0]))
+    assert_same(a[1:], e[1:])
+    assert cnt.frame_count == 1
+
+
+def test_simple_namespace_made_in_the_frame_compared_and_printed():
+    import types
+
+    def f(x):
+        a, b = types.SimpleNamespace(a=1), types.SimpleNamespace(a=1)
+        return x + 1, a == b, a == types.SimpleNamespace(a=2), repr(a)
+    _run(f, lambda i: (torch.ones(2),), n_calls=2)

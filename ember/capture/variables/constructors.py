@@ -241,6 +241,13 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         from ember.capture.variables.new_object import construct_with_new
         return construct_with_new(tx, cls, module_new, args, kwargs)
     from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new
+    if cls is types.SimpleNamespace and not args:
+        # SimpleNamespace(a=..., b=...): an object whose attributes are the keywords
+        from ember.capture.variables.new_object import NewObjectVariable
+        ns = NewObjectVariable(cls)
+        for k, v in kwargs.items():
+            ns.object_setattr(k, v)
+        return ns
     if constructible(cls):
         return construct_object(tx, cls, args, kwargs)
     new_fn = python_new(cls)

@@ -82,7 +82,7 @@ def constructible(cls: type, any_new: bool = False) -> bool:
 def rebuild(cls, attrs: dict, items):
     """Runtime helper for generated code: make the object the trace described (never through the
     class's own ``__new__``: the trace already ran it)."""
-    obj = cls.__new__(cls) if items is not None else object.__new__(cls)
+    obj = cls.__new__(cls) if items is not None or cls is types.SimpleNamespace else object.__new__(cls)
     if items is not None:
         setter = collections.OrderedDict.__setitem__ if isinstance(obj, collections.OrderedDict) \
             else dict.__setitem__
