@@ -283,3 +283,11 @@ def test_simple_namespace_made_in_the_frame_compared_and_printed():
         a, b = types.SimpleNamespace(a=1), types.SimpleNamespace(a=1)
         return x + 1, a == b, a == types.SimpleNamespace(a=2), repr(a)
     _run(f, lambda i: (torch.ones(2),), n_calls=2)
+
+
+def test_invert_of_a_symbolic_int_stays_symbolic():
+    def f(x, n):
+        return x * 1, ~n, ~n * 2
+    vals = [5, 7, -3, -8, 9, 2, -1, 13, 0, 1]
+    cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count == 2  # (was one graph per value up to the recompile limit)

@@ -97,6 +97,11 @@ _INT_OPS = frozenset({operator.lshift, operator.rshift, operator.and_, operator.
 def symbolic_operation(tx, fn, args: list) -> VariableTracker | None:
     """``fn(*args)`` as a graph node when some argument is a symbolic size and the others are
     numbers (None: not such an operation; the caller handles it as a constant)."""
+    if fn is operator.invert and len(args) == 1 and isinstance(args[0], SymNodeVariable) \
+            and isinstance(args[0].sym, torch.SymInt) and has_symbols(args[0].sym):
+        # ~n is -n - 1 (SymInt has no __invert__)
+        neg = tx.output.call_function(operator.neg, [args[0]], {})
+        return tx.output.call_function(operator.sub, [neg, ConstantVariable(1)], {})
     if fn in _INT_OPS:
         if not all(is_number(a) and a.python_type() is int for a in args):
             return None
