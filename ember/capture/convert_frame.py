@@ -38,6 +38,7 @@ from ember.capture.interpreter import Translator
 from ember.capture.trace_release import release_trace
 from ember.capture.output_graph import OutputGraph
 from ember.capture.side_effects import SideEffects
+from ember.capture.lazy_arguments import ArgumentLocals, UnreadArgument, lazy_argument
 from ember.capture.sources import AttrSource, CellContentsSource, ConstSource, FreeCellSource, LocalSource, bind, hoist
 from ember.capture.variables.autocast_breaks import finish_autocast, restore_tracing_state
 from ember.capture.variables.inference_breaks import finish_inference
@@ -254,6 +255,7 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             cell_args = getattr(fn, "__ember_cell_args__", ())
             free_cells = getattr(fn, "__ember_free_cells__", ())
             unread = codegen.unread_parameters(code)
+            tx.locals = ArgumentLocals(tx)  # (arguments wrapped, so guarded, when first read)
             for name in names:
                 if name in unread:  # never read: not wrapped, so not guarded
                     continue
@@ -262,7 +264,7 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
                 elif name in free_cells:  # a closure twin's: a free variable of the function
                     tx.cells[name] = _passed_cell(bound[name], name, free=True)
                 else:
-                    tx.locals[name] = wrap(tx, bound[name], LocalSource(name))
+                    tx.locals[name] = lazy_argument(tx, bound[name], LocalSource(name))
             if code.co_flags & inspect.CO_VARKEYWORDS and names[-1] in tx.locals:
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
                 tx.locals[names[-1]].source = None
@@ -519,11 +521,12 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         stack[pos] = _compiled_callee(stack[pos], resumes, tx)
     # Locals by their names in the root function (a resume function's may be mangled); cells of
     # the frame by the cell itself: the resume function shares it with closures made before.
-    values = {unmangle_local(n): v for n, v in tx.locals.items()}
-    # (a tensor argument still in its own name goes on to the resume function unguarded, as in
-    # torch.compile: what the rest of the frame does with it is that function's to guard)
-    unchanged = {unmangle_local(n) for n, v in tx.locals.items()
-                 if isinstance(v, TensorVariable) and v.source == LocalSource(n) and v.reads_input()}
+    raw = tx.locals.unread_items() if isinstance(tx.locals, ArgumentLocals) else list(tx.locals.items())
+    values = {unmangle_local(n): v for n, v in raw}
+    # (an argument never read, or a tensor argument still in its own name, goes on to the resume
+    # function unguarded, as in torch.compile: what the rest of the frame does with it is its to guard)
+    unchanged = {unmangle_local(n) for n, v in raw if type(v) is UnreadArgument or
+                 (isinstance(v, TensorVariable) and v.source == LocalSource(n) and v.reads_input())}
     for name, cell in tx.cells.items():
         if name in fn.__code__.co_cellvars:
             values[name] = cell

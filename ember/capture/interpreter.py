@@ -324,7 +324,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
     LOAD_FAST_CHECK = LOAD_FAST
 
     def STORE_FAST(self, inst):
-        old = self.locals.get(inst.argval)
+        old = dict.get(self.locals, inst.argval)  # (an argument overwritten unread stays unread: lazy_arguments)
         value = self.pop()
         name_node_after(value, inst.argval)
         if isinstance(value, NullVariable):  # 3.12+: restoring a name an inlined comprehension saved unbound
@@ -335,7 +335,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             self.release_references(old)
 
     def DELETE_FAST(self, inst):
-        self.release_references(self.locals.pop(inst.argval, None))
+        self.release_references(dict.pop(self.locals, inst.argval, None))
 
     def LOAD_CONST(self, inst):
         value = inst.argval

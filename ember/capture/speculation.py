@@ -183,7 +183,7 @@ def live_fakes(tx) -> list:
     if tx not in frames:
         frames.append(tx)
     for f in frames:
-        for vt in [*f.stack, *f.locals.values()]:
+        for vt in [*f.stack, *dict.values(f.locals)]:  # (arguments not read yet stay so: lazy_arguments)
             _collect_vt(vt, out, 2)
     return out
 

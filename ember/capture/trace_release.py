@@ -17,6 +17,8 @@ def release_trace(root) -> None:
         for name, value in list(state.items()):
             if type(value) in _CONTAINERS:
                 state[name] = type(value)()
+            elif isinstance(value, dict):  # (a root frame's ArgumentLocals: capture/lazy_arguments.py)
+                state[name] = {}
     for t in translators:
         t.result = t.yield_value = t.current_exception_vt = t.current_exception = None
         t.reached_break = None  # (its stack of trackers; capture took what it needed)

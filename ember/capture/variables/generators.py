@@ -558,7 +558,7 @@ def close_unreachable(tx, extra_roots=(), dying=None, dropped=None) -> None:
         if frame is dying:
             continue
         roots.extend(frame.stack)
-        roots.extend(frame.locals.values())
+        roots.extend(dict.values(frame.locals))  # (an argument not read yet is no tracker: skipped)
         roots.extend(frame.cells.values())
     roots.extend(tx.side_effects.live_values())
     reached = _reached(roots)

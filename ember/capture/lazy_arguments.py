@@ -1,0 +1,95 @@
+"""The compiled frame's arguments, wrapped (and so guarded) when the trace first reads them.
+
+torch.compile wraps a frame's arguments lazily: an argument the trace never reads before a graph
+break is handed on to the resume function as it is, and only that function guards it. ember
+does the same: the root frame's locals start as `ArgumentLocals`, holding each argument but
+tensors and arrays (`lazy_argument`) as an `UnreadArgument` (its value and source) until a read (``LOAD_FAST``, ``locals()``, a cell made of
+it, any other lookup through the mapping) wraps it with ``builder.wrap``, which installs its
+guards. The residual of a graph break reads what is still unread by its name (`unread_items`),
+and analyses that only walk the trackers (the speculation's fake-tensor walk, the generator
+reachability walk) read the raw values (`dict.values`), where an `UnreadArgument` is no tracker.
+
+    def f(x, mode):
+        x = x + 1
+        print(x)            # graph break: `mode` not read yet
+        return x * 2 if mode == "double" else x
+
+Each value of ``mode`` recompiles the resume function only, not ``f``'s first graph.
+"""
+from __future__ import annotations
+
+from ember.capture.sources import LocalSource
+
+
+class UnreadArgument:
+    """An argument of the frame the trace has not read (no tracker, no guard yet)."""
+
+    __slots__ = ("value", "source")
+
+    def __init__(self, value, source: LocalSource) -> None:
+        self.value = value
+        self.source = source
+
+
+class ArgumentLocals(dict):
+    """The root frame's locals; arguments wrapped on first lookup (see the module docstring).
+
+    Reads through the mapping (``[]``, ``get``, ``pop``, ``values``, ``items``, ``setdefault``)
+    wrap; ``in``, ``len``, iteration over names and a ``dict(...)`` copy (the speculation's
+    checkpoint: its restore puts the unread arguments back as they were) do not."""
+
+    def __init__(self, tx) -> None:
+        super().__init__()
+        self._tx = tx
+
+    def _wrapped(self, name, value):
+        if type(value) is UnreadArgument:
+            from ember.capture.builder import wrap
+            value = wrap(self._tx, value.value, value.source)
+            dict.__setitem__(self, name, value)
+        return value
+
+    def __getitem__(self, name):
+        return self._wrapped(name, dict.__getitem__(self, name))
+
+    def get(self, name, default=None):
+        if dict.__contains__(self, name):
+            return self[name]
+        return default
+
+    def pop(self, name, *default):
+        if dict.__contains__(self, name):
+            self[name]  # noqa: B018 (wraps it)
+        return dict.pop(self, name, *default)
+
+    def setdefault(self, name, default=None):
+        if dict.__contains__(self, name):
+            return self[name]
+        return dict.setdefault(self, name, default)
+
+    def values(self):
+        return [self[name] for name in list(self)]
+
+    def items(self):
+        return [(name, self[name]) for name in list(self)]
+
+    def copy(self):
+        out = ArgumentLocals(self._tx)
+        dict.update(out, dict.items(self))
+        return out
+
+    def unread_items(self):
+        """(name, value) pairs with the unread arguments as they are (for a graph break's residual)."""
+        return list(dict.items(self))
+
+
+def lazy_argument(tx, value, source: LocalSource):
+    """The argument's tracker now (tensors and NumPy arrays: their fake tensors are made at entry,
+    before the trace writes through an alias of them, and a tensor's guard waits for its first use
+    anyway: TensorVariable), or an `UnreadArgument` to wrap on first read."""
+    import torch
+    from ember.capture.variables.numpy_arrays import is_numpy_value
+    if isinstance(value, torch.Tensor) or is_numpy_value(value):
+        from ember.capture.builder import wrap
+        return wrap(tx, value, source)
+    return UnreadArgument(value, source)
