@@ -3,7 +3,8 @@ expression, cheap checks first, a miss (not an error) when a check raises.
 
 Shape guards read each tensor's ``size()`` / ``stride()`` once per call (bound just before the
 first shape guard) instead of one ``size(i)`` / ``stride(i)`` call per read; and the value a failed
-guard names in a recompile reason (``_describe_value``).
+guard names in a recompile reason (``_describe_value``; a tensor's first difference in
+torch.compile's words too: ``tensor_mismatch``).
 """
 from __future__ import annotations
 
@@ -106,3 +107,41 @@ def _describe_value_inner(value) -> str:
                 f"stride={list(value.stride())} requires_grad={value.requires_grad}")
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _scalar_type_name(dtype) -> str:
+    """``Float`` for torch.float32, as torch's guard failures name dtypes (c10's ScalarType)."""
+    try:
+        return torch.empty((), dtype=dtype).type().replace("torch.", "").replace("Tensor", "")
+    except Exception:  # noqa: BLE001 (dtypes without a legacy tensor type: float8, uint16, ...)
+        return str(dtype).replace("torch.", "")
+
+
+def tensor_mismatch(value, expected: tuple, name: str) -> str:
+    """What a failed tensor guard saw, and the first difference in torch.compile's words
+    (``tensor 'x' size mismatch at index 0. expected 3, actual 4``); ``expected``: (dtype, device,
+    requires_grad, number of dimensions, sizes or None, strides or None) as the trace saw them
+    (None: symbolic sizes)."""
+    text = _describe_value(value)
+    if not isinstance(value, torch.Tensor):
+        return text
+    dtype, device, requires_grad, ndim, sizes, strides = expected
+    with torch._C.DisableTorchFunctionSubclass():
+        shape, stride = tuple(value.shape), tuple(value.stride())
+        why = None
+        if value.device != device:
+            why = f"device mismatch. expected {device}, actual {value.device}"
+        elif value.dtype != dtype:
+            why = f"dtype mismatch. expected {_scalar_type_name(dtype)}, actual {_scalar_type_name(value.dtype)}"
+        elif value.requires_grad != requires_grad:
+            why = f"requires_grad mismatch. expected requires_grad={int(requires_grad)}"
+        elif len(shape) != ndim:
+            why = f"rank mismatch. expected {ndim}, actual {len(shape)}"
+        elif sizes is not None:
+            i = next((i for i, (a, b) in enumerate(zip(sizes, shape)) if a != b), None)
+            j = next((i for i, (a, b) in enumerate(zip(strides, stride)) if a != b), None)
+            if i is not None:
+                why = f"size mismatch at index {i}. expected {sizes[i]}, actual {shape[i]}"
+            elif j is not None:
+                why = f"stride mismatch at index {j}. expected {strides[j]}, actual {stride[j]}"
+    return text if why is None else f"{text}; tensor '{name}' {why}"

@@ -276,6 +276,14 @@ class GuardSet:
             text = (f"{source.name()}: {type(t).__name__} {t.dtype} {t.device} {t.dim()}-d (sizes: shape "
                     f"guards) requires_grad={t.requires_grad}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, " and ".join(parts))
+        # the recompile reason's "now": the new tensor, and its first difference as torch.compile says it
+        from ember.capture.entry_guards import tensor_mismatch
+        expected = bind(self.scope, (t.dtype, t.device, t.requires_grad, t.dim(), shape if sizes else None,
+                                     stride if sizes else None), "expected_meta")
+        name = source.local if type(source).__name__ == "LocalSource" else source.name()
+        key = (GuardKind.TENSOR_MATCH, source, None)
+        self._guards[key] = dataclasses.replace(
+            self._guards[key], now=f"{bind(self.scope, tensor_mismatch, 'tensor_mismatch')}({e}, {expected}, {name!r})")
 
     def _subclass_tensor_match(self, source: Source, t: torch.Tensor) -> None:
         """tensor_match for a subclass with its own ``__torch_function__``: reading ``.shape`` would
