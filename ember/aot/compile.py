@@ -69,7 +69,7 @@ def _placeholder_vals(gm: torch.fx.GraphModule) -> list:
 
 
 from ember.aot.trace_patches import tracing_patches  # noqa: E402
-from ember.aot.errors import AOTCompileError, EagerBackwardFails  # noqa: E402
+from ember.aot.errors import AOTCompileError, EagerBackwardFails, eager_autograd_refusal  # noqa: E402
 from ember.aot.version_check import eager_backward_check  # noqa: E402
 
 
@@ -101,6 +101,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
             return AOTCallable(gm, list(example_inputs), options)
         except EagerBackwardFails as e:
             log_graphs.debug("the captured graph runs as it is (eager autograd): %s", e)
+            return GraphAsIsCallable(gm)
+        except Exception as e:  # noqa: BLE001
+            if not eager_autograd_refusal(e):
+                raise
+            log_graphs.debug("the captured graph runs as it is (eager autograd refuses it): %s", e)
             return GraphAsIsCallable(gm)
 
 

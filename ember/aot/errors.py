@@ -40,6 +40,27 @@ class EagerBackwardFails(AOTCompileError):
 
 MODIFIED_INPLACE = "modified by an inplace operation"
 
+# autograd's other refusals of in-place writes to views (of a custom Function's multiple outputs,
+# of a view made in no_grad mode...): eager raises them too, where the program writes
+_VIEW_INPLACE_REFUSALS = (
+    "has been modified inplace. This view is the output of a function that returns multiple views",
+    "is a view and is being modified inplace",
+    "is a view and its base or another view of its base has been modified inplace",
+)
+
+
+def eager_autograd_refusal(e: BaseException) -> bool:
+    """Whether ``e`` (or what it wraps) is one of autograd's own in-place refusals, which eager
+    raises on this program as well: the captured graph then runs as it is (see EagerBackwardFails)."""
+    seen = 0
+    while e is not None and seen < 8:
+        text = str(e)
+        if isinstance(e, RuntimeError) and not isinstance(e, AOTCompileError) and (
+                MODIFIED_INPLACE in text or any(m in text for m in _VIEW_INPLACE_REFUSALS)):
+            return True
+        e, seen = e.__cause__, seen + 1
+    return False
+
 
 class UnsupportedAliasedMutation(AOTCompileError):
     """Inputs alias each other in a way synthetic bases cannot express (see ``ember.aot.aliasing``)."""
