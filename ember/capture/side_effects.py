@@ -85,11 +85,8 @@ class SideEffects:
 
     def pending_attrs(self, obj: Any) -> list:
         """``(name, value)`` of the attributes the frame wrote on ``obj``, in first-write order (the
-        order new keys enter its ``__dict__``)."""
-        pending = [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
-        if any(value is DELETED for _name, value in pending):
-            raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object after deleting an attribute")
-        return pending
+        order new keys enter its ``__dict__``); a deleted one's value is `DELETED`."""
+        return [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
 
     def written_names(self, obj: Any) -> list[str]:
         """The attribute names of ``obj`` the frame wrote (or deleted)."""

@@ -24,3 +24,47 @@ def tracked_instance_dict(tx, source, obj):
     if hit is not None and isinstance(hit[1], DictVariable):
         return hit[1]
     return None
+
+
+def written_instance_dict(tx, obj_vt, d: dict):
+    """``obj.__dict__`` after the frame assigned (or deleted) attributes of ``obj``: its keys and
+    values as they are now, with the writes (existing keys keep their place, new ones follow in
+    write order, deleted ones are gone). Read-only: writing through it, or another attribute write,
+    is a break."""
+    from ember.capture.builder import wrap
+    from ember.capture.side_effects import DELETED
+    from ember.capture.variables.base import ConstantVariable, unsupported
+    from ember.capture.variables.containers import DictVariable
+    base = wrap(tx, d, AttrSource(obj_vt.source, "__dict__"))
+    if not isinstance(base, DictVariable):
+        raise unsupported("EB0032", f"reading the __dict__ of a {type(obj_vt.obj).__name__} object the frame "
+                          "assigned attributes of")
+    base._observe_order(tx)
+    view = DictVariable(base.items, base.keys)
+    for name, value in tx.side_effects.pending_attrs(obj_vt.obj):
+        if value is DELETED:
+            view.items.pop(name, None)  # (`del obj.name`: it was present, checked at the delete)
+            view.keys.pop(name, None)
+        else:
+            view.set_item(ConstantVariable(name), value)
+    view.read_only = "writing into an object's __dict__ after assigning its attributes"
+    # live across a graph break it is the real __dict__ (the writes are replayed before the
+    # code after the break runs); its order is already guarded through `base`
+    view.source, view.order_source = base.source, None
+    tx.side_effects.read_instance_dict(obj_vt.obj, written_ok=True)
+    return view
+
+
+def write_through_read_dict(tx, obj_vt, name: str, value) -> bool:
+    """``obj.name = value`` after the trace took ``obj.__dict__`` as a dict tracker (``if "c" in
+    self.__dict__`` earlier): the write goes into that tracker, which reads of ``obj.name`` and of
+    the dict consult and which is replayed onto the real ``__dict__``. False when there is no such
+    tracker, or the frame also wrote attributes the other way (their replay would interleave)."""
+    obj = obj_vt.obj
+    tracked = tracked_instance_dict(tx, obj_vt.source, obj)
+    if tracked is None or type(obj.__dict__) is not dict or tx.side_effects.has_attrs(obj) or \
+            getattr(tracked, "read_only", None):
+        return False
+    from ember.capture.variables.base import ConstantVariable
+    tracked.call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
+    return True

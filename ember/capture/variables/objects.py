@@ -622,25 +622,8 @@ class UserObjectVariable(VariableTracker):
         return tracked_instance_dict(tx, self.source, self.obj)
 
     def _written_dict(self, tx, d: dict):
-        """``obj.__dict__`` after the frame assigned attributes of ``obj``: its keys and values as
-        they are now, with the writes (existing keys keep their place, new ones follow in write
-        order). Read-only: writing through it, or another attribute write, is a break."""
-        from ember.capture.builder import wrap
-        from ember.capture.variables.containers import DictVariable
-        base = wrap(tx, d, AttrSource(self.source, "__dict__"))
-        if not isinstance(base, DictVariable):
-            raise unsupported("EB0032", f"reading the __dict__ of a {type(self.obj).__name__} object the frame assigned "
-                              "attributes of")
-        base._observe_order(tx)
-        view = DictVariable(base.items, base.keys)
-        for name, value in tx.side_effects.pending_attrs(self.obj):
-            view.set_item(ConstantVariable(name), value)
-        view.read_only = "writing into an object's __dict__ after assigning its attributes"
-        # live across a graph break it is the real __dict__ (the writes are replayed before the
-        # code after the break runs); its order is already guarded through `base`
-        view.source, view.order_source = base.source, None
-        tx.side_effects.read_instance_dict(self.obj, written_ok=True)
-        return view
+        from ember.capture.variables.instance_lookup import written_instance_dict
+        return written_instance_dict(tx, self, d)
 
     def iter(self, tx):
         it = _static_lookup(self.obj, "__iter__")
@@ -729,7 +712,9 @@ class UserObjectVariable(VariableTracker):
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} through a descriptor/property")
         if raw_attribute(obj, "__dict__") is None:
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} on an object without __dict__")
-        tx.side_effects.store_attr(self, obj, name, value, raw=True)
+        from ember.capture.variables.instance_lookup import write_through_read_dict
+        if not write_through_read_dict(tx, self, name, value):
+            tx.side_effects.store_attr(self, obj, name, value, raw=True)
 
     def delattr(self, tx, name):
         """``del obj.name``: an instance attribute of a plain object (no ``__delattr__``,
