@@ -23,6 +23,9 @@ class SideEffects:
         self._calls: list[tuple[VariableTracker, str, list, dict]] = []
         self._raw_attrs: set[tuple[int, str]] = set()
         self._setters: dict[tuple[int, str], Any] = {}  # key -> the setter the replay calls
+        # attributes deleted and then assigned again in the frame: the new key goes to the end of
+        # the object's __dict__ (as in eager), so the replay deletes before it sets
+        self._readded: set[tuple[int, str]] = set()
         # objects whose __dict__ the trace holds as a dict tracker: an attribute write after that
         # would not show in it (and one before it is not in the real dict it was read from)
         self._dict_read: set[int] = set()
@@ -54,6 +57,10 @@ class SideEffects:
         if id(obj) in self._dict_read:
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         key = (id(obj), name)
+        prev = self._attrs.get(key)
+        if prev is not None and prev[2] is DELETED and value is not DELETED:
+            del self._attrs[key]  # (re-inserted: its replay, and its key, come after the others)
+            self._readded.add(key)
         self._raw_attrs.discard(key)
         self._setters.pop(key, None)
         if raw:
@@ -87,6 +94,11 @@ class SideEffects:
         """``(name, value)`` of the attributes the frame wrote on ``obj``, in first-write order (the
         order new keys enter its ``__dict__``); a deleted one's value is `DELETED`."""
         return [(name, value) for (oid, name), (_t, _n, value) in self._attrs.items() if oid == id(obj)]
+
+    def readded(self, obj: Any, name: str) -> bool:
+        """Whether the frame deleted ``obj.name`` and then assigned it again (its key moved to the
+        end of ``obj.__dict__``)."""
+        return (id(obj), name) in self._readded
 
     def written_names(self, obj: Any) -> list[str]:
         """The attribute names of ``obj`` the frame wrote (or deleted)."""
@@ -207,6 +219,8 @@ class SideEffects:
             if value is DELETED:  # (set and deleted in the frame, or deleted: gone either way)
                 writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")
                 continue
+            if key in self._readded:  # deleted then set again: the key moves to the end
+                writes.append(f"{bind(scope, _drop_attribute, 'drop_attribute')}({targets[id(target)]}, {name!r})")
             if key in self._setters:
                 via = self._setters[key]
                 if hasattr(via, "final_setter"):  # (decided by the whole trace: `DataAssignment`)

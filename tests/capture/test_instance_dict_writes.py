@@ -59,3 +59,22 @@ def test_dict_read_after_deleting_an_attribute():
 
 def test_write_through_the_dict_is_replayed_before_a_break():
     _run_both(write_after_reading_dict_then_break, graphs=2, fullgraph=False)
+
+
+def delete_then_set_again(x, obj):
+    del obj.a
+    obj.a = 7  # a new key: at the end of obj.__dict__, in the frame and after it
+    return x + obj.a, list(obj.__dict__)
+
+
+def delete_then_set_again_unread(x, obj):
+    del obj.a
+    obj.a = 7
+    return x + obj.a
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile (2.13) keeps the old place: ['a', 'b'] where eager has "
+                                      "['b', 'a']")
+def test_attribute_deleted_then_set_again_moves_to_the_end():
+    _run_both(delete_then_set_again, graphs=1)
+    _run_both(delete_then_set_again_unread, graphs=1)  # (the replay too: ['b', 'a'] afterwards)

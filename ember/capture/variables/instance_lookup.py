@@ -42,10 +42,11 @@ def written_instance_dict(tx, obj_vt, d: dict):
     base._observe_order(tx)
     view = DictVariable(base.items, base.keys)
     for name, value in tx.side_effects.pending_attrs(obj_vt.obj):
-        if value is DELETED:
-            view.items.pop(name, None)  # (`del obj.name`: it was present, checked at the delete)
+        if value is DELETED or tx.side_effects.readded(obj_vt.obj, name):
+            # (`del obj.name`: it was present, checked at the delete; set again after it: at the end)
+            view.items.pop(name, None)
             view.keys.pop(name, None)
-        else:
+        if value is not DELETED:
             view.set_item(ConstantVariable(name), value)
     view.read_only = "writing into an object's __dict__ after assigning its attributes"
     # live across a graph break it is the real __dict__ (the writes are replayed before the
