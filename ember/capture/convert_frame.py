@@ -358,8 +358,7 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
                               "graph itself (symbolic sizes and ints as constants)")
 
     if output.symbolic_inputs:
-        _shape_guard_names(guards.scope, codegen.parameter_names(code))
-        output.install_shape_guards()
+        output.install_shape_guards(_shape_guard_names(guards.scope, codegen.parameter_names(code)))
     if compiled is not None:
         metrics.bump("graphs")  # (counted once its guards hold: a trace retried counts once)
     scope = guards.scope

@@ -13,19 +13,24 @@ import re
 import torch
 
 from ember.capture import codegen
-from ember.capture.dynamic_dims import StaticRetry
 from ember.capture.guards import GuardKind, GuardSet
+from ember.capture.sources import bind
 from ember.exc import maybe_inject, where_raised
 
 
-def _shape_guard_names(scope: dict, params) -> None:
+def _shape_guard_names(scope: dict, params) -> dict[str, str]:
     """Shape guards call ``torch.sym_float``, ``math.floor`` and the like by those names: put them in
-    the guard function's scope (a parameter of the same name would shadow them: trace static)."""
+    the guard function's scope. A parameter of the same name shadows one (``torch`` is a local of
+    ``Optimizer._use_grad``, so of its resume functions): returns ``{name: private name}`` for those,
+    which ``OutputGraph.install_shape_guards`` writes in the guards instead."""
     from torch.fx.experimental.symbolic_shapes import SYMPY_INTERP
-    if set(SYMPY_INTERP) & set(params):
-        raise StaticRetry(f"a parameter is named like a helper of the shape guards ({set(SYMPY_INTERP) & set(params)})")
+    shadowed = {}
     for name, value in SYMPY_INTERP.items():
-        scope.setdefault(name, value)
+        if name in params:
+            shadowed[name] = bind(scope, value, f"sympy_{name}")
+        else:
+            scope.setdefault(name, value)
+    return shadowed
 
 
 def _inject_guard_fault() -> bool:

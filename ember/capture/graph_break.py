@@ -49,7 +49,7 @@ from ember.bytecode.instructions import ExnTabEntry
 from ember.bytecode import versions
 from ember.bytecode.closure_twin import closure_twin
 from ember.capture.callees import ClosureCall
-from ember.capture.skipfiles import compile_disabled, skipped_code
+from ember.capture.skipfiles import compile_disabled, scheduler_file, skipped_code
 from ember.capture.variables.base import NullVariable, unsupported
 from ember.capture.variables.inference_breaks import leave_blocks, reentered_at_resume
 
@@ -255,9 +255,11 @@ class ResumeCache:
         if target is not None:  # disable(recursive=False): its frame as it is, its callees compiled
             return fn if skipped_code(target.__code__) else self._skipped(target)
         if compile_disabled(fn) or skipped_code(fn.__code__):
-            if not compile_disabled(fn) and fn.__code__ is _CONTEXT_DECORATOR_CODE:
+            if not compile_disabled(fn) and (fn.__code__ is _CONTEXT_DECORATOR_CODE
+                                             or scheduler_file(fn.__code__.co_filename)):
                 # `@torch.no_grad()` / `@torch.inference_mode()` ...: torch's wrapper runs as it is,
-                # the function it wraps is compiled (as torch.compile's frame hook compiles it)
+                # the function it wraps is compiled (as torch.compile's frame hook compiles it);
+                # an lr scheduler's code likewise (its wrapper of `opt.step` calls the optimizer's)
                 return self._skipped(fn)
             return fn
         if fn.__code__.co_flags & inspect.CO_GENERATOR:
@@ -323,7 +325,10 @@ class ResumeCache:
             fn = make_resume_function(self.fn, rc)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
-            run = fn if eager else self.make_compiled(fn, self._offset_map(fn.__code__))
+            # (the rest of a frame that runs eagerly still compiles the functions it calls, as
+            # torch.compile's frame hook compiles every frame a skipped one calls)
+            from ember.capture.eager_frames import SkippedFrame
+            run = SkippedFrame(fn, self.hook) if eager else self.make_compiled(fn, self._offset_map(fn.__code__))
             hit = self._resume[key] = (run, rc)
         return hit
 

@@ -251,16 +251,20 @@ class OutputGraph:
                     out.append(where)
         return out
 
-    def install_shape_guards(self) -> None:
+    def install_shape_guards(self, shadowed: dict[str, str] | None = None) -> None:
         """The ShapeEnv's guards over the symbolic inputs (after the backend compiled the graph:
-        tracing it further may have added some)."""
+        tracing it further may have added some).
+
+        ``shadowed``: helpers of the guard code (``torch``, ``math``) that a parameter of the frame
+        shadows, and the private names bound to them: an input read through that parameter is
+        read into a hoisted local first, and the guards call the helper by its private name."""
         if not self.symbolic_inputs:
             return
         # (inputs the trace never used are not guarded: see TensorVariable; their symbols appear in
         # no guard then, unless shared with a used input's, which names them)
         used = [entry for entry in self.symbolic_inputs if self.is_guarded_input(entry[3])]
         try:
-            self._install_shape_guards(used)
+            self._install_shape_guards(used, shadowed)
         except StaticRetry:
             raise
         except Exception as e:
@@ -268,7 +272,7 @@ class OutputGraph:
                 raise
             for _, _, _, source in self.symbolic_inputs:  # (a guard over an unused one's symbol: all)
                 self._tracker_by_source[source].use()
-            self._install_shape_guards(self.symbolic_inputs)
+            self._install_shape_guards(self.symbolic_inputs, shadowed)
 
     def is_guarded_input(self, source) -> bool:
         """Whether the input read from ``source`` has its guard (False: a tensor input the trace
@@ -276,7 +280,14 @@ class OutputGraph:
         vt = self._tracker_by_source.get(source)
         return vt is None or vt.is_guarded
 
-    def _install_shape_guards(self, inputs: list) -> None:
+    def _install_shape_guards(self, inputs: list, shadowed: dict[str, str] | None) -> None:
+        exprs = [e for _, e, *_ in inputs]
+        bare = None
+        if shadowed:
+            import re
+            from ember.capture.sources import hoist
+            bare = re.compile(r"(?<![\w.'\"])(" + "|".join(map(re.escape, shadowed)) + r")\b")
+            exprs = [bare.sub(lambda m: hoist(self.guards.scope, m.group(1)), e) for e in exprs]
         fakes = []
         for fake, _, key, source in inputs:
             if key is not None and not same_metadata(self.fake.shape_env, entry_metadata(fake), key):
@@ -287,14 +298,16 @@ class OutputGraph:
                     raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
             fakes.append(fake)
         try:
-            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, [e for _, e, *_ in inputs],
+            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, exprs,
                                      [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
                                       for f in fakes])
         except Exception as e:
             if type(e).__name__ == "ConstraintViolationError":
                 name_violation(e, self)
             raise
-        self.guards.shape_env(codes, [(e, src.name()) for _, e, _, src in inputs], provenance)
+        if bare is not None:  # (what is left bare is a helper: the inputs are read through hoisted locals)
+            codes = [bare.sub(lambda m: shadowed[m.group(1)], c) for c in codes]
+        self.guards.shape_env(codes, [(e, src.name()) for e, (*_, src) in zip(exprs, inputs)], provenance)
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     observes_storage_offsets = False

@@ -12,6 +12,12 @@ torch's own files are skipped the same way, except ``torch/nn`` (module forwards
 functionals, which users expect compiled) and ``torch/optim`` (an optimizer's ``step``: Dynamo
 compiles its frames too, so the parameter update after ``_use_grad``'s ``graph_break()`` is one
 graph). A ``torch._disable_dynamo`` wrapper (``Optimizer.zero_grad``) runs as it is.
+
+``torch/optim/lr_scheduler.py`` is neither inlined nor compiled, as Dynamo skips it: a scheduler's
+``step`` reads and bumps counters (``_step_count``, ``last_epoch``) that a trace would specialise on,
+a recompile per training step. A call into it breaks the graph and runs as it is, with the
+functions it calls compiled (the optimizer step its ``opt.step`` wrapper calls; see
+``eager_frames.py``).
 """
 from __future__ import annotations
 
@@ -44,7 +50,7 @@ _PACKAGES = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.se
 def _skipped_file(filename: str) -> bool:
     path = os.path.realpath(filename)
     if path.startswith(_TORCH):
-        return not path.startswith(_TORCH_COMPILED)
+        return not path.startswith(_TORCH_COMPILED) or scheduler_file(path)
     if any(p in path for p in _PACKAGES):
         return False
     return path.startswith(_STDLIB)
@@ -54,6 +60,12 @@ def _skipped_file(filename: str) -> bool:
 def torch_file(filename: str) -> bool:
     """A file of the torch package itself."""
     return os.path.realpath(filename).startswith(_TORCH)
+
+
+@functools.lru_cache(maxsize=1024)
+def scheduler_file(filename: str) -> bool:
+    """``torch/optim/lr_scheduler.py``: never traced (see the module docstring)."""
+    return os.path.realpath(filename) == _TORCH[0] + "optim" + os.sep + "lr_scheduler.py"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -207,6 +207,8 @@ class UserFunctionVariable(VariableTracker):
             return ConstantVariable(getattr(self.fn, name))
         if name in ("__defaults__", "__kwdefaults__"):
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
+        if name == "__get__":
+            return FunctionGetVariable(self)
         if name in self.fn.__dict__:
             return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
         if name in ("__dict__", "__annotations__") and self.source is not None:
@@ -306,6 +308,35 @@ class NestedFunctionVariable(VariableTracker):
             return DictVariable.read_only_of(zip(self.annotations[::2], self.annotations[1::2]),
                                              "changing a nested function's __annotations__")
         return super().getattr(tx, name)
+
+
+class FunctionGetVariable(VariableTracker):
+    """``f.__get__``: the descriptor call a class attribute lookup makes, binding ``f`` to an object
+    (``func.__get__(opt, type(opt))(*args)`` in torch's lr-scheduler wrapper of ``Optimizer.step``):
+    a method like ``obj.f`` read from the class."""
+
+    def __init__(self, func: UserFunctionVariable):
+        self.func = func
+
+    def python_type(self):
+        return types.MethodWrapperType
+
+    def describe(self):
+        return f"{self.func.describe()}.__get__"
+
+    def truth(self, tx):
+        return True
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2:
+            raise unsupported("EB0033", f"calling {self.describe()} with {len(args)} arguments"
+                                        f"{' and keywords' if kwargs else ''}")
+        obj = args[0]
+        if obj.is_constant() and obj.as_constant() is None:
+            if len(args) == 1 or (args[1].is_constant() and args[1].as_constant() is None):
+                raise PythonException(TypeError("__get__(None, None) is invalid"))
+            return self.func  # read from the class: the function itself
+        return UserMethodVariable(self.func, obj)
 
 
 class UserMethodVariable(VariableTracker):

@@ -116,9 +116,18 @@ def call_init_group(tx, opt_vt, fn, args, kwargs):
 
 
 def _use(vt) -> None:
-    """Read a hyperparameter's value (installs its guard)."""
+    """Read a hyperparameter's value (installs its guard).
+
+    A number that automatic dynamic made symbolic (the lr an lr scheduler changes every step) is
+    guarded by its sign only: torch's ``_init_group``s ask of a hyperparameter its type (Adam:
+    ``torch.is_tensor(group["lr"])``) or compare it with 0 (SGD, RMSprop: ``momentum != 0``, ``> 0``);
+    the value is read only where the call creates a state (Rprop's, ASGD's first step), which
+    happens for real here, once. Guarding the value made every new lr a recompile."""
     from ember.capture.variables.containers import ListVariable, TupleVariable
-    if isinstance(vt, ConstantVariable):
+    from ember.capture.variables.symbolic import SymNodeVariable
+    if isinstance(vt, SymNodeVariable) and not isinstance(vt.sym, torch.SymBool):
+        bool(vt.sym > 0), bool(vt.sym < 0)  # (each a guard on the ShapeEnv's symbol)
+    elif isinstance(vt, ConstantVariable):
         vt.value  # noqa: B018 — reading it guards it
     elif isinstance(vt, (TupleVariable, ListVariable)):
         for item in vt.items:

@@ -123,6 +123,11 @@ class TorchFunctionVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.builder import wrap
+        if name == "__get__" and type(self.fn) is types.FunctionType:
+            # binding torch's Python function to an object makes a method, as a class lookup does
+            # (the lr scheduler's `func.__get__(opt, type(opt))` of an optimizer's step)
+            from ember.capture.variables.functions import FunctionGetVariable, UserFunctionVariable
+            return FunctionGetVariable(UserFunctionVariable(self.fn, self.source))
         try:
             return wrap(tx, getattr(self.fn, name), None)
         except AttributeError:
