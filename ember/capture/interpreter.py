@@ -251,9 +251,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             raise unsupported("EB0004", f"calling coroutine function {name}()")
         if self.depth >= MAX_INLINE_DEPTH:
             raise unsupported("EB0003", f"inlining depth limit reached at {name}() (recursion?)")
-        if scheduler_file(code.co_filename):  # (capture/skipfiles.py: as Dynamo skips it)
-            raise unsupported("EB0033", f"{code.co_qualname}() of torch's lr_scheduler runs as it is (its "
-                                        "counters would recompile every step; the calls it makes are compiled)")
+        if scheduler_file(code.co_filename):  # (runs as it is, its callees compiled: capture/skipfiles.py)
+            raise unsupported("EB0033", f"{code.co_qualname}() of torch's lr_scheduler runs as it is")
         qualname = getattr(getattr(fn_vt, "fn", None), "__qualname__", None)  # (error messages name it)
         bound = bind_arguments(code, name, tuple(defaults), kwdefaults, list(args), dict(kwargs),
                                qualname=qualname if isinstance(qualname, str) else None)

@@ -489,9 +489,7 @@ class OpcodeMixin:
             # `x.size(0) in (0, 1)`: a guard per comparison made, not the size's value
             result = any(symbolic_operation(self, operator.eq, [item, ConstantVariable(v)]).truth(self)
                          for v in container.value)
-        elif type(container) is DictVariable and container.dict_cls is dict:
-            # `key in group`: the keys only (folding the dict as a constant would read every value,
-            # fixing a symbolic one: an optimizer group's lr made dynamic recompiled per value)
+        elif type(container) is DictVariable and container.dict_cls is dict:  # (keys only: a value may be a symbol)
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
         elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
             result = item.as_constant() in container.as_constant()
