@@ -532,11 +532,11 @@ def _wrap(tx, value, source) -> VariableTracker:
     if isinstance(value, types.BuiltinFunctionType):
         # Module-level functions of builtins/math/operator (and a few pure sys readers) are
         # BuiltinVariables, which fold on constants; any other C function is opaque.
-        from ember.capture.variables.builtins import _PURE_SYS
+        from ember.capture.variables.builtins import _FRAME_STATE_SYS, _PURE_SYS
         owner = getattr(value, "__self__", None)
         if (getattr(value, "__module__", None) in ("builtins", "math", "_operator", "operator", "cmath")
                 and (owner is None or isinstance(owner, types.ModuleType))) or value in _PURE_SYS \
-                or value is functools.reduce:
+                or value is functools.reduce or value in _FRAME_STATE_SYS:
             if source is not None:
                 guards.id_match(source, value)  # `op = math.sin` may be rebound
             return BuiltinVariable(value, source)

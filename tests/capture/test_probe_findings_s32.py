@@ -291,3 +291,59 @@ def test_invert_of_a_symbolic_int_stays_symbolic():
     vals = [5, 7, -3, -8, 9, 2, -1, 13, 0, 1]
     cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
     assert cnt.frame_count == 2  # (was one graph per value up to the recompile limit)
+
+
+# --- contextlib.ExitStack: types.MethodType(fn, obj) and sys.exc_info() (no exception handled)
+#     broke the graph (the whole frame ran eagerly inside a loop)
+
+def test_exit_stack_of_user_context_managers():
+    import contextlib
+
+    def f(x, n):
+        log = []
+
+        @contextlib.contextmanager
+        def tag(i):
+            log.append(f"in{i}")
+            yield i
+            log.append(f"out{i}")
+        with contextlib.ExitStack() as st:
+            vals = [st.enter_context(tag(i)) for i in range(n)]
+            st.callback(log.append, "callback")
+            y = x * n
+        return y, log, vals
+    cnt = _run(f, lambda i: (torch.ones(2), [2, 3, 2][i]), n_calls=3, fullgraph=True)
+    assert cnt.frame_count == 2
+
+
+def test_method_type_and_exc_info_in_the_frame():
+    import sys
+    import types
+
+    class O:
+        def __init__(self, k):
+            self.k = k
+
+    def scale(self, t):
+        return t * self.k
+
+    def f(x, o):
+        m = types.MethodType(scale, o)
+        return m(x), m.__self__ is o, sys.exc_info()
+
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt, fullgraph=True)
+    o = O(3)
+    assert_same(compiled(torch.ones(2), o), f(torch.ones(2), o))
+
+
+def test_exc_info_inside_a_handler_keeps_eager_traceback():
+    import sys
+
+    def f(x):
+        try:
+            raise ValueError("v")
+        except ValueError:
+            t, v, tb = sys.exc_info()
+            return x + 1, t.__name__, str(v), tb is not None
+    _run(f, lambda i: (torch.ones(2),), n_calls=2)

@@ -23,7 +23,7 @@ from ember.capture.variables.symbolic import (VALUE_TEXT_BUILTINS, SymNodeVariab
 from ember.fake.symbolic import has_symbols, has_unbacked
 from ember.capture.variables.base import derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.capture.variables.frame_builtins import frame_dir, frame_locals, frame_vars
+from ember.capture.variables.frame_builtins import frame_dir, frame_exc_info, frame_exception, frame_locals, frame_vars
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
 from ember.capture.variables.ordering import _key_values, comparable, order_by_keys, ordered
@@ -727,7 +727,12 @@ _HANDLERS = {
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
     locals: frame_locals, dir: frame_dir, operator.index: _index_of,
     math.prod: lambda tx, *a, **k: symbolic_prod(tx, _iter_items, a, k),
+    sys.exc_info: frame_exc_info,
 }
+if hasattr(sys, "exception"):  # (3.11+)
+    _HANDLERS[sys.exception] = frame_exception
+# sys functions answered from the trace's exception state (see frame_builtins.py), never folded
+_FRAME_STATE_SYS = frozenset(f for f in (sys.exc_info, getattr(sys, "exception", None)) if f is not None)
 
 
 

@@ -241,6 +241,11 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         from ember.capture.variables.new_object import construct_with_new
         return construct_with_new(tx, cls, module_new, args, kwargs)
     from ember.capture.variables.new_object import constructible, construct_object, construct_with_new, python_new
+    if cls is types.MethodType and len(args) == 2 and not kwargs \
+            and type(args[0]).__name__ in ("UserFunctionVariable", "NestedFunctionVariable"):
+        # MethodType(fn, obj): fn bound to obj (contextlib.ExitStack wraps __exit__ callbacks so)
+        from ember.capture.variables.functions import UserMethodVariable
+        return UserMethodVariable(args[0], args[1])
     if cls is types.SimpleNamespace and not args:
         # SimpleNamespace(a=..., b=...): an object whose attributes are the keywords
         from ember.capture.variables.new_object import NewObjectVariable

@@ -63,3 +63,37 @@ def frame_vars(tx, *args, **kwargs):
         return tx.getattr(args[0], "__dict__")
     except MissingAttribute:
         raise PythonException(TypeError("vars() argument must have __dict__ attribute")) from None
+
+
+def frame_exc_info(tx, *args, **kwargs):
+    """``sys.exc_info()`` where no exception is being handled (guarded): ``(None, None, None)``
+    (contextlib.ExitStack.__exit__ reads it). While one is: not modelled (its traceback)."""
+    if args or kwargs:
+        return NotImplemented
+    if tx.current_exception_now() is None:
+        return ConstantVariable((None, None, None))
+    _exception_reader_break(tx, "sys.exc_info")
+
+
+def frame_exception(tx, *args, **kwargs):
+    """``sys.exception()`` (3.11+): the exception being handled, None outside a handler."""
+    if args or kwargs:
+        return NotImplemented
+    current = tx.current_exception_now()
+    if current is None:
+        return ConstantVariable(None)
+    vt = tx.current_exception_vt
+    if vt is not None and getattr(vt, "real_exception", None) is current:
+        return vt
+    _exception_reader_break(tx, "sys.exception")
+
+
+def _exception_reader_break(tx, name):
+    """As an opaque call of it: a break; inside an except block of an exception the trace raised,
+    the whole frame runs eagerly (eager's exception has a traceback through this frame)."""
+    from ember.capture.variables.base import unsupported
+    from ember.capture.variables.opaque_callables import handling_traced_exception
+    e = unsupported("EB0033", f"calling builtin {name}")
+    if handling_traced_exception(tx):
+        e.whole_frame = True
+    raise e
