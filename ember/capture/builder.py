@@ -290,6 +290,7 @@ def _wrap(tx, value, source) -> VariableTracker:
         # (defaultdict, Counter: `d[k]` in a guard on a later call, where k is gone, would call
         # __missing__, and a defaultdict's inserts the key into the caller's dict)
         missing = hasattr(t, "__missing__")
+        from ember.capture.variables.real_dicts import _dict_getitem  # (a missing key: a guard miss)
         for i, (k, v) in enumerate(list(value.items())):  # (wrapping a value may add to this dict: globals)
             if _tensor_key(k):
                 # A tensor key (an optimizer's state by parameter): the key an input read from its
@@ -313,7 +314,7 @@ def _wrap(tx, value, source) -> VariableTracker:
             key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
             hk = key_vt.hash_key() if by_identity else k
             items[hk] = wrap(tx, v, None if source is None else
-                             CallSource(_present_item, source, (k,)) if missing else ItemSource(source, k))
+                             CallSource(_dict_getitem, source, (k,)) if missing else ItemSource(source, k))
             keys[hk] = key_vt
         vt = DictVariable(items, keys, source=source, dict_cls=t)
         if source is not None:
@@ -644,17 +645,6 @@ def _nth_key(d, i):
 def _nth_value(d, i):
     return list(d.values())[i]
 
-
-_ABSENT = object()
-
-
-def _present_item(d, k):
-    """``d[k]`` of a dict whose class has ``__missing__``, without calling it: a missing key is a
-    guard miss (KeyError), not a new entry in the program's defaultdict."""
-    v = dict.get(d, k, _ABSENT)
-    if v is _ABSENT:
-        raise KeyError(k)
-    return v
 
 
 def _plain_constant(k) -> bool:
