@@ -457,6 +457,11 @@ class GuardSet:
         vname = bind(self.scope, value, key + "_value")
         self._add(GuardKind.GLOBAL_STATE, None, key, f"{label} == {value!r}", f"{name}() == {vname}")
 
+    def pins_type(self, source: Source) -> bool:
+        """Whether a type or tensor guard on ``source`` is installed."""
+        return (GuardKind.TYPE_MATCH, source, None) in self._guards or \
+            (GuardKind.TENSOR_MATCH, source, None) in self._guards
+
     # -- reading -------------------------------------------------------------
     def ordered(self) -> list[Guard]:
         return sorted(self._guards.values(), key=lambda g: (g.kind, g.order))

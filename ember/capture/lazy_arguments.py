@@ -22,13 +22,16 @@ from ember.capture.sources import LocalSource
 
 
 class UnreadArgument:
-    """An argument of the frame the trace has not read (no tracker, no guard yet)."""
+    """An argument of the frame the trace has not read (no guard yet; a tensor's tracker, made at
+    entry, with ``on_read``: its type guard, installed when the frame reads it)."""
 
-    __slots__ = ("value", "source")
+    __slots__ = ("value", "source", "tracker", "on_read")
 
-    def __init__(self, value, source: LocalSource) -> None:
+    def __init__(self, value, source: LocalSource, tracker=None, on_read=()) -> None:
         self.value = value
         self.source = source
+        self.tracker = tracker
+        self.on_read = on_read
 
 
 class ArgumentLocals(dict):
@@ -44,8 +47,13 @@ class ArgumentLocals(dict):
 
     def _wrapped(self, name, value):
         if type(value) is UnreadArgument:
-            from ember.capture.builder import wrap
-            value = wrap(self._tx, value.value, value.source)
+            if value.tracker is not None:
+                for guard in value.on_read:
+                    guard()
+                value = value.tracker
+            else:
+                from ember.capture.builder import wrap
+                value = wrap(self._tx, value.value, value.source)
             dict.__setitem__(self, name, value)
         return value
 
@@ -84,12 +92,20 @@ class ArgumentLocals(dict):
 
 
 def lazy_argument(tx, value, source: LocalSource):
-    """The argument's tracker now (tensors and NumPy arrays: their fake tensors are made at entry,
-    before the trace writes through an alias of them, and a tensor's guard waits for its first use
-    anyway: TensorVariable), or an `UnreadArgument` to wrap on first read."""
+    """An `UnreadArgument` to wrap on first read; a tensor's (or NumPy array's) tracker is made now,
+    its fake tensor before the trace writes through an alias of it (a tensor's type guard waits for
+    the frame to read it, the rest of its guard for a use: TensorVariable)."""
     import torch
+    from ember.capture.builder import wrap
     from ember.capture.variables.numpy_arrays import is_numpy_value
-    if isinstance(value, torch.Tensor) or is_numpy_value(value):
-        from ember.capture.builder import wrap
+    if is_numpy_value(value):
         return wrap(tx, value, source)
-    return UnreadArgument(value, source)
+    if not isinstance(value, torch.Tensor):
+        return UnreadArgument(value, source)
+    output = tx.output
+    output.deferred_type_guards = deferred = []
+    try:
+        vt = wrap(tx, value, source)
+    finally:
+        output.deferred_type_guards = None
+    return UnreadArgument(value, source, vt, deferred) if deferred else vt

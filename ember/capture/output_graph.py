@@ -94,13 +94,20 @@ class OutputGraph:
         if hit is not None:
             if hit.source is not None and hit.source != source:
                 self.guards.same_object(source, hit.source)
+                if not self.guards.pins_type(hit.source):  # (its own waits for a read: lazy_arguments)
+                    self.guards.type_match(source, real)
             return hit
         if self.numpy_inputs:  # (an input over an ndarray input's memory: refused / guarded apart)
             from ember.capture.variables.numpy_arrays import guard_new_tensor_input
             guard_new_tensor_input(self, real, source)
-        # Its type now; the rest of its tensor guard when the trace first uses it (see TensorVariable:
-        # a tensor only passed on, or unused, is not guarded by this frame, as in torch.compile).
-        self.guards.type_match(source, real)
+        # Its type now (an argument of the frame: when the frame reads it, see lazy_arguments); the
+        # rest of its tensor guard when the trace first uses it (see TensorVariable: a tensor only
+        # passed on, or unused, is not guarded by this frame, as in torch.compile).
+        type_guard = functools.partial(self.guards.type_match, source, real)
+        if self.deferred_type_guards is not None:
+            self.deferred_type_guards.append(type_guard)
+        else:
+            type_guard()
         pending = []
         try:
             fake = self._symbolic_input(source, real, pending)
@@ -310,6 +317,7 @@ class OutputGraph:
         self.guards.shape_env(codes, [(e, src.name()) for e, (*_, src) in zip(exprs, inputs)], provenance)
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
+    deferred_type_guards: list | None = None  # (set while lazy_arguments wraps a tensor argument)
     observes_storage_offsets = False
     observes_tensor_identity = False
     observes_compiling = False  # the trace asked torch.compiler.is_compiling() (see torch_fn._COMPILING_QUERIES)

@@ -42,6 +42,7 @@ _VALUES = {
     "str": ["a", "b", "c"],
     "tuple": [(1, 2), (1, 2, 3), (4,)],
     "none_or_tensor": [None, torch.ones(2), None],
+    "tensor_or_none": [torch.ones(2), None, torch.ones(2, dtype=torch.int64), None],
     "module": [nn.Linear(2, 2), nn.Linear(3, 3), nn.ReLU()],
     "dtype": [torch.float32, torch.int64, torch.float64],
 }
