@@ -26,7 +26,7 @@ from ember.capture.variables.dict_views import view_set_operation
 from ember.capture.variables.mapping_proxy import proxy_operands
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
-from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.tensor import TensorVariable, use_tensors
 from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable
 from ember.capture.variables.numpy_bridge import binary as numpy_binary, unary as numpy_unary
 
@@ -473,9 +473,7 @@ class OpcodeMixin:
     def IS_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        for v in (a, b):  # (`x is None` of a tensor input: a use, as torch.compile counts it)
-            if isinstance(v, TensorVariable):
-                v.use()
+        use_tensors(a, b)  # (`x is None` of a tensor input: a use, as torch.compile counts it)
         self.push(self.compare_identity(a, b, bool(inst.arg)))
 
     def CONTAINS_OP(self, inst):
@@ -564,9 +562,7 @@ class OpcodeMixin:
         self._pop_jump(inst, False)
 
     def _pop_jump_none(self, inst, when_none: bool):
-        v = self.pop()
-        if isinstance(v, TensorVariable):
-            v.use()  # (as `x is None`: IS_OP)
+        v = use_tensors(self.pop())[0]  # (as `x is None`: IS_OP)
         is_none = v.is_constant() and v.as_constant() is None
         if is_none == when_none:
             self.jump_to(inst.argval)

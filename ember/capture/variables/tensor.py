@@ -52,6 +52,14 @@ _TENSOR_PROPERTIES = {"T", "mT", "H", "mH", "real", "imag"}
 _REAL_ONLY_QUERIES = frozenset({"_is_view", "is_shared", "retains_grad"})
 
 
+def use_tensors(*vts) -> tuple:
+    """``vts``, each tensor among them now used (guarded: see TensorVariable)."""
+    for vt in vts:
+        if isinstance(vt, TensorVariable):
+            vt.use()
+    return vts
+
+
 class TensorVariable(VariableTracker):
     """A tensor of the trace. One read from outside the frame (a graph input) may come with
     ``guard``: what installs its tensor guard (dtype, device, sizes, strides, requires_grad...),
