@@ -92,8 +92,11 @@ _DISABLE_DYNAMO_CODE = _disable_dynamo_code()
 
 def compile_disabled(fn) -> bool:
     """``torch.compiler.disable``d functions, and torch's own ``_disable_dynamo`` wrappers
-    (``Optimizer.zero_grad``, ...): they run as they are, never traced or compiled."""
+    (``Optimizer.zero_grad``, ...): they run as they are, never traced or compiled. So do the fused
+    optimizers' functions (``torch.optim.adam._fused_adam``: one fused kernel, whose empty tensor
+    lists functionalization refuses), which torch.compile's TorchPatcher wraps in ``disable``."""
     if getattr(fn, "_torchdynamo_disable", False):
         return True
     code = getattr(fn, "__code__", None)
-    return code is not None and code is _DISABLE_DYNAMO_CODE
+    return code is not None and (code is _DISABLE_DYNAMO_CODE or code.co_name.startswith("_fused_")
+                                 and optimizer_file(code.co_filename))
