@@ -25,8 +25,11 @@ def _parse(kind: type, text: str) -> Any:
 
 @dataclasses.dataclass
 class Config:
-    # A code object recompiles at most this many times; after that it runs eagerly.
+    # A code object recompiles at most this many times; after that it runs eagerly (a call that
+    # needs another compile raises ember.exc.FailOnRecompileLimitHit instead under fullgraph=True
+    # or fail_on_recompile_limit_hit, as torch.compile).
     recompile_limit: int = 8
+    fail_on_recompile_limit_hit: bool = False
     # Raise internal compiler errors instead of falling back to eager.
     strict: bool = False
     # Force every frame to run eagerly (debugging aid, like TORCH_COMPILE_DISABLE).

@@ -123,6 +123,12 @@ class SpecializeFloats(Exception):
     kernels take no float symbols): the frame is traced again with its floats as constants."""
 
 
+class FailOnRecompileLimitHit(RuntimeError):
+    """A function compiled with ``fullgraph=True`` (or under ``config.fail_on_recompile_limit_hit``)
+    needs a new compile past ``config.recompile_limit``: an error, as torch.compile's of that name,
+    instead of running eagerly (which fullgraph=True promises not to do)."""
+
+
 class RunEagerly(Exception):
     """An ember-internal error at a point where nothing observable has happened yet.
 

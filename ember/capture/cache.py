@@ -33,7 +33,7 @@ from ember.capture import stance, trace_hooks
 from ember import trace_log
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import InjectedFault, RunEagerly, raised_to_caller, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import FailOnRecompileLimitHit, InjectedFault, RunEagerly, raised_to_caller, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -313,6 +313,11 @@ class FrameCache:
         reason = None
         if self.entries:
             if len(self.entries) >= config.recompile_limit:
+                if self.fullgraph or config.fail_on_recompile_limit_hit:  # (each such call raises)
+                    why = "fullgraph=True" if self.fullgraph else "config.fail_on_recompile_limit_hit"
+                    raise FailOnRecompileLimitHit(
+                        f"Hard failure due to {why}: {self.label} hit config.recompile_limit "
+                        f"({config.recompile_limit}); last reason: {self._recompile_reason(bound)}")
                 self.run_eagerly_reason = f"recompile limit ({config.recompile_limit}) reached"
                 warnings.warn(f"ember: {self.label} hit config.recompile_limit "
                               f"({config.recompile_limit}); running it eagerly from now on. Last reason: "
