@@ -2,12 +2,14 @@
 
 torch.compile wraps a frame's arguments lazily: an argument the trace never reads before a graph
 break is handed on to the resume function as it is, and only that function guards it. ember
-does the same: the root frame's locals start as `ArgumentLocals`, holding each argument but
-tensors and arrays (`lazy_argument`) as an `UnreadArgument` (its value and source) until a read (``LOAD_FAST``, ``locals()``, a cell made of
-it, any other lookup through the mapping) wraps it with ``builder.wrap``, which installs its
-guards. The residual of a graph break reads what is still unread by its name (`unread_items`),
-and analyses that only walk the trackers (the speculation's fake-tensor walk, the generator
-reachability walk) read the raw values (`dict.values`), where an `UnreadArgument` is no tracker.
+does the same: the root frame's locals start as `ArgumentLocals`, holding each argument as an
+`UnreadArgument` until a read (``LOAD_FAST``, ``locals()``, a cell made of it, any other lookup
+through the mapping) wraps it with ``builder.wrap``, which installs its guards. A tensor (or NumPy
+array) is wrapped at entry all the same, its fake tensor made before the trace writes through an
+alias of it, but its type guard waits for the read (`lazy_argument`). The residual of a graph
+break reads what is still unread by its name (`unread_items`), and analyses that only walk the
+trackers (the speculation's fake-tensor walk, the generator reachability walk) read the raw
+values (`dict.values`), where an `UnreadArgument` is no tracker.
 
     def f(x, mode):
         x = x + 1
