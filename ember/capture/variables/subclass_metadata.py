@@ -100,3 +100,24 @@ def check_metadata_call(kind: str, target, args, kwargs) -> None:
                           "__torch_function__ may answer for it")
     check_metadata_read(args[0], func, tuple(a.as_constant() for a in rest),
                         {k: v.as_constant() for k, v in kwargs.items()})
+
+
+def as_plain_tensor(t):
+    """``t.as_subclass(torch.Tensor)`` as a graph call (fx cannot write a class argument into the
+    graph's code). The tensors a tracing pass hands it (fake, functional: torch's own classes) get
+    the alias the op makes; a subclass tensor at run time, eager's op (no ``__torch_function__``)."""
+    if type(t).__module__.split(".")[0] == "torch":
+        return torch.ops.aten.alias.default(t)
+    return torch.Tensor.as_subclass(t, torch.Tensor)
+
+
+def as_subclass_call(tx, vt, args, kwargs):
+    """``t.as_subclass(torch.Tensor)``: a plain tensor aliasing ``t`` (the op does not go through
+    ``__torch_function__``: its class is certain). Of a subclass with its own ``__torch_dispatch__``:
+    a break."""
+    if kwargs or vt.python_type().__torch_dispatch__ is not torch.Tensor.__torch_dispatch__:
+        raise unsupported("EB0033", "Tensor.as_subclass(torch.Tensor) of a tensor subclass with its own "
+                          "__torch_dispatch__")
+    out = tx.output.call_function(as_plain_tensor, [vt], {})
+    out.cls, out.cls_uncertain = torch.Tensor, False
+    return out

@@ -188,7 +188,28 @@ class TensorVariable(VariableTracker):
             return ClassVariable(cls).getattr(tx, name)
         if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType) and raw.fset is None:
             return UserFunctionVariable(raw.fget).call(tx, [self], {})
+        if not hasattr(type(raw), "__get__"):  # a plain value on the class (`scale = 3`)
+            return self._class_value(tx, cls, name)
         raise unsupported("EB0031", f"attribute {name!r} of {cls.__name__}")
+
+    def _class_value(self, tx, cls, name):
+        """A plain value the subclass holds: the tensor's own ``__dict__`` entry shadows it (one the
+        frame assigned, or an input's, read and guarded), else the class's (guarded by the class
+        read), with the input's ``__dict__`` guarded not to gain the name."""
+        from ember.capture.variables.classes import ClassVariable
+        pending = tx.side_effects.load_attr(self._attribute_owner(), name)
+        if pending is not None:
+            return pending
+        if self.real is not None:
+            from ember.capture.variables.objects import raw_attribute
+            own = raw_attribute(self.real, "__dict__")
+            if isinstance(own, dict) and name in own:
+                return self._own_attribute(tx, name)
+            if self.source is None:
+                raise unsupported("EB0031", f"attribute {name!r} of a tensor ember cannot name")
+            from ember.capture.sources import AttrSource
+            tx.guards.not_in_dict(AttrSource(self.source, "__dict__"), name)
+        return ClassVariable(cls).getattr(tx, name)
 
     def getattr(self, tx, name):
         if name == "__class__":  # (the fake's would be FakeTensor)
@@ -412,6 +433,9 @@ class TensorVariable(VariableTracker):
             rewritten = full_with_tensor_fill(tx, self, args, kwargs)
             if rewritten is not None:
                 return rewritten
+        if name == "as_subclass" and len(args) == 1 and args[0].is_constant() and args[0].as_constant() is torch.Tensor:
+            from ember.capture.variables.subclass_metadata import as_subclass_call
+            return as_subclass_call(tx, self, args, kwargs)
         if name in _TENSOR_SCALAR_KWARG:
             rewritten = _tensor_scalar_rewrite(tx, self, name, args, kwargs)
             if rewritten is not None:
