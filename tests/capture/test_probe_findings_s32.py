@@ -347,3 +347,16 @@ def test_exc_info_inside_a_handler_keeps_eager_traceback():
             t, v, tb = sys.exc_info()
             return x + 1, t.__name__, str(v), tb is not None
     _run(f, lambda i: (torch.ones(2),), n_calls=2)
+
+
+def test_index_and_int_methods_of_a_symbolic_int_stay_symbolic():
+    def f(x, n):
+        return x * n.__int__(), n.__index__(), n.conjugate(), n.__round__(-1)
+    vals = [5, 7, -3, -8, 9, 2]
+    cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count <= 6  # (__round__(-1) reads the value; the others do not)
+
+    def g(x, n):
+        return x * 1, n.__index__(), n.__int__() * 2
+    cnt = _run(g, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count == 2  # (was one graph per value up to the recompile limit)

@@ -43,6 +43,8 @@ class SymNodeVariable(ConstantVariable):
         return f"{type(self.sym).__name__}({self.sym.node.expr})"
 
     def getattr(self, tx, name):
+        if name in _SAME_NUMBER_METHODS.get(self.python_type(), ()) and dynamic_number(self):
+            return _SameNumberMethod(self, name)  # n.__index__(), v.__float__(): n, v themselves
         if name in ("__str__", "__repr__", "__format__") and dynamic_number(self):
             from ember.capture.variables.base import unsupported
             raise unsupported("EB0036", f"{name} of a dynamic size needs its exact value")  # (as str(n))
@@ -51,6 +53,28 @@ class SymNodeVariable(ConstantVariable):
     def truth(self, tx):
         # (a float's truth is `!= 0`: a guard on that, not on its value)
         return bool(self.sym != 0) if isinstance(self.sym, torch.SymFloat) else bool(self.sym)
+
+
+# methods of an int / float that return the number itself (for an int, a float's own rounding)
+_SAME_NUMBER_METHODS = {int: frozenset({"__index__", "__int__", "__trunc__", "__floor__", "__ceil__", "__round__",
+                                        "__pos__", "conjugate"}),
+                        float: frozenset({"__float__", "__pos__", "conjugate"})}
+
+
+class _SameNumberMethod(VariableTracker):
+    """``n.__index__`` (and the like) of a symbolic number: calling it with no argument is ``n``
+    (it read, and so fixed, the value)."""
+
+    def __init__(self, number: "SymNodeVariable", name: str):
+        self.number, self.name = number, name
+
+    def describe(self):
+        return f"{self.number.describe()}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:  # (n.__round__(ndigits): on the value, as before)
+            return ConstantVariable.getattr(self.number, tx, self.name).call(tx, args, kwargs)
+        return self.number
 
 
 class SymSliceVariable(ConstantVariable):
