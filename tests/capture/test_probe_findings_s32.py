@@ -360,3 +360,13 @@ def test_index_and_int_methods_of_a_symbolic_int_stay_symbolic():
         return x * 1, n.__index__(), n.__int__() * 2
     cnt = _run(g, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
     assert cnt.frame_count == 2  # (was one graph per value up to the recompile limit)
+
+
+def test_radians_and_degrees_of_a_symbolic_number_stay_symbolic():
+    import math
+
+    def f(x, v):
+        return x * math.radians(v), math.radians(v), math.degrees(v)
+    vals = [1.5, 2.5, -0.5, -2.5, 3.7, 123.456789, 7, 180]
+    cnt = _run(f, lambda i: (torch.ones(2), vals[i]), n_calls=len(vals))
+    assert cnt.frame_count <= 4  # float: static, symbolic; int: symbolic (was one per value)

@@ -148,6 +148,9 @@ def symbolic_conversion(tx, fn, arg: SymNodeVariable) -> VariableTracker | None:
     sym_math = _SYM_MATH.get(fn)
     if sym_math is not None:
         return tx.output.call_function(sym_math, [arg], {})
+    if fn in (math.radians, math.degrees):  # (CPython: x * (pi / 180.0), x * (180.0 / pi))
+        return tx.binary_op(operator.mul, tx.output.call_function(torch.sym_float, [arg], {}),
+                            ConstantVariable(math.pi / 180.0 if fn is math.radians else 180.0 / math.pi))
     if fn is float:
         return tx.output.call_function(torch.sym_float, [arg], {})
     if fn is abs:
