@@ -57,6 +57,12 @@ class Config:
     # equation found mid-trace) are checked inside the graph by `_assert_scalar` nodes; False drops
     # them (torch's do_not_emit_runtime_asserts).
     runtime_asserts: bool = True
+    # A graph break inside a function the trace inlined resumes inside that function (torch's
+    # nested_graph_breaks, which its own test suite turns on): one graph covers the caller's code
+    # before the call and the callee's before the break, and the rest of each runs in its own resume
+    # function (capture/nested_breaks.py). False: the caller breaks at the call, and the callee
+    # is compiled as a frame of its own (one more graph).
+    nested_graph_breaks: bool = True
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
     # A directory to write the structured trace into (EMBER_TRACE=dir; what TORCH_TRACE writes, for

@@ -111,3 +111,15 @@ def _fresh_compiler_state():
         _ember.reset()
         _ember.config.strict = True
     yield
+
+
+@pytest.fixture
+def without_nested_breaks():
+    """For tests that pin the graph counts of a break inside an inlined function as torch.compile
+    makes them by default (the caller breaks at the call, the callee is a frame of its own):
+    ``ember.config.nested_graph_breaks`` off (tests/capture/test_nested_breaks.py covers it on)."""
+    if REFERENCE or _ember is None:
+        yield
+        return
+    with _ember.config.patch(nested_graph_breaks=False):
+        yield

@@ -84,5 +84,8 @@ def closure_twin(fn: types.FunctionType) -> Optional[types.FunctionType]:
     twin.__qualname__ = fn.__qualname__
     twin.__module__ = fn.__module__
     twin.__ember_free_cells__ = fn.__code__.co_freevars
+    for marker in ("__ember_cell_args__", "__ember_owner__"):  # (a resume function's: see resume.py)
+        if marker in fn.__dict__:
+            setattr(twin, marker, fn.__dict__[marker])
     _TWIN_FUNCTIONS[key] = twin
     return twin

@@ -26,6 +26,7 @@ from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.bytecode.resume import unmangle_local
 from ember.capture.graph_break import ResumeCache, breakable, build_residual
+from ember.capture.nested_breaks import nested_path, nested_residual
 from ember.capture.guards import GuardSet
 from ember.capture.entry_guards import _describe_value, _guard_block, _shape_guard_names
 from ember.capture.backend_checks import _bakes_in_symbols, _program_backend
@@ -136,6 +137,11 @@ def _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, siz
                 e.skip_frame = True
                 raise e
             trace_hooks.graph_break(e)  # (EMBER_TRACE: the break's reason; the re-trace is a new attempt)
+            entry = _nested_capture(fn, bound, backend, label, offset, e, offset_map, resumes, handled, sizes)
+            if entry is not None:
+                metrics.bump("graph_breaks")
+                entry.break_reason = without_tracebacks(e)
+                return entry
             try:
                 entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
             except _NotBreakable as refused:
@@ -163,6 +169,27 @@ def _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, siz
     finally:
         e = restart = None  # (as in capture: a failure raised from here holds this frame in its traceback)
     raise AssertionError("unreachable")
+
+
+def _nested_capture(fn, bound, backend, label, offset, e, offset_map, resumes, handled, sizes):
+    """The capture of a break inside a function the frame inlined, resuming inside it
+    (nested_breaks.py), or None: no such break, or it could not be built (the plain break then)."""
+    path = nested_path(fn, e, offset)
+    if path is None:
+        return None
+    try:
+        return _capture(fn, bound, backend, label, (offset, e, offset_map, path), resumes, handled, sizes)
+    except Unsupported as refused:
+        log.debug("nested graph break refused (%s): breaking at the call instead", refused)
+        without_tracebacks(refused)
+        return None
+    except (KeyError, IndexError, ValueError, AttributeError, AssertionError, SyntaxError) as failed:
+        from ember.config import config
+        if config.strict:
+            raise
+        log.warning("ember: nested graph break failed (%s: %s): breaking at the call instead",
+                    type(failed).__name__, failed)
+        return None
 
 
 def loops_back(code: types.CodeType, offset: int, opname: str) -> bool:
@@ -246,6 +273,8 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     if fake.shape_env is not None:
         fake.shape_env.ember_locate = guards.locate
     tx.break_at = break_at[0] if break_at else None
+    if break_at is not None and len(break_at) > 3:  # a nested break: the innermost frame stops
+        tx.break_at, tx.nested_path = None, (break_at[3], 0)
     tx.exc_at_entry = handled  # the exception being handled when the frame was called
     tx.exc_at_entry_is_ours = getattr(fn, "__ember_cell_args__", None) is not None  # a resume function
     residual_call = None
@@ -256,10 +285,13 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             free_cells = getattr(fn, "__ember_free_cells__", ())
             unread = codegen.unread_parameters(code)
             tx.locals = ArgumentLocals(tx)  # (arguments wrapped, so guarded, when first read)
+            cell_values = getattr(fn, "__ember_cell_values__", ())
             for name in names:
                 if name in unread:  # never read: not wrapped, so not guarded
                     continue
-                if name in cell_args:  # a resume function's cell, passed as the cell object
+                if name in cell_values:  # a nested break's chain: a cell it passes on (nested_breaks.py)
+                    tx.locals[name] = _passed_cell(bound[name], name)
+                elif name in cell_args:  # a resume function's cell, passed as the cell object
                     tx.cells[name] = _passed_cell(bound[name], name)
                 elif name in free_cells:  # a closure twin's: a free variable of the function
                     tx.cells[name] = _passed_cell(bound[name], name, free=True)
@@ -487,14 +519,12 @@ def _reasons_function(fn: types.FunctionType, guards: GuardSet) -> Callable:
     return check_guards
 
 
-def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
-    """The expression that runs the breaking instruction and the rest of the frame."""
-    bp = tx.reached_break
-    if offset_map is not None:  # a resume function: speak in the root function's offsets
-        bp.offset = offset_map[bp.offset]
+def break_shape(tx, bp) -> tuple[int, list[int]]:
+    """How many stack items the instruction ``tx`` stopped at consumes, and the offsets (in ``tx``'s
+    code) where the frame goes on after it: none (the rest runs eagerly from it), the next
+    instruction, or a branch's two."""
+    from ember.capture.graph_break import _CALLS, _STORE_OPS, _VALUE_OPS, eager_here, value_op_consumed
     inst = bp.inst
-    from ember.capture.graph_break import _CALLS, _STORE_OPS, _VALUE_OPS, callee_position, eager_here, \
-        value_op_consumed
     if bp.opname == "CALL":
         consumed = inst.arg + 2
     elif bp.opname == "CALL_KW":  # (3.13) the keyword names tuple on top
@@ -511,29 +541,58 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
         after = [tx.instructions[tx.ip + 0].offset]
     else:
         after = [tx.instructions[tx.ip + 0].offset, inst.argval]
-    if offset_map is not None:
-        after = [offset_map[a] for a in after]
+    return consumed, after
+
+
+class PassedOn(VariableTracker):
+    """An argument handed on at a graph break as it came (never read, or a tensor argument still
+    under its own name): read again from its source, unguarded, as in torch.compile: what the rest
+    of the frame does with it is the rest's to guard."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def reconstruct(self, plan) -> str:
+        return plan._read(self.source)
+
+
+def frame_values(tx, cellvars) -> dict:
+    """A stopped frame's locals by their names in the function (a resume function's may be
+    mangled), arguments it did not change as `PassedOn`, and its cells (``cellvars``) by the cell
+    itself: the resume function shares it with closures made before."""
+    raw = tx.locals.unread_items() if isinstance(tx.locals, ArgumentLocals) else list(tx.locals.items())
+    values = {}
+    for n, v in raw:
+        if type(v) is UnreadArgument or (isinstance(v, TensorVariable) and v.source == LocalSource(n)
+                                          and v.reads_input()):
+            v = PassedOn(v.source)
+        values[unmangle_local(n)] = v
+    for name, cell in tx.cells.items():
+        if name in cellvars:
+            values[name] = cell
+    return values
+
+
+def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
+    """The expression that runs the breaking instruction and the rest of the frame."""
+    from ember.capture.graph_break import _CALLS, callee_position
+    bp = tx.reached_break
+    if getattr(bp, "inner", None) is not None:  # stopped at its call of a frame that broke inside
+        return nested_residual(tx, plan, resumes, offset_map)
+    consumed, after = break_shape(tx, bp)
     stack = list(bp.stack)
+    if offset_map is not None:  # a resume function: speak in the root function's offsets
+        bp.offset = offset_map[bp.offset]
+        after = [offset_map[a] for a in after]
     # Python callees at the breaking call run through ember, so their own bodies get compiled.
     if bp.opname in _CALLS and len(stack) >= consumed:
         pos = callee_position(stack, consumed)
         stack[pos] = _compiled_callee(stack[pos], resumes, tx)
-    # Locals by their names in the root function (a resume function's may be mangled); cells of
-    # the frame by the cell itself: the resume function shares it with closures made before.
-    raw = tx.locals.unread_items() if isinstance(tx.locals, ArgumentLocals) else list(tx.locals.items())
-    values = {unmangle_local(n): v for n, v in raw}
-    # (an argument never read, or a tensor argument still in its own name, goes on to the resume
-    # function unguarded, as in torch.compile: what the rest of the frame does with it is its to guard)
-    unchanged = {unmangle_local(n) for n, v in raw if type(v) is UnreadArgument or
-                 (isinstance(v, TensorVariable) and v.source == LocalSource(n) and v.reads_input())}
-    for name, cell in tx.cells.items():
-        if name in fn.__code__.co_cellvars:
-            values[name] = cell
+    values = frame_values(tx, fn.__code__.co_cellvars)
     bound = set(values)
     handling = not tx.exc_inherited  # the trace entered or left an except block: set sys.exc_info()
     residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound, handling)
-    args = [plan.expr(stack[p]) for p in positions] + \
-        [plan._read(values[n].source) if n in unchanged else plan.expr(values[n]) for n in live]
+    args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
     if handling:
         current = tx.current_exception_vt
         args.append(plan.expr(current) if current is not None else "None")
@@ -710,6 +769,9 @@ class _ReturnPlan:
         if (isinstance(vt, (ListVariable, TupleVariable, DictVariable, SetVariable))
                 or type(vt).__name__ == "DequeVariable") and vt.source is not None:
             return self._read(vt.source)  # the caller's own container, unchanged: keep its identity
+        if getattr(vt, "view_of", None) is not None:  # a read-only view of an object's dict: the real one
+            owner, attr = vt.view_of
+            return f"{self.expr(owner)}.{attr}"
         if isinstance(vt, TupleVariable):
             inner = ", ".join(self.expr(i) for i in vt.items)
             inner = f"({inner},)" if vt.items else "()"

@@ -323,6 +323,8 @@ class ResumeCache:
             rc = make_resume_code(self.fn.__code__, idx, stack_depth, live, instructions=self.instructions,
                                   null_positions=nulls, cells_by_reference=True, reenter=reenter)
             fn = make_resume_function(self.fn, rc)
+            if eager:  # (a break inside it, inlined by a nested break's chain: nested_breaks.py)
+                fn.__ember_owner__ = weakref.ref(self)
             if log_code.isEnabledFor(logging.DEBUG):
                 log_code.debug("resume function %s:\n%s", fn.__code__.co_qualname, readable_code(fn.__code__))
             # (the rest of a frame that runs eagerly still compiles the functions it calls, as
@@ -425,9 +427,28 @@ def _restore_exception_on_exit(ins: list) -> list:
     return out + restore
 
 
+def _cover(ins: list, breaking: list, target, depth: int, lasti: bool) -> None:
+    """An exception-table entry of the residual ``ins``: the breaking instruction -> ``target``."""
+    covered = list(breaking)
+    if sys.version_info >= (3, 13):
+        # 3.13.0 may look the handler up one code unit off the CALL whose callee raised (before
+        # or after it, depending on how the call was made): like CPython's own tables, which
+        # cover the whole statement, the range takes the instruction before the breaking one
+        # and the one after (loads and stores of locals, which cannot raise themselves).
+        first = next(i for i, instr in enumerate(ins) if instr is breaking[0])
+        last = next(i for i, instr in enumerate(ins) if instr is breaking[-1])
+        if first > 0 and ins[first - 1].opname != "RESUME":
+            covered.insert(0, ins[first - 1])
+        if last + 1 < len(ins):
+            covered.append(ins[last + 1])
+    entry = ExnTabEntry(start=covered[0], end=covered[-1], target=target, depth=depth, lasti=lasti)
+    for instr in covered:
+        instr.exn_tab_entry = entry
+
+
 def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache, n_consumed: int,
-                   after_offsets: list[int], bound: set, handling_exception: bool = False
-                   ) -> tuple[types.FunctionType, list[int], list[str]]:
+                   after_offsets: list[int], bound: set, handling_exception: bool = False,
+                   outer: tuple = (), raise_to=None) -> tuple[types.FunctionType, list[int], list[str]]:
     """The residual function for a break; returns it, the stack positions it takes, and live locals.
 
     ``n_consumed``: how many stack items the breaking instruction pops (pushes one result for a
@@ -476,7 +497,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     temps = [f"___after{p}" for p in range(base, depth_taken)]
     live_args = [n for n in live_here if n not in arg_names]
     exc_args = ["___exc"] if handling_exception else []
-    varnames = arg_names + live_args + exc_args + temps
+    varnames = arg_names + live_args + list(outer) + exc_args + temps  # (outer: nested_breaks.py)
     ins = [create_instruction("RESUME", arg=0)]
 
     def stack_value(p: int) -> str:
@@ -494,7 +515,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         loads = _load_arguments(rc, [stack_value(p) for p in arg_positions])
         ins += loads + _drop_after_loading(loads)
         ins += versions.call(len(rc.argnames)) + versions.return_value()
-        varnames = arg_names + live_args
+        varnames = arg_names + live_args + list(outer)
         handler = None
     elif handling_exception:
         varnames.append("___exc_before")
@@ -602,22 +623,18 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         block += loads + _drop_after_loading(loads)
         block += versions.call(len(rc_handler.argnames))
         block += versions.return_value()
-        covered = list(breaking)
-        if sys.version_info >= (3, 13):
-            # 3.13.0 may look the handler up one code unit off the CALL whose callee raised (before
-            # or after it, depending on how the call was made): like CPython's own tables, which
-            # cover the whole statement, the range takes the instruction before the breaking one
-            # and the one after (loads and stores of locals, which cannot raise themselves).
-            first = next(i for i, instr in enumerate(ins) if instr is breaking[0])
-            last = next(i for i, instr in enumerate(ins) if instr is breaking[-1])
-            if first > 0 and ins[first - 1].opname != "RESUME":
-                covered.insert(0, ins[first - 1])
-            if last + 1 < len(ins):
-                covered.append(ins[last + 1])
-        entry = ExnTabEntry(start=covered[0], end=covered[-1], target=block[0], depth=unwound,
-                            lasti=handler.lasti)
-        for instr in covered:
-            instr.exn_tab_entry = entry
+        _cover(ins, breaking, block[0], unwound, handler.lasti)
+        ins += block
+    elif raise_to is not None and not eager_here(bp.opname):
+        # A nested break (nested_breaks.py) whose callers have a handler: the breaking
+        # instruction's exception goes through the rest of every frame, raised where the
+        # innermost frame's call was, so the callers' handlers (try, with) see it as in eager.
+        varnames.append("___raised")
+        block = [create_instruction("STORE_FAST", argval="___raised")]
+        block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=raise_to)])
+        block += [create_instruction("LOAD_FAST", argval=n) for n in ("___raised", *outer)]
+        block += versions.call(1 + len(outer)) + versions.return_value()
+        _cover(ins, breaking, block[0], 0, False)
         ins += block
     if handling_exception:
         ins = _restore_exception_on_exit(ins)
@@ -628,7 +645,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         instr.positions = where
     new_code = assemble(ins, code, varnames=varnames, co_name=f"break_at_{bp.offset}",
                         co_qualname=f"{code.co_qualname}.break_at_{bp.offset}",
-                        co_argcount=len(arg_names) + len(live_args) + len(exc_args),
+                        co_argcount=len(arg_names) + len(live_args) + len(outer) + len(exc_args),
                         co_posonlyargcount=0, co_kwonlyargcount=0,
                         co_flags=code.co_flags & ~(0x04 | 0x08 | 0x20),
                         cellvars=(), freevars=())

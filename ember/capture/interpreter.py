@@ -40,6 +40,9 @@ from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard
 
 MAX_INLINE_DEPTH = 64
 
+from ember.capture.nested_breaks import NestedBreakStop, arm_nested_child, direct_callee_code, \
+    record_nested_frame  # noqa: E402
+
 
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
 
@@ -70,8 +73,12 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         self.current_exception_vt = None  # its tracker, once the trace changed it
         self.exc_at_entry = None  # sys.exc_info()[1] when the traced call was made (set by capture)
         self.exc_at_entry_is_ours = False  # ... set by a graph break's residual (a resume function)
-        self.break_at: int | None = None     # offset to stop at (a graph break), top frame only
-        self.reached_break = None
+        self.break_at: int | None = None     # offset to stop at (a graph break): the top frame, or
+        self.reached_break = None            # the innermost frame of a nested break (nested_breaks.py)
+        self.nested_path = None  # (path, level): this frame is level `level` of a nested break's path
+        self.direct_call = False  # inlined as the very callee of the caller's CALL (its result is the call's)
+        self._direct_code = None  # the code of the callee the CALL running now inlines directly
+        self.fn_object = None  # the function object inlined, when there is one
         # A generator body stops at each YIELD_VALUE (see variables/generators.py).
         self.yielding = False
         self.yield_value: VariableTracker | None = None
@@ -99,7 +106,7 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         instructions = self.instructions
         while self.result is None and not self.yielding:
             inst = instructions[self.ip]
-            if inst.offset == self.break_at and self.parent is None:
+            if inst.offset == self.break_at:
                 from ember.capture.graph_break import BreakPoint
                 self.reached_break = BreakPoint(inst, list(self.stack), self.kw_names)
                 self.ip += 1
@@ -139,7 +146,15 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
                         # object does not carry (a deque's mutation count), so that frame runs eagerly.
                         e.top_offset, e.top_opname = inst.offset, inst.opname
                     raise e.located(self.location(), self.source_line(), self.user_stack())
+            except NestedBreakStop as stop:
+                # an inlined callee stopped at the break (nested_breaks.py): this frame stops at its call
+                from ember.capture.graph_break import BreakPoint
+                self.reached_break = BreakPoint(inst, list(self.stack), None)
+                self.reached_break.inner = stop.child
+                return
             except Unsupported as e:
+                if self.parent is not None and getattr(e, "top_offset", None) is None:
+                    record_nested_frame(self, e, inst)
                 if self.parent is None and getattr(e, "top_offset", None) is None:
                     e.top_offset, e.top_opname = inst.offset, inst.opname
                     if inst.opname == "PRECALL":  # the CALL that follows is where the call happens
@@ -259,8 +274,21 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
         cells = {}
         for i, free in enumerate(code.co_freevars):
             cells[free] = closure[i]
+        fn_object = getattr(fn_vt, "fn", None)
+        for name in getattr(fn_object, "__ember_cell_args__", ()):
+            # a resume function's cells, passed as the cell objects (make_resume_code): a nested
+            # break's chain inlines it (nested_breaks.py)
+            if name in bound:
+                if not isinstance(bound[name], (CellVariable, RealCellVariable)):
+                    raise unsupported("EB0009", f"resume function argument {name!r} is not a cell")
+                cells[name] = bound.pop(name)
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
+        child.direct_call = self._direct_code is code
+        child.fn_object = fn_object
+        self._direct_code = None
+        if self.nested_path is not None:
+            arm_nested_child(self, child)
         # A function called inside an except block runs with that exception current.
         child.current_exception, child.current_exception_vt = self.current_exception, self.current_exception_vt
         child.exc_inherited, child.exc_at_entry = self.exc_inherited, self.exc_at_entry
@@ -277,6 +305,8 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
                 gen.made_at = (made_at.offset, made_at.opname)
             return gen
         result = child.run()
+        if child.reached_break is not None:
+            raise NestedBreakStop(child)
         if self.trace.generators:  # its locals died: checked at the next release point
             self.trace.dead_values.extend([*child.locals.values(), *child.cells.values(), *child.stack])
         if self.lineno is not None:
@@ -526,7 +556,11 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             target = getattr(fn, "value", None)
         if isinstance(target, types.FunctionType) and forbidden_to_trace(target):
             raise ForbiddenCallable(f"Attempt to trace forbidden callable {target}")
-        return fn.call(self, args, kwargs)
+        self._direct_code = direct_callee_code(fn)
+        try:
+            return fn.call(self, args, kwargs)
+        finally:
+            self._direct_code = None
 
     def MAKE_FUNCTION(self, inst):
         code = self.pop().as_constant()

@@ -160,6 +160,19 @@ class CellContentsSource(Source):
         return hoist(scope, f"{self.base.expr(scope)}.__closure__[{self.index}].cell_contents")
 
 
+@dataclasses.dataclass(frozen=True)
+class ClosureCellSource(Source):
+    """Closure cell ``index`` of a function given by ``base``: the cell object itself."""
+    base: Source
+    index: int
+
+    def name(self) -> str:
+        return f"{self.base.name()}.__closure__[{self.index}]"
+
+    def expr(self, scope):
+        return hoist(scope, f"{self.base.expr(scope)}.__closure__[{self.index}]")
+
+
 @dataclasses.dataclass(frozen=True, eq=False)
 class ConstSource(Source):
     """An object held by the compiled code itself (e.g. the compiled function)."""

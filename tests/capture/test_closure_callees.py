@@ -61,6 +61,7 @@ CASES = {
 }
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 @pytest.mark.parametrize("case", list(CASES))
 def test_closure_made_in_the_frame_is_compiled_once_per_code(case):
     fn, extra, torch_graphs = CASES[case]

@@ -65,6 +65,7 @@ def calls_own_deprecated(x):
     return old_scale(y, k=3) + 1
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_programs_own_deprecated_function_breaks_like_torch():
     x = torch.randn(3)
     counter = CompileCounter()

@@ -303,6 +303,7 @@ def calls_helper(x):
     return x.cos()
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_break_inside_helper_compiles_helper_separately(capsys):
     cnt = check_same(calls_helper, t(3, grad=True), graphs=4, fullgraph=False)
     # calls_helper before the call | helper before print | helper after | calls_helper after
@@ -349,12 +350,14 @@ def outermost_star(x):
     return middle(*args, **kwargs) + 1
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_break_two_helpers_deep():
     # each of the three frames is split in two
     check_same(outermost, t(3, grad=True), graphs=6, fullgraph=False)
     assert stats()["recompiles"] == 0
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_break_inside_helper_called_with_star_args():
     # middle's 2 graphs + innermost's 2 + outermost_star's `+ 1`
     check_same(outermost_star, t(3, grad=True), graphs=5, fullgraph=False)
@@ -370,6 +373,7 @@ def calls_branching_helper(x):
     return helper_with_branch(x + 1) - 1
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_data_dependent_branch_inside_helper():
     cnt = run_many(calls_branching_helper, [(torch.ones(2),), (-3 * torch.ones(2),)] * 2)
     # x + 1 | helper: (nothing before the branch) y * 2 | y * 3 | - 1: the same as Dynamo
@@ -417,6 +421,7 @@ class CallsSubForward(nn.Module):
         return self.out(x)
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_break_inside_method_of_submodule(capsys):
     # sin | sub.scaled: x * 3 | y - 1 | out: the method is compiled on its own (as in Dynamo)
     check_module_same(CallsSubMethod, t(2, 4, grad=True), graphs=4, fullgraph=False, check_cache=True)
@@ -431,6 +436,7 @@ def test_break_inside_submodule_forward_matches_eager(capsys):
     assert capsys.readouterr().out.count("in sub.forward") == 3
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_break_inside_submodule_forward_compiles_submodule_separately():
     cnt = check_module_same(CallsSubForward, t(2, 4, grad=True), graphs=None, fullgraph=False)
     # Top before the call (sin) | sub.forward: lin | relu | Top after (out)
@@ -446,6 +452,7 @@ def test_break_inside_submodule_forward_compiles_submodule_separately():
 @pytest.mark.parametrize("fn,n_graphs", [(item_in_arithmetic, 2), (tolist_in_python, 2),
                                          (two_breaks, 3), (calls_helper, 4), (outermost, 6)],
                          ids=["item", "tolist", "two_breaks", "helper", "two_deep"])
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_resume_function_reused_on_second_call(fn, n_graphs, capsys):
     cnt = CompileCounter()
     compiled = compile(fn, backend=cnt)
@@ -462,6 +469,7 @@ def test_resume_function_reused_on_second_call(fn, n_graphs, capsys):
     assert stats()["graph_breaks"] == first["graph_breaks"], (first, stats())
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_new_input_values_reuse_graphs_when_no_scalar_escapes():
     # values change, shapes don't: print/branch breaks need no recompilation
     cnt = CompileCounter()

@@ -163,6 +163,7 @@ def test_explain_lists_a_break_in_a_resume_function_of_a_branch():
     assert where == [at(branch_then_item, "if y.sum() > 0"), at(branch_then_item, ".item()")]
 
 
+@pytest.mark.usefixtures("without_nested_breaks")
 def test_explain_break_inside_helper_names_the_helper_line(capsys):
     count, where, _ = explain(calls_helper, t(3))
     assert count == 4

@@ -96,6 +96,7 @@ class ProgramGenerator:
         self.counter = 0
         self.lines: list[str] = []
         self.uses_calls = False
+        self.helpers = True
 
     # ------------------------------------------------------------------ names
     def fresh(self, prefix: str) -> str:
@@ -216,7 +217,7 @@ class ProgramGenerator:
             ("list", 4), ("dict", 3), ("tuple", 2), ("set", 1), ("comp", 3),
             ("obj", 3), ("closure", 3), ("generator", 3), ("break_print", 3),
             ("break_opaque", 2), ("break_item", 3), ("catch_torch", 2),
-        ]
+        ] + ([("helper", 3)] if self.helpers else [])
         if depth < self.max_depth:
             kinds += [("if_py", 3), ("if_tensor", 3), ("for", 4), ("while", 2), ("try", 3)]
         names, weights = zip(*kinds)
@@ -403,6 +404,38 @@ class ProgramGenerator:
         self.emit(indent, f"{out} = {fn}({arg})")
         env.tensors[out] = TVar(cs, True)
 
+    def s_helper(self, env, indent, depth):
+        """A nested function with a body of its own (graph breaks, blocks, loops, a nested helper
+        in turn), called from the frame, maybe inside a ``try`` or ``with torch.no_grad()``: a
+        break inside it is a nested graph break (capture/nested_breaks.py)."""
+        r = self.rng
+        fn, out = self.fresh("helper"), self.fresh("t")
+        name = r.choice(sorted(env.tensors))
+        s = env.tensors[name].shape
+        self.emit(indent, f"def {fn}(a, k=1):")
+        inner = Env({"a": TVar(s, env.tensors[name].contig)}, [], {})
+        if self.chance(0.3):
+            self.uses_calls = True
+            self.emit(indent + 1, "nonlocal calls")
+            self.emit(indent + 1, "calls += 1")
+        self.block(inner, indent + 1, depth + 1, r.randint(1, 4))
+        ret = r.choice([n for n, v in inner.tensors.items() if v.shape == s])
+        self.emit(indent + 1, f"return {ret} * k")
+        call = f"{fn}({name}, k={r.randint(1, 3)})" if self.chance(0.3) else f"{fn}({name})"
+        wrap = r.randrange(4)
+        if wrap == 0:
+            self.emit(indent, "with torch.no_grad():")
+            self.emit(indent + 1, f"{out} = {call}")
+        elif wrap == 1:
+            self.emit(indent, "try:")
+            self.emit(indent + 1, f"{out} = {call}")
+            self.emit(indent, "except (ValueError, RuntimeError, IndexError) as e:")
+            self.emit(indent + 1, f"print('caught', type(e).__name__, file=SINK)")
+            self.emit(indent + 1, f"{out} = {name} * 0")
+        else:
+            self.emit(indent, f"{out} = {call}")
+        env.tensors[out] = TVar(s, True)
+
     def s_generator(self, env, indent, depth):
         r = self.rng
         name = r.choice(sorted(env.tensors))
@@ -567,8 +600,12 @@ class ProgramGenerator:
         return PRELUDE + "\n" + "\n".join(head + body + [ret]) + "\n"
 
 
-def generate(seed: int, max_stmts: int = 14, max_depth: int = 2) -> str:
-    return ProgramGenerator(seed, max_stmts, max_depth).program()
+def generate(seed: int, max_stmts: int = 14, max_depth: int = 2, helpers: bool = True) -> str:
+    """``helpers=False``: without nested helper functions (``s_helper``, added later), the
+    program an earlier generator made for ``seed`` (tests that pin a seed's program use it)."""
+    gen = ProgramGenerator(seed, max_stmts, max_depth)
+    gen.helpers = helpers
+    return gen.program()
 
 
 if __name__ == "__main__":

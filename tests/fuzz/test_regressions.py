@@ -43,7 +43,7 @@ def test_fuzz_seed9_nonstrict_falls_back():
     # Non-strict, the AssertionError above (raised in capture/cache.py _miss for a resume
     # function entered from another resume function) reached the caller on the 2nd call.
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    src = generate(9)
+    src = generate(9, helpers=False)
     ref = run_program(src, "seed9", backend=None, grad=False)
     got = run_program(src, "seed9", backend="eager", grad=False, strict=False)
     assert compare(ref, got) == []

@@ -441,14 +441,17 @@ class DictVariable(VariableTracker):
         return view
 
     @classmethod
-    def read_only_of(cls, pairs, why: str) -> "DictVariable":
+    def read_only_of(cls, pairs, why: str, view_of=None) -> "DictVariable":
         """A new dict of ``(key tracker or str, value tracker)`` pairs that the program may read but
         not change (``why`` is the break's reason): a function's ``__kwdefaults__``, a partial's
-        ``keywords`` ..., whose writes would have to reach the object they describe."""
+        ``keywords`` ..., whose writes would have to reach the object they describe. ``view_of``:
+        (the owner's tracker, attribute name): handed on at a graph break (a write there runs
+        eagerly), it is that attribute of the rebuilt owner, not a copy the write would be lost in."""
         d = cls({})
         for k, v in pairs:
             d.set_item(k if isinstance(k, VariableTracker) else ConstantVariable(k), v)
         d.read_only = why
+        d.view_of = view_of
         return d
 
     def python_type(self):
@@ -494,6 +497,7 @@ class DictVariable(VariableTracker):
         return SizeCheckedIterator(self, "keys")  # changing the size while iterating raises
 
     read_only: str | None = None  # why the program may not mutate it (a view built from other state)
+    view_of = None  # (owner tracker, attribute) of a read-only view (read_only_of)
     born = -1
     owner = None  # the dict subclass's instance made in the frame whose items these are
 

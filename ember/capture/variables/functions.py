@@ -302,11 +302,13 @@ class NestedFunctionVariable(VariableTracker):
             if not self.kwdefaults_vts:
                 return ConstantVariable(None)
             return DictVariable.read_only_of(self.kwdefaults_vts.items(),
-                                             "changing a nested function's __kwdefaults__ through the dict")
+                                             "changing a nested function's __kwdefaults__ through the dict",
+                                             view_of=(self, "__kwdefaults__"))
         if name == "__annotations__" and all(v.is_constant() for v in self.annotations[::2]):
             from ember.capture.variables.containers import DictVariable
             return DictVariable.read_only_of(zip(self.annotations[::2], self.annotations[1::2]),
-                                             "changing a nested function's __annotations__")
+                                             "changing a nested function's __annotations__",
+                                             view_of=(self, "__annotations__"))
         return super().getattr(tx, name)
 
 
@@ -484,7 +486,8 @@ class PartialVariable(VariableTracker):
             return TupleVariable(self.args)
         if name == "keywords":
             from ember.capture.variables.containers import DictVariable
-            return DictVariable.read_only_of(self.kwargs.items(), "changing a partial's keywords through its dict")
+            return DictVariable.read_only_of(self.kwargs.items(), "changing a partial's keywords through its dict",
+                                             view_of=(self, "keywords"))
         real = getattr(self, "real", None)
         from ember.capture.guards import on_mro
         if not on_mro(type(real) if real is not None else functools.partial, name):

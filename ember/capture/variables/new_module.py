@@ -126,12 +126,14 @@ def _frame_container_class():
         def getattr(self, tx, name):
             if name == "_modules":
                 return DictVariableRO.read_only_of(self.members.items(), "changing the submodules of a "
-                                                   f"{type(self.module).__name__} built in the frame")
+                                                   f"{type(self.module).__name__} built in the frame",
+                                                   view_of=(self, "_modules"))
             if name in self.members and name not in type(self.module).__dict__:
                 return self.members[name]
             value = super().getattr(tx, name)
             if isinstance(value, DictVariableRO) and value.source is None:
                 value.read_only = f"changing the state of a {type(self.module).__name__} built in the frame"
+                value.view_of = (self, name)
             return value
 
         def module_member(self, tx, name):
