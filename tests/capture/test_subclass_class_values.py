@@ -143,3 +143,29 @@ def test_as_subclass_to_other_class_answers_as_eager():
     out = fn(x)
     assert_same(out[1], "Other")
     assert type(out[0]) is Other and torch.equal(out[0].as_subclass(torch.Tensor), torch.arange(3.0) * 2)
+
+
+class WithSettableNdim(torch.Tensor):
+    """A property with a setter shadowing Tensor.ndim, backed by an instance value."""
+
+    def __init__(self, *args, **kwargs):
+        self._ndim = 10
+
+    @property
+    def ndim(self):
+        return self._ndim
+
+    @ndim.setter
+    def ndim(self, value):
+        self._ndim = value
+
+
+def test_settable_property_read_off_input_subclass():
+    def f(x):
+        return x.as_subclass(torch.Tensor) + x.ndim
+
+    fn = compile(f, fullgraph=FULL)
+    x = WithSettableNdim(torch.ones(2, 2))
+    assert_same(fn(x), torch.ones(2, 2) + 10)
+    x.ndim = 3  # through the setter: the instance value changes, the next call sees it
+    assert_same(fn(x), torch.ones(2, 2) + 3)

@@ -186,7 +186,7 @@ class TensorVariable(VariableTracker):
             return UserMethodVariable(fn, self) if isinstance(fn, UserFunctionVariable) else fn
         if isinstance(raw, (staticmethod, classmethod)):
             return ClassVariable(cls).getattr(tx, name)
-        if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType) and raw.fset is None:
+        if isinstance(raw, property) and isinstance(raw.fget, types.FunctionType):  # (a setter or not: a read)
             return UserFunctionVariable(raw.fget).call(tx, [self], {})
         if not hasattr(type(raw), "__get__"):  # a plain value on the class (`scale = 3`)
             return self._class_value(tx, cls, name)
