@@ -243,7 +243,7 @@ def _rest_at_call(k, t, owner, to_owner, outer):
     nulls = tuple(p for p, v in enumerate(remaining) if isinstance(v, NullVariable))
     nulls += tuple(n + i for i, o in enumerate(operands) if o == "NULL")
     live = [name for name in owner.live_at(at) if name in values]
-    rest, rc = owner.resume(at, n + len(operands), live, nulls, eager=True)
+    rest, rc = _plain_rest(owner, at, n + len(operands), live, nulls)
     by_param = {}
     passed = [p for p in range(n + len(operands)) if p not in nulls]
     for p, param in zip(passed, rc.stack_args):
@@ -262,6 +262,14 @@ def _block_kept_by_the_graph(vt) -> bool:
         return False
     from ember.capture.variables.grad_modes import GradModeVariable
     return not isinstance(vt.ctx, GradModeVariable)
+
+
+def _plain_rest(owner, offset, stack_depth, live, nulls):
+    """The owner's plain resume function at ``offset`` (the one a chain inlines) and its ResumeCode:
+    ``resume(eager=True)`` gives it wrapped to run as a skipped frame; the chain wants the function."""
+    from ember.capture.eager_frames import SkippedFrame
+    run, rc = owner.resume(offset, stack_depth, live, nulls, eager=True)
+    return (run.fn if isinstance(run, SkippedFrame) else run), rc
 
 
 class _Outer:
@@ -322,7 +330,7 @@ class _ChainResumes:
         from ember.capture.variables.base import unsupported
         if eager or reenter:
             raise unsupported("EB0012", "nested graph break whose rest runs eagerly or re-enters a block")
-        rest, rc = self._owner.resume(offset, stack_depth, live, nulls, eager=True)
+        rest, rc = _plain_rest(self._owner, offset, stack_depth, live, nulls)
         # one chain per place (kept by the compiled function's ResumeCache, released with it), so
         # what its compiles learn (sizes that vary) carries over to the frame's next entries
         key = ("nested rest", rest, self._key())
