@@ -26,6 +26,7 @@ from ember.capture.builder import wrap
 from ember.capture.node_meta import name_node_after
 from ember.bytecode.normalize import NULL_BEFORE_CALLABLE, interpreter_instructions
 from ember.capture.skipfiles import scheduler_file
+from ember.capture.exception_state import ExceptionStateMixin
 from ember.capture.opcodes import OpcodeMixin
 from ember.capture.opcodes_py312 import Py312OpcodeMixin
 from ember.capture.sources import AttrSource, ConstSource, GlobalSource
@@ -47,7 +48,7 @@ from ember.capture.nested_breaks import NestedBreakStop, arm_nested_child, direc
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
 
 
-class Translator(OpcodeMixin, Py312OpcodeMixin):
+class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
     def __init__(self, code: types.CodeType, globals_dict: dict, local_vts: dict, cells: dict,
                  output, guards, parent: "Translator | None" = None, top_globals: dict | None = None,
                  side_effects=None):
@@ -170,48 +171,6 @@ class Translator(OpcodeMixin, Py312OpcodeMixin):
             if trace.dead_values:
                 dropped, trace.dead_values = (*dropped, *trace.dead_values), []
             close_unreachable(self, dropped=dropped)
-
-    def current_exception_now(self):
-        """The exception being handled here (``sys.exc_info()[1]``). When the trace has not changed
-        it, it is whatever was current when the frame was called — None is guarded; another one
-        (the frame runs inside a caller's ``except`` block, or is a resume function that starts in
-        one) cannot be traced, as eager chains a new exception to it on every call."""
-        if not self.exc_inherited:
-            return self.current_exception
-        if self.exc_at_entry is not None and self.exc_at_entry_is_ours:
-            # A resume function that starts in an except block: the residual made the handled
-            # exception current, the same object on every call (a constant of the traced frame).
-            self.guards.global_state("exception_handled", _handled_exception, self.exc_at_entry,
-                                     "the exception being handled when called")
-            return self.exc_at_entry
-        if self.exc_at_entry is not None:
-            # Only calls made while an exception is being handled run eagerly (guarded so).
-            self.guards.global_state("exception_handled", _handling_no_exception, False,
-                                     "no exception being handled when called")
-            failure = unsupported("EB0011", "exception raised or re-raised inside an except block entered before the trace")
-            failure.per_call = True
-            raise failure
-        self.guards.global_state("no_exception_handled", _handling_no_exception, True,
-                                 "no exception being handled when called")
-        return None
-
-    def chain_exception(self, e: PythonException) -> None:
-        """Set ``__context__`` of an exception raised in the trace, as raising it in eager would."""
-        if getattr(e, "chained", False):
-            return
-        e.chained = True
-        current = self.current_exception_now()
-        exc = e.exc
-        if not isinstance(current, BaseException) or current is exc:
-            return
-        # As CPython does: break a cycle through the new exception's context chain.
-        o = current
-        while o is not None:
-            if o.__context__ is exc:
-                o.__context__ = None
-                break
-            o = o.__context__
-        exc.__context__ = current
 
     def handle_exception(self, inst, exc: PythonException) -> bool:
         """Jump to this frame's handler for an exception raised at ``inst``, if one covers it."""
@@ -722,14 +681,6 @@ def _raised(failure: BaseException, **attributes) -> BaseException:
         if value:
             setattr(failure, name, value)
     return failure
-
-
-def _handling_no_exception() -> bool:
-    return sys.exc_info()[1] is None
-
-
-def _handled_exception():
-    return sys.exc_info()[1]
 
 
 def _reraised(vt: VariableTracker) -> PythonException:

@@ -156,7 +156,7 @@ def nested_residual(root, plan, resumes, offset_map) -> str:
     own and inlines them all, so everything after the break is one graph (as torch's nested breaks
     give). A break inside one of them is a nested break of the chain's frame in turn."""
     from ember.capture.callees import _compiled_callee
-    from ember.capture.convert_frame import break_shape
+    from ember.capture.residual_call import break_shape
     from ember.capture.graph_break import _CALLS, _covering_handler, build_residual, callee_position, eager_here
     from ember.capture.variables.base import unsupported
     frames, tx = [], root
@@ -219,7 +219,7 @@ def _rest_at_call(k, t, owner, to_owner, outer):
     ``{cont}`` names the callee's rest)."""
     from ember.bytecode.normalize import NULL_BEFORE_CALLABLE
     from ember.bytecode.resume import mangle_local
-    from ember.capture.convert_frame import break_shape
+    from ember.capture.residual_call import break_shape
     from ember.capture.variables.base import NullVariable
     bp = t.reached_break
     remaining = list(bp.stack)
@@ -289,7 +289,7 @@ class _Outer:
 
 def _frame_values(tx, owner) -> dict:
     """A frame's locals by their names in the owner's code, and its cells (the cell trackers)."""
-    from ember.capture.convert_frame import frame_values
+    from ember.capture.residual_call import frame_values
     values = frame_values(tx, owner.fn.__code__.co_cellvars)
     for name, cell in values.items():
         if type(cell).__name__ in ("CellVariable", "RealCellVariable"):

@@ -442,11 +442,9 @@ class DictVariable(VariableTracker):
 
     @classmethod
     def read_only_of(cls, pairs, why: str, view_of=None) -> "DictVariable":
-        """A new dict of ``(key tracker or str, value tracker)`` pairs that the program may read but
-        not change (``why`` is the break's reason): a function's ``__kwdefaults__``, a partial's
-        ``keywords`` ..., whose writes would have to reach the object they describe. ``view_of``:
-        (the owner's tracker, attribute name): handed on at a graph break (a write there runs
-        eagerly), it is that attribute of the rebuilt owner, not a copy the write would be lost in."""
+        """A new dict of ``(key tracker or str, value tracker)`` pairs the program may read, not change
+        (``why``: the break's reason): ``__kwdefaults__``, a partial's ``keywords`` ... ``view_of``:
+        (owner tracker, attribute): at a break it is that attribute of the rebuilt owner, not a copy."""
         d = cls({})
         for k, v in pairs:
             d.set_item(k if isinstance(k, VariableTracker) else ConstantVariable(k), v)
