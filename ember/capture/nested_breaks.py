@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import os
 import types
+import weakref
 
 import torch
 
@@ -398,14 +399,14 @@ def _twin_cache(tx, resumes):
     return call.compiled
 
 
-_TWIN_OFFSETS: dict = {}
+_TWIN_OFFSETS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # code -> offsets in its twin
 
 
 def _twin_offsets(code, twin) -> dict:
     """Offsets of ``code``'s instructions -> the same instructions' in its closure twin."""
     if twin is code:
         return _Identity()
-    hit = _TWIN_OFFSETS.get((code, twin))
+    hit = _TWIN_OFFSETS.get(code)  # (a code's twin is one code: bytecode/closure_twin.py)
     if hit is None:
         mine, theirs = decode(code), decode(twin)
         mine = mine[next(i for i, ins in enumerate(mine) if ins.opname == "RESUME") + 1:]
@@ -413,7 +414,7 @@ def _twin_offsets(code, twin) -> dict:
         if len(mine) != len(theirs) or any(a.opname != b.opname for a, b in zip(mine, theirs)):
             from ember.capture.variables.base import unsupported
             raise unsupported("EB0012", f"nested graph break: {code.co_name}'s twin does not match its code")
-        hit = _TWIN_OFFSETS[(code, twin)] = {a.offset: b.offset for a, b in zip(mine, theirs)}
+        hit = _TWIN_OFFSETS[code] = {a.offset: b.offset for a, b in zip(mine, theirs)}
     return hit
 
 
