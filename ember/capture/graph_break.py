@@ -251,6 +251,10 @@ class ResumeCache:
         so is a generator function (a call only makes the generator: the body runs as it is iterated)."""
         import inspect
         from ember.capture.eager_frames import nonrecursive_disabled
+        if fn.__code__.co_filename.startswith("<ember glue "):
+            # a nested break's chain closure (nested_breaks.py) called at a break: it only passes a
+            # rest's result on, so it runs as it is and the rest it calls is compiled
+            return self._skipped(fn)
         target = nonrecursive_disabled(fn)
         if target is not None:  # disable(recursive=False): its frame as it is, its callees compiled
             return fn if skipped_code(target.__code__) else self._skipped(target)

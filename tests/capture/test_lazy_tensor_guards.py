@@ -4,6 +4,8 @@ no guard to that frame, so its dtype or size changing does not recompile it; a t
 metadata the graph or the trace depends on (an op, a metadata read, a branch on ``is None``, a
 return value, a side effect) is guarded, and a change recompiles. Counts are torch.compile's
 (``EMBER_TEST_REFERENCE=torch`` runs the same programs on it); values are eager's."""
+import sys
+
 import pytest
 import torch
 
@@ -164,6 +166,8 @@ def test_a_tensor_on_the_stack_at_a_graph_break_is_guarded():
     assert graphs == 3 and frames >= 3
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="nested graph breaks are off on Python 3.13 "
+                    "(a chain's residual crashed there): plain breaks, other counts")
 def test_a_tensor_dead_in_a_nested_break_is_not_guarded():
     # with nested graph breaks the callee stops at its own break, where y is dead: torch.compile
     # (nested_graph_breaks=True) makes one graph for the three dtypes too
