@@ -297,6 +297,18 @@ def _grads_of(value: Any) -> list:
 # check_same / check_module_same
 # --------------------------------------------------------------------------- #
 
+def run_compared(fn: Callable, make_args: Callable, n_calls: int = 1, **kwargs) -> CompileCounter:
+    """Call ``fn`` compiled and eagerly ``n_calls`` times, each on fresh arguments from
+    ``make_args(i)``; outputs and the arguments afterwards (mutations) must match. The counter."""
+    cnt = CompileCounter()
+    compiled = compile(fn, backend=cnt, **kwargs)
+    for i in range(n_calls):
+        args_c, args_e = make_args(i), make_args(i)
+        assert_same(compiled(*args_c), fn(*args_e))
+        assert_same(args_c, args_e)
+    return cnt
+
+
 def check_same(fn: Callable, *args, graphs: int | None = 1, fullgraph: bool = True,
                counter: CompileCounter | None = None, check_cache: bool = True,
                dynamic=None, rtol=None, atol=None, **kwargs) -> CompileCounter:

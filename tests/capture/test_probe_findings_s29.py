@@ -10,18 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import CompileCounter, assert_same, compile, run_compared
 
 
-def _run(fn, make_args, n_calls=1, **kw):
-    """Compare compiled and eager calls on fresh copies of the arguments (mutations included)."""
-    cnt = CompileCounter()
-    compiled = compile(fn, backend=cnt, **kw)
-    for i in range(n_calls):
-        args_c, args_e = make_args(i), make_args(i)
-        assert_same(compiled(*args_c), fn(*args_e))
-        assert_same(args_c, args_e)
-    return cnt
+_run = run_compared  # (tests/helpers.py)
 
 
 # --- operator.is_ on a constant list was folded on copies of it (False for `l is l`) ----------

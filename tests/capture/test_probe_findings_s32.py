@@ -10,18 +10,10 @@ import pytest
 import torch
 import torch.nn as nn
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import CompileCounter, assert_same, compile, run_compared
 
 
-def _run(fn, make_args, n_calls=1, **kw):
-    """Compare compiled and eager calls on fresh copies of the arguments (mutations included)."""
-    cnt = CompileCounter()
-    compiled = compile(fn, backend=cnt, **kw)
-    for i in range(n_calls):
-        args_c, args_e = make_args(i), make_args(i)
-        assert_same(compiled(*args_c), fn(*args_e))
-        assert_same(args_c, args_e)
-    return cnt
+_run = run_compared  # (tests/helpers.py)
 
 
 # --- a guard on a defaultdict argument read `d[old_key]`: it inserted the key into the caller's dict
