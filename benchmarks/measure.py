@@ -5,7 +5,8 @@
 ``measure(...)`` can also be called in-process. It never raises: whatever goes
 wrong becomes ``status="failed"`` with ``phase`` and ``reason``.
 
-What is measured, in order (all on CPU, wall clock):
+What is measured, in order (wall clock; on ``--device cuda`` every timed call ends with
+``torch.cuda.synchronize()``, and ``peak_cuda_mb`` is the peak of allocated GPU memory):
 
 1. two identical copies of the model (same seed); the eager copy runs the step
    once (reference outputs, loss, grads, buffers), then ``warmup`` + a few
@@ -79,6 +80,29 @@ def _buffers(model: torch.nn.Module) -> list[torch.Tensor]:
     return [b for b in model.buffers()]
 
 
+def _to(obj, device: str):
+    """``obj`` with every tensor moved to ``device`` (dicts, lists, tuples)."""
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, dict):
+        return {k: _to(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to(v, device) for v in obj)
+    return obj
+
+
+def _synced(fn, device: str):
+    """``fn`` followed by a device synchronize, so that wall-clock time covers its kernels."""
+    if not device.startswith("cuda"):
+        return fn
+
+    def run(*args):
+        out = fn(*args)
+        torch.cuda.synchronize()
+        return out
+    return run
+
+
 def _median_ms(fn, iters: int) -> float:
     times = []
     for _ in range(iters):
@@ -112,7 +136,7 @@ def _rss_mb() -> float:
 def measure(model: str, compiler: str, backend: str = "eager", mode: str = "train",
             target: str = "model", batch_size: int | None = None, warmup: int = 3,
             iters: int = 20, recompile_batches: tuple[int, ...] | None = None,
-            threads: int | None = 1) -> dict[str, Any]:
+            threads: int | None = 1, device: str = "cpu") -> dict[str, Any]:
     """Measure one row; never raises (see the module docstring).
 
     ``threads`` sets ``torch.set_num_threads`` (1 by default: on a small shared
@@ -120,6 +144,8 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
     """
     row: dict[str, Any] = {"model": model, "compiler": compiler, "backend": backend,
                            "mode": mode, "target": target, "status": "ok"}
+    if device != "cpu":
+        row["device"] = device
     if threads:
         torch.set_num_threads(threads)
         row["threads"] = threads
@@ -140,19 +166,22 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
         if mode not in ("train", "infer"):
             raise ValueError(f"mode must be train or infer, got {mode!r}")
 
-        ref_model = spec.make_model()
+        ref_model = spec.make_model().to(device)
         cmp_model = copy.deepcopy(ref_model)
         ref_model.train(train)
         cmp_model.train(train)
-        inputs = spec.make_inputs(bs)
+        inputs = _to(spec.make_inputs(bs), device)
+        if device.startswith("cuda"):
+            row["gpu"] = torch.cuda.get_device_name()
 
-        def step(m, fwd_model, inp):
+        def step_(m, fwd_model, inp):
             """One step of ``m`` (whose grads we read) calling ``fwd_model``."""
             if train:
                 m.zero_grad(set_to_none=True)
                 return spec.fwd_bwd(fwd_model, inp)
             out = spec.infer_step(fwd_model, inp)
             return None, out
+        step = _synced(step_, device)
 
         # 1. eager reference and eager timing
         phase = "eager"
@@ -173,12 +202,12 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
         t = time.perf_counter()  # compile() included
         if target == "model":
             fwd = comp.compile(cmp_model, backend=backend)
-            run = lambda inp: step(cmp_model, fwd, inp)  # noqa: E731
+            run = lambda inp: step(cmp_model, fwd, inp)  # noqa: E731 (synchronized)
         elif target == "step":
             def whole_step(inp):
                 return step(cmp_model, cmp_model, inp)
             compiled_step = comp.compile(whole_step, backend=backend)
-            run = compiled_step
+            run = _synced(compiled_step, device)
         else:
             raise ValueError(f"target must be model or step, got {target!r}")
         loss, out = run(inputs)
@@ -220,11 +249,13 @@ def measure(model: str, compiler: str, backend: str = "eager", mode: str = "trai
         # 4. recompiles as the batch size changes
         phase = "recompile"
         for b in recompile_batches or (bs + 2, bs + 4):
-            run(spec.make_inputs(b))
+            run(_to(spec.make_inputs(b), device))
         row["recompiles"] = comp.counts()["graphs"] - counts["graphs"]
 
         row["rss_before_compile_mb"] = round(rss_before, 1)
         row["peak_rss_mb"] = round(_rss_mb(), 1)
+        if device.startswith("cuda"):
+            row["peak_cuda_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         extra = comp.extra()
         if extra:
             row["extra"] = extra
@@ -258,11 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
     p.add_argument("--out", default=None, help="write the row as JSON here (else stdout)")
     a = p.parse_args(argv)
     t = time.perf_counter()
     row = measure(a.model, a.compiler, a.backend, a.mode, a.target, a.batch_size,
-                  a.warmup, a.iters, threads=a.threads)
+                  a.warmup, a.iters, threads=a.threads, device=a.device)
     row["wall_s"] = round(time.perf_counter() - t, 2)
     row["pid"] = os.getpid()
     text = json.dumps(row)

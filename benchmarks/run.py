@@ -71,8 +71,8 @@ def run_module_fresh(module: str, args: list[str], timeout: float) -> tuple[dict
 
 def run_row(model: str, compiler: str, backend: str, mode: str, *, target: str = "model",
             iters: int = 20, warmup: int = 3, timeout: float = 300.0,
-            threads: int = 1) -> dict[str, Any]:
-    args = ["--model", model, "--compiler", compiler, "--backend", backend, "--mode", mode,
+            threads: int = 1, device: str = "cpu", batch_size: int | None = None) -> dict[str, Any]:
+    args = ["--device", device, *(["--batch-size", str(batch_size)] if batch_size else []),"--model", model, "--compiler", compiler, "--backend", backend, "--mode", mode,
             "--target", target, "--iters", str(iters), "--warmup", str(warmup),
             "--threads", str(threads)]
     t = time.perf_counter()
@@ -199,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=1,
                    help="torch intra-op threads in each measurement (0: torch's default)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (timed calls end with a synchronize)")
+    p.add_argument("--batch-size", type=int, default=None, help="instead of each model's own")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per subprocess")
     p.add_argument("--json", default=None, help="write rows here (default benchmarks/results/)")
     a = p.parse_args(argv)
@@ -218,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     for i, (m, mode, b, c) in enumerate(plan):
         row = run_row(m, c, b, mode, target=a.target, iters=a.iters, warmup=a.warmup,
-                      timeout=a.timeout, threads=a.threads)
+                      timeout=a.timeout, threads=a.threads, device=a.device,
+                      batch_size=a.batch_size)
         rows.append(row)
         status = row["status"]
         detail = (f"compile {row.get('compile_s')}s, step {row.get('step_ms')}ms, "
@@ -234,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch
         meta["torch"] = torch.__version__
+        if a.device.startswith("cuda") and torch.cuda.is_available():
+            meta["gpu"] = torch.cuda.get_device_name()
     except Exception:  # noqa: BLE001
         pass
     path = pathlib.Path(a.json) if a.json else RESULTS / (
