@@ -74,6 +74,20 @@ def test_outer_autocast_state_is_guarded():
     assert cnt.frame_count == 2
 
 
+def test_outer_autocast_graph_is_not_reused_aot():
+    def f(a, b):
+        return (a @ b).relu()
+
+    cf = compile(f, backend="aot_eager")
+    a, b = torch.randn(8, 8, device="cuda"), torch.randn(8, 8, device="cuda")
+    assert_same(cf(a, b), f(a, b))
+    with torch.autocast("cuda", dtype=torch.float16):
+        out, ref = cf(a, b), f(a, b)
+    assert out.dtype == ref.dtype == torch.float16
+    assert_same(out, ref)
+    assert_same(cf(a, b), f(a, b))
+
+
 def test_synchronize_and_streams_in_user_code():
     def f(x):
         y = x * 2

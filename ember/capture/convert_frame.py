@@ -30,7 +30,7 @@ from ember.capture.residual_call import _branch_on_input_tensor, _residual_call
 from ember.capture.guards import GuardSet
 from ember.capture.entry_guards import _describe_value, _guard_block, _shape_guard_names
 from ember.capture.backend_checks import _bakes_in_symbols, _program_backend
-from ember.capture.frame_state import (_autocast_state, _autocast_states, _restore_autocast,  # noqa: F401
+from ember.capture.frame_state import (AUTOCAST_DEVICES, _autocast_state, _autocast_states, _restore_autocast,  # noqa: F401
                                        preserved_rng_state, torch_flags)
 from ember.capture.callees import _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
@@ -254,7 +254,8 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     output.frame_sizes = sizes
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
-    guards.global_state("autocast_cpu", _autocast_state, _autocast_state(), "autocast state (cpu)")
+    guards.global_state("autocast", _autocast_state, _autocast_state(),
+                        f"autocast state ({', '.join(AUTOCAST_DEVICES)})")
     # what kernels (and so a backend's choices) depend on, beyond grad mode: as torch's global
     # state guard, a change recompiles rather than reuse a graph made under the other setting
     guards.global_state("torch_flags", torch_flags, torch_flags(), "deterministic algorithms, cuBLAS "

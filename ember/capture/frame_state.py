@@ -42,5 +42,23 @@ def torch_flags() -> tuple:
             torch._C._get_cublas_allow_bf16_reduced_precision_reduction(), torch.get_num_threads())
 
 
+def _guarded_autocast_devices() -> tuple[str, ...]:
+    """The device types whose ambient autocast state a graph depends on: cpu, cuda, and this
+    process's accelerator if it is another (a graph traced outside ``autocast("cuda")`` must not
+    serve a call inside one: its matmuls would stay float32)."""
+    devices = ["cpu", "cuda"]
+    accelerator = getattr(torch, "accelerator", None)
+    try:
+        current = accelerator.current_accelerator() if accelerator is not None else None
+    except Exception:  # noqa: BLE001 - an odd backend: cpu and cuda are guarded anyway
+        current = None
+    if current is not None and current.type not in devices:
+        devices.append(current.type)
+    return tuple(devices)
+
+
+AUTOCAST_DEVICES: tuple[str, ...] = _guarded_autocast_devices()
+
+
 def _autocast_state():
-    return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"))
+    return tuple((torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES)

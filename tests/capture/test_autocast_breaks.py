@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import ember
-from ember_test_helpers import assert_same, reset, stats
+from ember_test_helpers import CompileCounter, assert_same, compile, reset, stats
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
 TOL = dict(rtol=2e-2, atol=2e-2)  # bfloat16 matmuls; the dtypes are compared exactly
@@ -98,3 +98,22 @@ def test_disabled_region_under_ambient_autocast(backend):
         actual = ember.compile(fn, backend=backend)(x)
     assert [t.dtype for t in actual] == [t.dtype for t in expected] == [torch.float32, torch.bfloat16]
     assert_same(actual, expected, **TOL)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_ambient_autocast_state_of_each_device_is_guarded(device):
+    """A graph made outside autocast must not serve a call inside one, for the cpu and for cuda
+    (found on a GPU: a cuda autocast around the call reused the float32 graph). Set directly, the
+    cuda state exists on a machine without CUDA too."""
+    cnt = CompileCounter()
+    f = compile(lambda x: x + 1, backend=cnt)
+    x = torch.ones(2)
+    f(x)
+    torch.set_autocast_enabled(device, True)
+    try:
+        f(x)
+        assert cnt.frame_count == 2
+    finally:
+        torch.set_autocast_enabled(device, False)
+    f(x)
+    assert cnt.frame_count == 2
