@@ -94,7 +94,7 @@ def _decorated_callee(vt, resumes, tx):
     else:
         return None
     inner = _compiled_callee(vt.fn, resumes, tx)
-    return _CalledUnder(ctx, inner) if isinstance(inner, _Rebuilt) else None
+    return _CalledUnder(ctx, inner) if isinstance(inner, (_Rebuilt, _CalledUnder)) else None
 
 
 class _CalledUnder(VariableTracker):

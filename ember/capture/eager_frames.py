@@ -46,10 +46,17 @@ def is_generator_function(fn) -> bool:
     return bool(fn.__code__.co_flags & _GENERATOR_FLAGS)
 
 
-def _torch_skipped(filename: str) -> bool:
+def _torch_skipped(code) -> bool:
     """torch's own functions a skipped frame calls run as they are (torch.compile's frame hook
-    skips them too), except an optimizer's (torch/optim: torch.compile compiles its frames)."""
-    return torch_file(filename) and not optimizer_file(filename)
+    skips them too), except an optimizer's (torch/optim: torch.compile compiles its frames) and
+    the wrapper of a ``@torch.no_grad()``-style decorator (it runs as it is, and the function it
+    wraps is compiled: ``no_grad()(enable_grad()(f))`` compiles ``f``)."""
+    return torch_file(code.co_filename) and not optimizer_file(code.co_filename) \
+        and code is not CONTEXT_DECORATOR_CODE
+
+
+#: the code of torch's context-manager decorator wrapper (torch/utils/_contextlib.py decorate_context)
+CONTEXT_DECORATOR_CODE = torch.no_grad()(lambda: None).__code__
 
 
 class CalleeHook:
@@ -82,10 +89,10 @@ class CalleeHook:
         try:
             t = type(f)
             if t is types.FunctionType:
-                return f if _torch_skipped(f.__code__.co_filename) else self.compiled_function(f)
+                return f if _torch_skipped(f.__code__) else self.compiled_function(f)
             if t is types.MethodType:
                 func = f.__func__
-                if type(func) is types.FunctionType and not _torch_skipped(func.__code__.co_filename):
+                if type(func) is types.FunctionType and not _torch_skipped(func.__code__):
                     compiled = self.compiled_function(func)
                     return f if compiled is func else types.MethodType(compiled, f.__self__)
                 return f

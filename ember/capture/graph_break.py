@@ -184,8 +184,7 @@ class GradModeExit:
         return f"GradModeExit(restore={self.prior})"
 
 
-#: the code of torch's context-manager decorator wrapper (torch/utils/_contextlib.py decorate_context)
-_CONTEXT_DECORATOR_CODE = torch.no_grad()(lambda: None).__code__
+from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE as _CONTEXT_DECORATOR_CODE  # noqa: E402
 
 
 class ResumeCache:

@@ -332,9 +332,12 @@ class _ChainResumes:
 
     def resume(self, offset, stack_depth, live, nulls=(), eager=False, reenter=()):
         from ember.capture.variables.base import unsupported
-        if eager or reenter:
-            raise unsupported("EB0012", "nested graph break whose rest runs eagerly or re-enters a block")
-        rest, rc = _plain_rest(self._owner, offset, stack_depth, live, nulls)
+        if reenter:
+            raise unsupported("EB0012", "nested graph break whose rest re-enters a block")
+        if eager:  # (step_unsupported(): the leaf's rest runs as it is, the callers' rests compiled)
+            rest, rc = self._owner.resume(offset, stack_depth, live, nulls, eager=True)
+        else:
+            rest, rc = _plain_rest(self._owner, offset, stack_depth, live, nulls)
         # one chain per place (kept by the compiled function's ResumeCache, released with it), so
         # what its compiles learn (sizes that vary) carries over to the frame's next entries
         key = ("nested rest", rest, self._key())

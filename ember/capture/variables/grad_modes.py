@@ -85,6 +85,13 @@ class GradModeWrappedFunction(VariableTracker):
         tx.output.set_grad_enabled(prior)
         return out
 
+    def reconstruct(self, plan) -> str:
+        """The real decorated function (on the stack at a break at its call, or kept in a local):
+        ``no_grad()(fn)`` / ``enable_grad()(fn)``, whose call sets the mode as this one's does."""
+        from ember.capture.sources import bind
+        ctx = bind(plan.scope, torch.enable_grad if self.target else torch.no_grad, "grad_ctx")
+        return f"{ctx}()({plan.expr(self.fn)})"
+
 
 class AutocastVariable(VariableTracker):
     """``torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`` as a context.
