@@ -36,6 +36,27 @@ _TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itert
                     "typing", "warnings", "inspect", "types", "enum", "dataclasses")
 
 
+_COMPILE_SETTING_CONTEXTS = ("DynamoConfigPatchProxy", "ErrorOnGraphBreakDecoratorContextManager")
+
+
+def compile_setting_wrapped(fn):
+    """The function a decorator form of one of torch.compile's tracing settings wraps
+    (``disable_nested_graph_breaks``, ``error_on_graph_break(b)``, ``patch_dynamo_config``: a
+    ``with self: return func(...)`` closure in torch/_dynamo/external_utils.py), or None."""
+    code = fn.__code__
+    if code.co_name != "inner" or code.co_freevars != ("func", "self") \
+            or not code.co_filename.endswith(os.path.join("_dynamo", "external_utils.py")):
+        return None
+    try:
+        func, ctx = (c.cell_contents for c in fn.__closure__)
+    except ValueError:  # (an empty cell)
+        return None
+    t = type(ctx)
+    if t.__name__ not in _COMPILE_SETTING_CONTEXTS or not t.__module__.startswith("torch."):
+        return None
+    return func
+
+
 def constant_answers() -> dict:
     """torch's functions whose answer under ember is a known constant (also ones in code ember
     inlines, such as ``torch.nn.modules``)."""
@@ -479,6 +500,15 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.id_match(source, value)
         return FunctorchTransformVariable(value, source)  # torch.func.grad and kin: one node
+
+    if isinstance(value, types.FunctionType) and compile_setting_wrapped(value) is not None:
+        # `@torch._dynamo.disable_nested_graph_breaks` / `error_on_graph_break(b)` / a config patch:
+        # settings of torch.compile's tracing, nothing at run time: the function it wraps
+        if source is not None:
+            guards.id_match(source, value)
+        index = value.__code__.co_freevars.index("func")
+        inner = CellContentsSource(source, index, "func") if source is not None else None
+        return wrap(tx, value.__closure__[index].cell_contents, inner)
 
     if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()) \
             or value is torch.ops.higher_order.cond:  # (the operator eager torch.cond calls: traced as torch.cond)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 import types
 import weakref
 
@@ -52,7 +53,12 @@ def _torch_skipped(code) -> bool:
     the wrapper of a ``@torch.no_grad()``-style decorator (it runs as it is, and the function it
     wraps is compiled: ``no_grad()(enable_grad()(f))`` compiles ``f``)."""
     return torch_file(code.co_filename) and not optimizer_file(code.co_filename) \
-        and code is not CONTEXT_DECORATOR_CODE
+        and code is not CONTEXT_DECORATOR_CODE and not _setting_wrapper_code(code)
+
+
+def _setting_wrapper_code(code) -> bool:
+    """torch.compile's tracing-setting decorators' wrapper (``builder.compile_setting_wrapped``)."""
+    return code.co_name == "inner" and code.co_filename.endswith(os.path.join("_dynamo", "external_utils.py"))
 
 
 #: the code of torch's context-manager decorator wrapper (torch/utils/_contextlib.py decorate_context)

@@ -144,3 +144,41 @@ def test_decorated_function_called_from_a_frame_run_as_it_is_is_compiled():
     x = _X.clone().requires_grad_()
     _same(_loop_calls_decorated(x), ember.compile(_loop_calls_decorated, backend=cnt)(x))
     assert cnt.frame_count == 2  # (_decorated_helper's body: once per grad mode of its input, as torch)
+
+
+@torch._dynamo.disable_nested_graph_breaks
+def _setting_decorated(x):
+    return x.sin() * 2
+
+
+@torch._dynamo.error_on_graph_break(False)
+def _setting_decorated_breaks(x):
+    x = x + 2
+    gb()
+    return x * 3
+
+
+def _calls_setting_decorated(x):
+    return _setting_decorated(x + 1) - 1
+
+
+def _loop_calls_setting_decorated(x):
+    for _ in range(2):
+        x = _setting_decorated_breaks(x)
+    return x
+
+
+def test_tracing_setting_decorators_are_traced_through():
+    # (torch.compile's tracing settings mean nothing at run time: the wrapped function is traced)
+    ember.reset()
+    cnt = CompileCounter()
+    for x in (_X, _X + 1):
+        _same(_calls_setting_decorated(x), ember.compile(_calls_setting_decorated, backend=cnt)(x))
+    assert cnt.frame_count == 1  # (as torch.compile)
+
+
+def test_tracing_setting_decorated_function_at_a_break_is_compiled():
+    ember.reset()
+    cnt = CompileCounter()
+    _same(_loop_calls_setting_decorated(_X), ember.compile(_loop_calls_setting_decorated, backend=cnt)(_X))
+    assert cnt.frame_count == 2  # (its code before and after its break, as torch.compile)
