@@ -501,6 +501,13 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return FunctorchTransformVariable(value, source)  # torch.func.grad and kin: one node
 
+    if type(value).__name__ == "SkippedFrame" and type(value).__module__ == "ember.capture.eager_frames":
+        # a frame ember runs as it is (the rest after step_unsupported() that a nested break's chain
+        # calls): a break at its call, never a trace of ember's own code
+        if source is not None:
+            guards.id_match(source, value)
+        return OpaqueCallableVariable(value, source, "a frame that runs as it is")
+
     if isinstance(value, types.FunctionType) and compile_setting_wrapped(value) is not None:
         # `@torch._dynamo.disable_nested_graph_breaks` / `error_on_graph_break(b)` / a config patch:
         # settings of torch.compile's tracing, nothing at run time: the function it wraps

@@ -182,3 +182,29 @@ def test_tracing_setting_decorated_function_at_a_break_is_compiled():
     cnt = CompileCounter()
     _same(_loop_calls_setting_decorated(_X), ember.compile(_loop_calls_setting_decorated, backend=cnt)(_X))
     assert cnt.frame_count == 2  # (its code before and after its break, as torch.compile)
+
+
+def _steps_first(x):
+    step()
+    assert not torch.is_grad_enabled()
+    return x + 1
+
+
+def _outer_with_no_grad(x):
+    with torch.no_grad():
+        return _steps_first(x + 8) + 16
+
+
+@needs_nesting
+def test_a_rest_run_as_it_is_is_called_not_traced(caplog):
+    # (the chain after a nested step_unsupported() calls the callee's rest as a frame run as it is:
+    # a break at that call, never a trace into ember's own code)
+    import logging
+    import os
+    ember.reset()
+    x = _X.clone().requires_grad_()
+    with caplog.at_level(logging.DEBUG, logger="ember"):
+        _same(_outer_with_no_grad(x), ember.compile(_outer_with_no_grad, backend="eager")(x))
+    ember_dir = os.path.dirname(ember.__file__)
+    assert not [r for r in caplog.records if ember_dir in r.getMessage()]
+    assert torch.is_grad_enabled()
