@@ -20,6 +20,7 @@ import weakref
 import torch
 
 from ember.capture.dynamic_dims import named_dynamic
+from ember.capture.eager_frames import wrapper_variable
 from ember.capture.variables.random_draws import is_random_draw
 from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, FreeCellSource, GlobalSource, ItemSource,
                                    LocalSource)
@@ -34,27 +35,6 @@ _INLINED_TORCH_PREFIXES = ("torch.nn.modules", "torch.nn.utils.parametriz", "tor
                            "torch.nn.parameter", "torch.distributions")
 _TRUSTED_MODULES = ("torch", "math", "operator", "builtins", "functools", "itertools", "collections",
                     "typing", "warnings", "inspect", "types", "enum", "dataclasses")
-
-
-_COMPILE_SETTING_CONTEXTS = ("DynamoConfigPatchProxy", "ErrorOnGraphBreakDecoratorContextManager")
-
-
-def compile_setting_wrapped(fn):
-    """The function a decorator form of one of torch.compile's tracing settings wraps
-    (``disable_nested_graph_breaks``, ``error_on_graph_break(b)``, ``patch_dynamo_config``: a
-    ``with self: return func(...)`` closure in torch/_dynamo/external_utils.py), or None."""
-    code = fn.__code__
-    if code.co_name != "inner" or code.co_freevars != ("func", "self") \
-            or not code.co_filename.endswith(os.path.join("_dynamo", "external_utils.py")):
-        return None
-    try:
-        func, ctx = (c.cell_contents for c in fn.__closure__)
-    except ValueError:  # (an empty cell)
-        return None
-    t = type(ctx)
-    if t.__name__ not in _COMPILE_SETTING_CONTEXTS or not t.__module__.startswith("torch."):
-        return None
-    return func
 
 
 def constant_answers() -> dict:
@@ -501,21 +481,9 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.id_match(source, value)
         return FunctorchTransformVariable(value, source)  # torch.func.grad and kin: one node
 
-    if type(value).__name__ == "SkippedFrame" and type(value).__module__ == "ember.capture.eager_frames":
-        # a frame ember runs as it is (the rest after step_unsupported() that a nested break's chain
-        # calls): a break at its call, never a trace of ember's own code
-        if source is not None:
-            guards.id_match(source, value)
-        return OpaqueCallableVariable(value, source, "a frame that runs as it is")
-
-    if isinstance(value, types.FunctionType) and compile_setting_wrapped(value) is not None:
-        # `@torch._dynamo.disable_nested_graph_breaks` / `error_on_graph_break(b)` / a config patch:
-        # settings of torch.compile's tracing, nothing at run time: the function it wraps
-        if source is not None:
-            guards.id_match(source, value)
-        index = value.__code__.co_freevars.index("func")
-        inner = CellContentsSource(source, index, "func") if source is not None else None
-        return wrap(tx, value.__closure__[index].cell_contents, inner)
+    found = wrapper_variable(tx, value, source)  # (a SkippedFrame, a tracing setting's wrapper)
+    if found is not None:
+        return found
 
     if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()) \
             or value is torch.ops.higher_order.cond:  # (the operator eager torch.cond calls: traced as torch.cond)

@@ -43,6 +43,47 @@ def nonrecursive_disabled(fn) -> types.FunctionType | None:
     return None
 
 
+_COMPILE_SETTING_CONTEXTS = ("DynamoConfigPatchProxy", "ErrorOnGraphBreakDecoratorContextManager")
+
+
+def compile_setting_wrapped(fn):
+    """The function a decorator form of one of torch.compile's tracing settings wraps
+    (``disable_nested_graph_breaks``, ``error_on_graph_break(b)``, ``patch_dynamo_config``: a
+    ``with self: return func(...)`` closure in torch/_dynamo/external_utils.py), or None. Those
+    settings steer torch.compile's tracing and do nothing at run time: ember calls the function."""
+    if type(fn) is not types.FunctionType or not _setting_wrapper_code(fn.__code__) \
+            or fn.__code__.co_freevars != ("func", "self"):
+        return None
+    try:
+        func, ctx = (c.cell_contents for c in fn.__closure__)
+    except ValueError:  # (an empty cell)
+        return None
+    t = type(ctx)
+    if t.__name__ not in _COMPILE_SETTING_CONTEXTS or not t.__module__.startswith("torch."):
+        return None
+    return func
+
+
+def wrapper_variable(tx, value, source):
+    """The tracker for a wrapper the trace sees through, or None: a tracing setting's wrapper (the
+    function it wraps) and a :class:`SkippedFrame` (the rest after ``step_unsupported()`` that a
+    nested break's chain calls: an opaque call, a break there, never a trace of ember's own code)."""
+    if type(value) is SkippedFrame:
+        from ember.capture.variables.opaque_callables import OpaqueCallableVariable
+        if source is not None:
+            tx.guards.id_match(source, value)
+        return OpaqueCallableVariable(value, source, "a frame that runs as it is")
+    func = compile_setting_wrapped(value)
+    if func is None:
+        return None
+    from ember.capture.builder import wrap
+    from ember.capture.sources import CellContentsSource
+    if source is not None:
+        tx.guards.id_match(source, value)
+    index = value.__code__.co_freevars.index("func")
+    return wrap(tx, func, CellContentsSource(source, index, "func") if source is not None else None)
+
+
 def is_generator_function(fn) -> bool:
     return bool(fn.__code__.co_flags & _GENERATOR_FLAGS)
 

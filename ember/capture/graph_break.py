@@ -254,7 +254,7 @@ class ResumeCache:
             # a nested break's chain closure (nested_breaks.py) called at a break: it only passes a
             # rest's result on, so it runs as it is and the rest it calls is compiled
             return self._skipped(fn)
-        from ember.capture.builder import compile_setting_wrapped
+        from ember.capture.eager_frames import compile_setting_wrapped
         setting_of = compile_setting_wrapped(fn)
         if type(setting_of) is types.FunctionType:  # (a tracing setting of torch.compile's: its function)
             return self.compiled_function(setting_of)
