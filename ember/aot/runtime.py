@@ -681,11 +681,16 @@ class CompiledGraph:
                 maybe_inject("epilogue")
         except Exception as e:
             raise self._internal_error(e, "epilogue", False) from None
-        k = self._apply_mutations(args, returns)
-        try:
-            return self._user_outputs(args, returns, k)
-        except Exception as e:
-            raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
+        # A graph that turns grad mode on inside, called with it off (a resume function inside a
+        # no_grad block that leaves it): its outputs' views and its input writes were made with grad
+        # on, so the epilogue replays them with grad on too (the per-output and per-mutation flags
+        # say which ones autograd did not see), or they would lose their history.
+        with torch.enable_grad() if self.enables_grad and not torch.is_grad_enabled() else contextlib.nullcontext():
+            k = self._apply_mutations(args, returns)
+            try:
+                return self._user_outputs(args, returns, k)
+            except Exception as e:
+                raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
 
     def _internal_error(self, e: BaseException, where: str, may_have_mutated: bool) -> BaseException:
         """An error in ember's code after the graph ran (the graph's own errors propagate as they

@@ -51,8 +51,45 @@ def break_in_enable_grad(x):
     return z + y + w + q
 
 
+# The resume function after a break inside ``no_grad`` is called with grad mode off and turns it on
+# inside: what its epilogue makes of the graph's returns (views regenerated from an input or from an
+# intermediate, writes into an input) must keep their autograd history, as eager's ops do.
+def view_of_input_after_break_in_no_grad(x):
+    t = x * 2
+    with torch.no_grad():
+        _opaque()
+    return t[1]
+
+
+def views_of_intermediate_after_break_in_no_grad(x):
+    t = x * 2
+    with torch.no_grad():
+        _opaque()
+    u = t * 3
+    return u[0], u[1:]
+
+
+def input_written_after_break_in_no_grad(x):
+    t = x * 2
+    with torch.no_grad():
+        _opaque()
+    t.mul_(x)
+    return t
+
+
+def input_view_written_after_break_in_no_grad(x):
+    t = x * 2
+    with torch.no_grad():
+        _opaque()
+    v = t[1:]
+    v.add_(x[:1] * 5)
+    return v, t
+
+
 PROGRAMS = [callee_break_in_no_grad, calls_callee, no_grad_then_enable, set_grad_enabled_calls,
-            break_in_enable_grad]
+            break_in_enable_grad, view_of_input_after_break_in_no_grad,
+            views_of_intermediate_after_break_in_no_grad, input_written_after_break_in_no_grad,
+            input_view_written_after_break_in_no_grad]
 
 
 def _run(fn, outer_grad):
