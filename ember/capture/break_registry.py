@@ -255,6 +255,13 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
        "shapes, leaves that are not a tensor or a flat tuple/list of tensors).",
        "Use combine_mode='generic', pass every tensor combine_fn needs through xs, and return the "
        "inputs' structure."),
+    _k("EB0056", "lru_cache-wrapped call",
+       "A call of a functools.lru_cache-wrapped function whose answer ember cannot take from the "
+       "cache and guard: the wrapper has no name ember can guard, maxsize=0, a cache ember cannot "
+       "read without calling it, or a first call (a miss) while side effects wait to be replayed "
+       "(the body runs eagerly at the call instead).",
+       "Call the function once before the compiled code runs (warming its cache), or pass its "
+       "result in as an argument."),
 )}
 
 

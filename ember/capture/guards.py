@@ -174,6 +174,16 @@ class GuardSet:
         self._add(GuardKind.EQUALS_MATCH, source, None, f"{source.name()} == {value!r}",
                   f"{e} == {bind(self.scope, value, 'value')}")
 
+    def lru_cached(self, source: Source, wrapper: Any, key: Any, value: Any) -> None:
+        """The ``lru_cache`` wrapper at ``source`` still holds ``value`` for ``key`` (read without
+        calling it: see variables/lru_cached.py)."""
+        from ember.capture.variables.lru_cached import holds
+        e = source.expr(self.scope)
+        self._add(GuardKind.EQUALS_MATCH, source, ("lru", key),
+                  f"{source.name()} caches {value!r} for {key!r}",
+                  f"{bind(self.scope, holds, 'lru_holds')}({e}, {bind(self.scope, key, 'key')}, "
+                  f"{bind(self.scope, value, 'value')})")
+
     def length(self, source: Source, n: int) -> None:
         e = source.expr(self.scope)
         self._add(GuardKind.LENGTH, source, None, f"len({source.name()}) == {n}", f"___len({e}) == {n}")

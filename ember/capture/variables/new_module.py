@@ -1,5 +1,5 @@
 """``nn.Module`` objects constructed inside the frame, and other library idioms HF models use in
-``forward``: ``dict.fromkeys``, ``functools.lru_cache``-wrapped helpers, ``functools.singledispatch``.
+``forward``: ``dict.fromkeys``, ``functools.singledispatch`` (``lru_cache``-wrapped helpers: lru_cached.py).
 
 A module built in the frame (``ACT2FN["silu"]`` builds ``SiLUActivation()`` on every call) is
 a `NewModuleVariable`: an object made in the frame whose ``__init__`` is inlined, with
@@ -253,54 +253,6 @@ def class_attribute_override(cls, name):
         from ember.capture.variables.generators import ChainFromIterable
         return ChainFromIterable()
     return None
-
-
-# -- functools.lru_cache ----------------------------------------------------------------------
-
-_IMMUTABLE = (int, float, bool, str, bytes, complex, type(None))
-
-
-def _immutable(value) -> bool:
-    """Safe to bake into the graph's code and to use as a cache key: scalars, tuples of them, classes
-    and the typing module's aliases (``List[int]``: cached, never changed)."""
-    return isinstance(value, _IMMUTABLE) or isinstance(value, type) or type(value).__module__ == "typing" \
-        or (type(value) is tuple and all(_immutable(v) for v in value))
-
-
-def call_lru_cached(tx, wrapper, args, kwargs):
-    """A call to an ``lru_cache``-wrapped function with constant arguments: the cached answer.
-
-    The real wrapper is called now (eager would call it at this point too, running the body if
-    not cached yet); later calls of the compiled code use the answer, which is what the cache
-    gives eager for the same arguments. Only immutable answers are baked in."""
-    from ember.capture.builder import pin_identity
-    from ember.capture.variables.containers import TupleVariable
-    missing = object()
-
-    def value_of(a):
-        if a.is_constant() and _immutable(a.as_constant()):
-            return a.as_constant()
-        if type(a).__name__ == "UserObjectVariable" and _immutable(a.obj):
-            if a.source is not None:
-                pin_identity(tx, a)  # e.g. `typing.List` as `self` of its cached __getitem__
-                return a.obj
-            if type(a.obj).__module__ == "typing":  # (an alias or TypeVar the trace passed on)
-                return a.obj
-        if type(a) is TupleVariable and a.tuple_type in (None, tuple):  # (`Callable[[T], T]`'s parameters)
-            items = [value_of(i) for i in a.items]
-            return missing if any(i is missing for i in items) else tuple(items)
-        return missing
-
-    values = [value_of(a) for a in [*args, *kwargs.values()]]
-    if any(v is missing for v in values):
-        raise unsupported("EB0036", f"calling lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} "
-                          f"with non-constant arguments")
-    value = wrapper(*values[:len(args)], **dict(zip(kwargs, values[len(args):])))
-    if not _immutable(value):
-        raise unsupported("EB0042", f"lru_cache-wrapped {getattr(wrapper, '__qualname__', wrapper)} returned a "
-                          f"{type(value).__name__}")
-    from ember.capture.variables.builtins import wrap_constant
-    return wrap_constant(value)
 
 
 # -- functools.singledispatch -----------------------------------------------------------------

@@ -764,8 +764,8 @@ class UserObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         if isinstance(self.obj, functools._lru_cache_wrapper):
-            from ember.capture.variables.new_module import call_lru_cached
-            return call_lru_cached(tx, self.obj, args, kwargs)
+            from ember.capture.variables.lru_cached import call_lru_cached
+            return call_lru_cached(tx, self.obj, self.source, args, kwargs)
         call = _static_lookup(self.obj, "__call__")
         if isinstance(call, types.FunctionType):
             return self.getattr(tx, "__call__").call(tx, args, kwargs)
