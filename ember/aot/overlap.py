@@ -1,4 +1,5 @@
-"""In-place writes into self-overlapping tensors (``x.expand(2, 4).zero_()``).
+"""In-place writes into self-overlapping tensors (``x.expand(2, 4).zero_()``), in the captured
+graph (refused up front) and in a backward the joint trace runs (`OverlapWriteCheck`).
 
 Eager PyTorch allows some of these, but a functional graph cannot express
 them: functionalization turns the write into ``as_strided_scatter``, which
@@ -11,8 +12,9 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from ember.aot.errors import UnsupportedAliasedMutation
+from ember.aot.errors import EagerBackwardFails, UnsupportedAliasedMutation
 
 _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
                       operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
@@ -40,3 +42,36 @@ def check_self_overlapping_writes(gm: torch.fx.GraphModule) -> None:
             raise UnsupportedAliasedMutation(
                 f"in-place {name} writes into a self-overlapping (expanded) tensor ({node.name}); "
                 f"a functional graph cannot express that write" + (f"\n  at {where[-1]}" if where else ""))
+
+
+class OverlapWriteCheck(TorchDispatchMode):
+    """While the joint trace runs the backward: an op that writes into a self-overlapping tensor
+    (a custom ``autograd.Function``'s backward doing ``grad.mul_(2)`` where ``grad`` is ``sum``'s
+    expanded gradient) is refused. Eager's kernel raises there ("more than one element of the
+    written-to tensor refers to a single memory location"), or writes several times into one
+    element; functionalization would instead compute a plain value, a gradient eager never gives.
+    The refusal (EagerBackwardFails) makes the captured graph run as it is, under eager autograd,
+    which does what eager does. (Flagging a write eager would allow only costs speed.)"""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        schema = func._schema
+        if schema.is_mutable:
+            for i, a in enumerate(schema.arguments):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                t = args[i] if i < len(args) else kwargs.get(a.name)
+                if isinstance(t, torch.Tensor) and _overlaps(t):
+                    raise EagerBackwardFails(
+                        f"the backward writes in place ({func}) into a self-overlapping (expanded) "
+                        "tensor: eager's kernel refuses or repeats that write; the graph runs as it is")
+        return func(*args, **kwargs)
+
+
+def _overlaps(t: torch.Tensor) -> bool:
+    sizes, strides = t.shape, t.stride()
+    if any(isinstance(v, torch.SymInt) for v in (*sizes, *strides)):
+        # (symbolic: asking the full question would add guards; an expanded dim has a literal 0 stride)
+        return any(type(st) is int and st == 0 and not (type(sz) is int and sz <= 1)
+                   for sz, st in zip(sizes, strides))
+    return torch._debug_has_internal_overlap(t) == 1

@@ -31,6 +31,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ember.aot.autocast import backward_autocast
 from ember.aot.errors import MODIFIED_INPLACE, AOTCompileError, EagerBackwardFails
 from ember.aot.grad_mode import program_grad_mode
+from ember.aot.overlap import OverlapWriteCheck
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
 from ember.aot.trace_patches import fixed_table
@@ -220,7 +221,8 @@ def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_m
                 grad_primals = [p for p in f_primals if isinstance(p, torch.Tensor) and p.requires_grad]
                 grads = [None] * len(grad_primals)
                 if grad_primals and diff_outs:
-                    with partitioner_tag("is_backward"), backward_autocast(backward_pass_autocast):
+                    with partitioner_tag("is_backward"), backward_autocast(backward_pass_autocast), \
+                            OverlapWriteCheck():
                         grads = list(torch.autograd.grad(diff_outs, grad_primals, grad_outputs=diff_tangents,
                                                          allow_unused=True))
                 grads_iter = iter(grads)
