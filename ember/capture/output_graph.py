@@ -753,7 +753,9 @@ _INDEX_WRITES = frozenset({"setitem", "__setitem__", "index_put", "index_put_", 
 
 def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
     """``t[mask] = v`` / ``t.index_put_((mask,), v)`` with a boolean (or uint8) index tensor,
-    recorded by autograd (grad mode on, and ``t`` or ``v`` requires grad)."""
+    grad mode on and ``v`` requiring grad: ``v``'s grad is ``grad[mask]``, a data-dependent shape.
+    ``t`` alone requiring grad is fine (``t``'s grad is ``grad`` with zeros written through the
+    mask, a fixed shape): ``y[y < 0] = 0.0`` stays in the graph."""
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if name not in _INDEX_WRITES or not torch.is_grad_enabled() or len(args) < 2:
         return False
@@ -762,7 +764,7 @@ def _mask_write_needs_grad(kind, target, args, kwargs) -> bool:
         list(index) if isinstance(index, (tuple, list)) else [index]
     if not any(isinstance(p, TensorVariable) and p.fake.dtype in (torch.bool, torch.uint8) for p in parts):
         return False
-    values = list(args[:1]) + list(args[2:]) + list(kwargs.values())
+    values = list(args[2:]) + list(kwargs.values())
     return any(isinstance(v, TensorVariable) and v.fake.requires_grad for v in values)
 
 

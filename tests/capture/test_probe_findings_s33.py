@@ -1,0 +1,64 @@
+"""Findings of the session-33 probe (module machinery, torch.func, tensor edge cases, control flow).
+
+Each test runs a small program eagerly and compiled and compares the answers (outputs, inputs
+afterwards, gradients); where torch defines it, the number of graphs is checked too.
+"""
+import pytest
+
+import torch
+
+from ember_test_helpers import REFERENCE, assert_same, check_same, compile, reset
+
+
+def _compare_aot(fn, make_args):
+    """eager vs aot_eager on fresh arguments: outputs, inputs afterwards, grads of the inputs."""
+    args_e, args_c = make_args(), make_args()
+    reset()
+    out_c = compile(fn, backend="aot_eager")(*args_c)
+    out_e = fn(*args_e)
+    assert_same(out_c, out_e)
+    sum(t.sum() for t in out_c).backward()
+    sum(t.sum() for t in out_e).backward()
+    assert_same([a.grad for a in args_c if isinstance(a, torch.Tensor) and a.requires_grad],
+                [a.grad for a in args_e if isinstance(a, torch.Tensor) and a.requires_grad])
+    assert_same(args_c, args_e)
+
+
+# --- `y[y < 0] = 0.0` on a tensor that requires grad, the value a constant: a graph break
+# (the break was meant for values that need grad, whose backward reads `grad[mask]`)
+
+def _mask_fill_constant(x, m):
+    y = x * 2
+    y[y < 0] = 0.0
+    y[m] = torch.tensor(3.0)
+    y.index_put_((y > 2,), torch.tensor(-1.0), accumulate=True)
+    z = x.clone()
+    z.index_put_((m,), torch.tensor(5.0))
+    return y * x, z
+
+
+def _mask_args():
+    g = torch.Generator().manual_seed(0)
+    return (torch.randn(4, 3, generator=g).requires_grad_(),
+            torch.rand(4, 3, generator=g) > 0.5)
+
+
+def test_mask_write_of_a_constant_into_a_tensor_needing_grad_is_one_graph():
+    check_same(_mask_fill_constant, *_mask_args(), graphs=1, fullgraph=True)
+
+
+def test_mask_write_of_a_constant_into_a_tensor_needing_grad_aot_grads():
+    _compare_aot(_mask_fill_constant, _mask_args)
+
+
+def test_mask_write_of_a_value_needing_grad_still_matches_eager():
+    def f(x, m, v):
+        y = x * 1
+        y[m] = v * 2
+        return y, y.sum() * v
+
+    def args():
+        g = torch.Generator().manual_seed(1)
+        m = torch.tensor([True, False, True, False])
+        return torch.randn(4, generator=g).requires_grad_(), m, torch.randn((), generator=g).requires_grad_()
+    _compare_aot(f, args)
