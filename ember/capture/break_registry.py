@@ -118,7 +118,7 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
     _k("EB0021", "write a functional graph cannot express",
        "An in-place operation whose effect a functional graph cannot express (a write into an "
        "expanded tensor, a write over memory it reads, a mask write that needs grad, a new leaf "
-       "that requires grad).",
+       "that requires grad, an out= tensor that is not contiguous or is resized to a dynamic shape).",
        "Use the out-of-place form (x = x.add(y) rather than x.add_(y)), or .clone() the target first."),
     _k("EB0022", "non-strided tensor",
        "A sparse (or other non-strided layout) tensor: ember's graphs hold strided tensors only.",

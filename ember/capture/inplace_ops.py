@@ -11,6 +11,13 @@ type Long``), but the fake kernel of some in-place ops does not check it, and th
 functional graph computes ``mul`` and copies the float result back into the integer input: the
 input was silently truncated instead of an error. The trace therefore computes the out-of-place
 op's dtype and refuses the cast eager refuses (the call then runs eagerly and raises as eager).
+
+``out=``: functionalization computes the op and replaces ``out``'s value with the result, so the
+AOT graph wrote with the op's own strides, not those of a non-contiguous ``out``
+(``torch.exp(a, out=o.t())``), and a resize of ``out`` reached the value but not the traced
+wrapper: after ``torch.cat([a, a], out=o)`` the graph read ``o``'s old sizes. Both break the
+graph (torch.compile breaks on any resize; a resize to a static shape works here: the sizes the
+program reads afterwards are constants of the trace).
 """
 from __future__ import annotations
 
@@ -171,3 +178,24 @@ def _tensor_arguments(args, kwargs) -> dict:
             if isinstance(v, TensorVariable):
                 found.setdefault(id(v.fake), v)
     return found
+
+
+def out_arguments(fake_kwargs: dict, what: str) -> list:
+    """The fake tensors of an ``out=`` argument with their shapes before the call; a non-contiguous
+    one breaks the graph."""
+    from ember.capture.variables.base import unsupported
+    from torch._prims_common import is_contiguous_or_false
+    out = fake_kwargs.get("out")
+    outs = [out] if isinstance(out, torch.Tensor) else \
+        [t for t in out if isinstance(t, torch.Tensor)] if isinstance(out, (tuple, list)) else []
+    if any(not is_contiguous_or_false(t) for t in outs):
+        raise unsupported("EB0021", f"{what} writes into a non-contiguous out= tensor")
+    return [(t, t.shape) for t in outs]
+
+
+def check_out_resizes(outs: list, what: str) -> None:
+    """After the fake call: an ``out=`` tensor resized to a shape with symbols breaks the graph."""
+    from ember.capture.variables.base import unsupported
+    from ember.fake.symbolic import has_symbols
+    if any(t.shape != shape and has_symbols(tuple(t.shape)) for t, shape in outs):
+        raise unsupported("EB0021", f"{what} resizes its out= tensor to a dynamic shape")

@@ -30,7 +30,7 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
-from ember.capture.inplace_ops import (_reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
+from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.lowering import _has_numpy_scalar, _lower  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
@@ -416,6 +416,7 @@ class OutputGraph:
             from ember.capture.speculation import may_change_fakes, snapshot_pending
             if may_change_fakes(kind, target, kwargs):
                 snapshot_pending(self)  # (a speculated region's checkpoint: fake tensors as they are now)
+        outs = out_arguments(fake_kwargs, _describe(kind, target))  # (raises for a non-contiguous one)
         try:
             with self.fake.enabled():
                 if kind == "call_function" and isinstance(target, types.FunctionType) \
@@ -452,6 +453,7 @@ class OutputGraph:
                                   f"{str(e).splitlines()[0] if str(e) else ''}")
             failure.per_call = True  # these inputs' shapes/dtypes: other calls may still compile
             raise failure from None
+        check_out_resizes(outs, _describe(kind, target))
         if state_query:
             # its answer now, guarded (a different answer later recompiles)
             if not _guardable_answer(result):

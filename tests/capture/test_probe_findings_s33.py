@@ -62,3 +62,54 @@ def test_mask_write_of_a_value_needing_grad_still_matches_eager():
         m = torch.tensor([True, False, True, False])
         return torch.randn(4, generator=g).requires_grad_(), m, torch.randn((), generator=g).requires_grad_()
     _compare_aot(f, args)
+
+
+# --- out= ops: a non-contiguous out tensor, and an out tensor resized to a dynamic shape, break the
+# graph (the AOT graph wrote with the op's own strides, and read the out tensor's old sizes)
+
+def _strides(value):
+    if isinstance(value, torch.Tensor):
+        return (tuple(value.shape), value.stride())
+    if isinstance(value, (tuple, list)):
+        return [_strides(v) for v in value]
+    return value
+
+
+def _out_written_through_transpose(a, o):
+    torch.add(a, 1, out=o.t())
+    return o + 0
+
+
+def _out_made_transposed(a):
+    o = torch.empty(3, 4).t()
+    torch.cumsum(a, 0, out=o)
+    return o, o.stride(), o.is_contiguous()
+
+
+def _out_resized_then_sized(a, o):
+    torch.cat([a, a], out=o)
+    return o.view(o.shape[0] // 2, 2) + 1, o.shape
+
+
+def _out_resized_then_summed(a, o):
+    torch.add(a, 1, out=o)
+    return o.sum() + o.shape[0]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn, make", [
+    (_out_written_through_transpose, lambda n: (torch.arange(4. * n).view(4, n), torch.zeros(n, 4))),
+    (_out_made_transposed, lambda n: (torch.arange(4. * n).view(4, n),)),
+    (_out_resized_then_sized, lambda n: (torch.arange(2. * n), torch.empty(0))),
+    (_out_resized_then_summed, lambda n: (torch.arange(1. * n), torch.empty(1))),
+], ids=["through_transpose", "made_transposed", "resized_view", "resized_sum"])
+def test_out_variants_match_eager_values_and_strides(fn, make, backend, dynamic):
+    reset()
+    compiled = compile(fn, backend=backend, dynamic=dynamic)
+    for n in (3, 5):  # (the second size makes the sizes dynamic when dynamic=None)
+        args_c, args_e = make(n), make(n)
+        out_c, out_e = compiled(*args_c), fn(*args_e)
+        assert_same(out_c, out_e)
+        assert_same(args_c, args_e)
+        assert _strides(out_c) == _strides(out_e)
