@@ -113,3 +113,61 @@ def test_out_variants_match_eager_values_and_strides(fn, make, backend, dynamic)
         assert_same(out_c, out_e)
         assert_same(args_c, args_e)
         assert _strides(out_c) == _strides(out_e)
+
+
+# --- torch.func transforms whose function writes in place into a tensor it made itself: one graph
+# (the whole call used to run eagerly); writes into its arguments or closures still run eagerly
+
+def _vmap_local_writes(x):
+    def row(a):
+        b = a.clone()
+        b.mul_(2)
+        b[0] = 0
+        return b
+    return torch.func.vmap(row)(x)
+
+
+def _grad_local_mask_write(x):
+    def loss(t):
+        y = t * 1
+        y[y < 0] = 0.0
+        return (y * t).sum()
+    return torch.func.grad(loss)(x)
+
+
+@pytest.mark.parametrize("fn, shape", [(_vmap_local_writes, (3, 4)), (_grad_local_mask_write, (5,))])
+def test_transform_of_a_function_writing_its_own_tensor_is_one_graph(fn, shape):
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    check_same(fn, x, graphs=1, fullgraph=True)
+    reset()
+    assert_same(compile(fn, backend="aot_eager")(x.clone()), fn(x.clone()))
+
+
+def _vmap_writes_closure(x, w):
+    def row(a):
+        w.add_(1)
+        return a * w
+    return torch.func.vmap(row)(x)
+
+
+def _vmap_writes_view_of_argument(x):
+    def row(a):
+        a[0:2].mul_(2)
+        return a
+    return torch.func.vmap(row)(x)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_vmap_writes_closure, lambda: (torch.ones(3, 4), torch.zeros(4))),
+    (_vmap_writes_view_of_argument, lambda: (torch.arange(12.).view(3, 4),)),
+], ids=["closure", "view_of_argument"])
+def test_transform_writing_outside_tensors_matches_eager(fn, make):
+    args_c, args_e = make(), make()
+    try:
+        expected = fn(*args_e)
+    except Exception as e:  # noqa: BLE001 — eager's own error is the expected outcome
+        with pytest.raises(type(e)):
+            compile(fn, backend="aot_eager")(*args_c)
+        return
+    assert_same(compile(fn, backend="aot_eager")(*args_c), expected)
+    assert_same(args_c, args_e)

@@ -16,7 +16,8 @@ differentiated, as in eager). ``f``'s Python runs once, at trace time, with its 
 
 Refused (the call breaks the graph and runs eagerly): options that are not constants, positional
 arguments other than tensors and constants in tuples,
-lists and dicts, ``f`` with side effects, in-place changes or random operations, results other
+lists and dicts, ``f`` with side effects, in-place changes to its arguments or to tensors it reads from
+outside (a write into a tensor ``f`` made is fine), random operations, results other
 than such containers of tensors.
 """
 from __future__ import annotations
@@ -336,13 +337,13 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
         torch._C._set_grad_enabled(prior)
     region.check_pure(f"{name}'s function")
     body = region.nodes()
-    if any(call_changes_state(n.op, n.target, n.kwargs) for n in body
-           if not (n.op == "get_attr" and isinstance(output.submodules.get(n.target), FunctorchCall))):
-        raise unsupported("EB0051", f"{name}'s function changes state or draws random numbers")
     out_leaves: list = []
     out_template = _template(out, out_leaves, f"{name}'s function returns")
     known = {s.node for s in stand_ins}
     outside = region.external_inputs(body, known, [t.node for t in out_leaves], symbols=True)
+    if any(call_changes_state(n.op, n.target, n.kwargs) and not _writes_own_tensor(n, [*stand_ins, *outside])
+           for n in body if not (n.op == "get_attr" and isinstance(output.submodules.get(n.target), FunctorchCall))):
+        raise unsupported("EB0051", f"{name}'s function changes state or draws random numbers")
     body_gm = extract(body, [s.node for s in stand_ins] + outside, [t.node for t in out_leaves], output.submodules)
     region.erase()
     for s in reversed(stand_ins):
@@ -350,6 +351,26 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
             raise unsupported("EB0051", f"a stand-in of {name} escapes it")
         output.graph.erase_node(s.node)
     return _Traced(leaves, in_template, body_gm, out_template, outside)
+
+
+def _writes_own_tensor(node, foreign: list) -> bool:
+    """An in-place write (no draw) into a tensor ``f`` made itself (``b = a.clone(); b[0] = 0``):
+    nothing outside the transform sees it. Not into ``f``'s arguments or the tensors it reads
+    from outside (``foreign``: trackers or nodes), nor views of them: eager writes through those."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from ember.capture.rerun import _random, _written
+    if node.op not in ("call_function", "call_method") or _random(node.target):
+        return False
+    written = _written(node.target, node.args, node.kwargs)
+    value = written.meta.get("example_value") if isinstance(written, torch.fx.Node) else None
+    if type(value) is not torch._subclasses.fake_tensor.FakeTensor:
+        return False
+    mine = StorageWeakRef(value.untyped_storage())
+    for f in foreign:
+        fake = f.meta.get("example_value") if isinstance(f, torch.fx.Node) else getattr(f, "fake", None)
+        if isinstance(fake, torch.Tensor) and StorageWeakRef(fake.untyped_storage()) == mine:
+            return False
+    return True
 
 
 def _emit(tx, name: str, holder: FunctorchCall, leaves: list, outside: list):
