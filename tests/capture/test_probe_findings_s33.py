@@ -171,3 +171,37 @@ def test_transform_writing_outside_tensors_matches_eager(fn, make):
         return
     assert_same(compile(fn, backend="aot_eager")(*args_c), expected)
     assert_same(args_c, args_e)
+
+
+# --- `for k in self.params` over an nn.ParameterDict: one graph (it was a graph break), its keys
+# guarded (a key added between calls recompiles)
+
+class _ParamDictModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.ps = torch.nn.ParameterDict({"w": torch.nn.Parameter(torch.randn(3, generator=g)),
+                                          "b": torch.nn.Parameter(torch.randn(3, generator=g))})
+
+    def forward(self, x):
+        out = x
+        for k in self.ps:
+            out = out + self.ps[k]
+        return out * self.ps["w"], list(self.ps), "w" in self.ps
+
+
+def test_iterating_a_parameter_dict_is_one_graph():
+    from ember_test_helpers import check_module_same
+    check_module_same(_ParamDictModel, torch.randn(2, 3), graphs=1, fullgraph=True)
+
+
+def test_a_key_added_to_the_parameter_dict_recompiles():
+    from ember_test_helpers import CompileCounter
+    m = _ParamDictModel()
+    cnt = CompileCounter()
+    compiled = compile(m, backend=cnt)
+    x = torch.randn(2, 3)
+    assert_same(compiled(x), m(x))
+    m.ps["z"] = torch.nn.Parameter(torch.ones(3))
+    assert_same(compiled(x), m(x))
+    assert cnt.frame_count == 2

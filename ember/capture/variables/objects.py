@@ -472,6 +472,9 @@ class NNModuleVariable(VariableTracker):
             return [self.getattr(tx, k) for k in m._modules]
         if isinstance(m, torch.nn.ModuleDict):
             return [ConstantVariable(k) for k in m._modules]
+        if isinstance(m, torch.nn.ParameterDict) and list(m._keys) == list(m._parameters):
+            # (its keys, in order, as the structure guard pinned them: every value a Parameter)
+            return [ConstantVariable(k) for k in m._keys]
         if isinstance(m, torch.nn.ParameterList):
             from ember.capture.builder import wrap
             return [wrap(tx, p, ItemSource(self.source, i) if self.source else None) for i, p in enumerate(m)]
