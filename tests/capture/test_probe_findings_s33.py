@@ -205,3 +205,32 @@ def test_a_key_added_to_the_parameter_dict_recompiles():
     m.ps["z"] = torch.nn.Parameter(torch.ones(3))
     assert_same(compiled(x), m(x))
     assert cnt.frame_count == 2
+
+
+# --- vmap with in_dims nested inside an argument (`in_dims=({"a": 0, "b": None}, None)`): one graph
+# (the non-constant-looking in_dims made the whole call run eagerly)
+
+def _vmap_dict_in_dims(d, w):
+    return torch.func.vmap(lambda dd, w: dd["a"] * w + dd["b"], in_dims=({"a": 0, "b": None}, None))(d, w)
+
+
+def _vmap_tuple_in_dims(pair, y):
+    return torch.func.vmap(lambda p, y: p[0] @ p[1] + y, in_dims=((0, None), 1))(pair, y)
+
+
+@pytest.mark.parametrize("fn, make", [
+    (_vmap_dict_in_dims, lambda g: ({"a": torch.randn(3, 2, generator=g), "b": torch.randn(2, generator=g)},
+                                    torch.randn(2, generator=g))),
+    (_vmap_tuple_in_dims, lambda g: ((torch.randn(4, 2, 3, generator=g), torch.randn(3, 5, generator=g)),
+                                     torch.randn(5, 4, generator=g))),
+], ids=["dict", "tuple"])
+def test_vmap_with_nested_in_dims_is_one_graph(fn, make):
+    check_same(fn, *make(torch.Generator().manual_seed(0)), graphs=1, fullgraph=True)
+
+
+def test_vmap_with_nested_in_dims_not_matching_raises_as_eager():
+    fn = lambda d: torch.func.vmap(lambda dd: dd["a"], in_dims=({"zz": 0},))(d)  # noqa: E731
+    with pytest.raises(ValueError):
+        fn({"a": torch.randn(3, 2)})
+    with pytest.raises(ValueError):
+        compile(fn, backend="aot_eager")({"a": torch.randn(3, 2)})

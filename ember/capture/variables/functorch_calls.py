@@ -142,11 +142,32 @@ class FunctorchTransformVariable(VariableTracker):
         options = {}
         for name, vt in bound.arguments.items():
             if isinstance(vt, VariableTracker):
-                if not vt.is_constant():
+                vt = _constant_tree(vt)
+                if vt is _NOT_CONSTANT:
                     raise unsupported("EB0051", f"{self.describe()} with a non-constant {name}")
-                vt = vt.as_constant()
             options[name] = vt
         return TransformedFunctionVariable(self, func, options)
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant_tree(vt):
+    """The value of a constant, or of tuples/lists/dicts of constants (vmap's
+    ``in_dims=({"a": 0, "b": None}, None)``, read when the transform is made, as eager reads it)."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, TupleVariable
+    if vt.is_constant() and not isinstance(vt, (ListVariable, DictVariable)):
+        return vt.as_constant()
+    if isinstance(vt, (TupleVariable, ListVariable)) and type(vt) in (TupleVariable, ListVariable) \
+            and getattr(vt, "tuple_type", None) is None:
+        items = [_constant_tree(i) for i in vt.items]
+        return _NOT_CONSTANT if any(i is _NOT_CONSTANT for i in items) else \
+            (tuple(items) if isinstance(vt, TupleVariable) else items)
+    if isinstance(vt, DictVariable) and vt.dict_cls is dict and vt.default_factory is None \
+            and all(vt.keys[k].is_constant() for k in vt.items):
+        values = {vt.keys[k].as_constant(): _constant_tree(v) for k, v in vt.items.items()}
+        return _NOT_CONSTANT if any(v is _NOT_CONSTANT for v in values.values()) else values
+    return _NOT_CONSTANT
 
 
 class TransformedFunctionVariable(VariableTracker):
@@ -227,11 +248,15 @@ def _batch_dims(in_dims, template: tuple, n: int) -> list:
         raise unsupported("EB0051", "vmap in_dims that do not match the arguments")
     for i, arg in enumerate(template):
         d = in_dims[i] if isinstance(in_dims, tuple) else in_dims
-        if not isinstance(d, (int, type(None))):
-            raise unsupported("EB0051", "vmap in_dims nested inside an argument")
-        for leaf in pytree.tree_leaves(arg, is_leaf=lambda v: isinstance(v, _Slot)):
+        leaves, spec = pytree.tree_flatten(arg, is_leaf=lambda v: isinstance(v, _Slot))
+        # (a nested in_dims, `({"a": 0, "b": None},)`, follows the argument's structure, as vmap reads it)
+        per_leaf = [d] * len(leaves) if isinstance(d, (int, type(None))) else \
+            pytree._broadcast_to_and_flatten(d, spec)
+        if per_leaf is None or not all(isinstance(x, (int, type(None))) for x in per_leaf):
+            raise unsupported("EB0051", "vmap in_dims nested inside an argument that do not match it")
+        for leaf, leaf_dim in zip(leaves, per_leaf):
             if isinstance(leaf, _Slot):
-                dims[leaf.index] = d
+                dims[leaf.index] = leaf_dim
     return dims
 
 
