@@ -32,8 +32,8 @@ from typing import Any, Callable
 import torch
 import torch.utils._pytree as pytree
 
-from ember import metrics
 from ember.locking import compile_lock
+from ember.aot.lazy_backward import LazyBackward, boxed  # noqa: F401 (imported from here)
 from ember.aot.saved import SavedPlan, pruned_backward
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
 from ember.config import config as _config
@@ -149,17 +149,6 @@ def _no_ambient_autocast():
     return contextlib.nullcontext()
 
 
-def boxed(compiled: Callable) -> Callable[[list], Any]:
-    """Normalise a compiler's result to the boxed convention ``f(list_of_args)``."""
-    if getattr(compiled, "_boxed_call", False):
-        return compiled
-
-    def call(args: list):
-        return compiled(*args)
-    call._boxed_call = True
-    return call
-
-
 def restrided(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A view of ``base``'s storage with ``like``'s dtype, sizes, strides and offset. Strides and
     offset count elements of ``like``'s dtype: a base of another dtype (``like`` made by
@@ -216,107 +205,6 @@ def _grow_storage_for(t: torch.Tensor, size, stride, offset) -> None:
     if storage.nbytes() < needed:
         with torch.no_grad():
             storage.resize_(needed)
-
-
-class LazyBackward:
-    """The backward graph, compiled on the first ``backward()``."""
-
-    def __init__(self, gm: torch.fx.GraphModule, compiler: Callable, example_inputs: list, fake_mode):
-        self.gm = gm
-        self.compiler = compiler
-        self.example_inputs = example_inputs
-        self.fake_mode = fake_mode
-        self.compiled: Callable | None = None
-
-    def __call__(self, args: list):
-        if self.compiled is None:
-            with compile_lock:
-                if self.compiled is None:  # (not compiled by another thread meanwhile)
-                    symbolic = _symbolic(self.example_inputs)
-                    if symbolic and not _layouts_agree(self.example_inputs, args):
-                        compiled = boxed(self.gm)  # (see _compile_symbolic)
-                    else:
-                        if not symbolic:
-                            self._match_layouts(args)
-                        with metrics.timed("aot"), metrics.timed("backend_compile"):
-                            compiled = self._compile_symbolic() if symbolic else self._compile()
-                    self.example_inputs = None
-                    self.compiled = compiled
-        return self.compiled(args)
-
-    def _match_layouts(self, args: list) -> None:
-        """Example inputs with the strides the saved tensors really have: a compiled forward may lay
-        them out otherwise than tracing did (inductor saves a conv's input channels-last), and a
-        backward compiled for the traced strides would assert on them."""
-        if self.fake_mode is None:
-            return
-        examples = list(self.example_inputs)
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        changed = False
-        for i, (ex, real) in enumerate(zip(examples, args)):
-            if not (isinstance(ex, torch.Tensor) and isinstance(real, torch.Tensor)):
-                continue
-            if ex.shape != real.shape or ex.stride() == real.stride() and ex.storage_offset() == real.storage_offset():
-                continue
-            with self.fake_mode:
-                examples[i] = torch.empty_strided(real.shape, real.stride(), dtype=ex.dtype, device=ex.device,
-                                                  requires_grad=ex.requires_grad)
-            if i < len(placeholders) and "val" in placeholders[i].meta:
-                placeholders[i].meta["val"] = examples[i]
-            changed = True
-        if changed:
-            self.example_inputs = examples
-
-    def _compile_symbolic(self) -> Callable[[list], Any]:
-        """The backward of a graph with symbolic sizes. The forward's guards were fixed when it
-        compiled: a backward compile that assumes more about the sizes (a new guard or
-        specialisation in the ShapeEnv) would be reused for calls that break the assumption, so
-        then the backward graph runs uncompiled (it is correct for every size)."""
-        env = self.fake_mode.shape_env
-        before = _shape_env_state(env)
-        compiled = self._compile()
-        if _shape_env_state(env) != before:
-            return boxed(self.gm)
-        return compiled
-
-    def _compile(self) -> Callable[[list], Any]:
-        try:
-            return boxed(self.compiler(self.gm, self.example_inputs))
-        except Exception as e:
-            if _config.strict:
-                raise
-            # The forward has run: the backward cannot fall back to eager, but the backward graph
-            # itself (aten ops, already partitioned) runs as is, with the same result.
-            import warnings
-            warnings.warn(f"ember: compiling the backward graph failed ({type(e).__name__}: {e}); "
-                          f"running it uncompiled (set EMBER_STRICT=1 to raise)")
-            return boxed(self.gm)
-
-
-def _symbolic(values) -> bool:
-    return any(isinstance(v, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))
-               or isinstance(v, torch.SymInt) for v in values or ())
-
-
-def _hint(d) -> int:
-    return d.node.hint if isinstance(d, torch.SymInt) else d
-
-
-def _layouts_agree(examples, args) -> bool:
-    """Whether the saved tensors have the strides the (symbolic) examples say, by their hints (no
-    guards: comparing SymInts would add some)."""
-    for ex, real in zip(examples, args):
-        if isinstance(ex, torch.Tensor) and isinstance(real, torch.Tensor):
-            if tuple(map(_hint, ex.shape)) != tuple(real.shape) or tuple(map(_hint, ex.stride())) != real.stride():
-                return False
-    return True
-
-
-def _shape_env_state(env) -> tuple:
-    if env is None:
-        return ()
-    return (len(env.guards), len(env.replacements), len(env.deferred_runtime_asserts),
-            tuple(sorted((str(k), str(v)) for k, v in env.var_to_range.items())))
 
 
 def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any], bw: LazyBackward,
