@@ -21,7 +21,8 @@ closure made anew on every call passes its own cells, never the traced object's.
 Which breaks nest: the path from the compiled frame to the breaking instruction is recorded as the
 first trace's failure passes up through the inlined frames (``record_nested_frame``). A frame
 joins the path only when it is the very callee of its caller's ``CALL`` (``direct_callee_code``:
-a function, a nested function or a method; not a builtin's callback, a constructor or a hook),
+a function, a nested function or a method, torch's wrapper of a grad-mode decorated function; not a
+builtin's callback, a constructor or a hook),
 is not a generator, has no ``try``/``with`` block around its breaking instruction, is not inside
 a loop, and can be resumed where it stopped; the path ends at the last frame that qualifies (a
 break there at its own call of the next, as without nesting). When anything about the nested
@@ -91,7 +92,8 @@ def record_nested_frame(tx, e, inst) -> None:
     if inst.opname == "PRECALL":  # (3.11) the CALL that follows is where the call happens
         inst = tx.instructions[tx.ip]
     frames = e.__dict__.setdefault("nested_frames", [])
-    frames.append((tx.depth, tx.code, inst.offset, inst.opname, tx.direct_call))
+    frames.append((tx.depth, tx.code, inst.offset, inst.opname, tx.direct_call,
+                   _grad_mode_wrapper(getattr(tx, "fn_object", None))))
 
 
 def arm_nested_child(parent, child) -> None:
@@ -121,10 +123,10 @@ def nested_path(fn, e, offset: int):
     from ember.capture.convert_frame import loops_back
     from ember.capture.graph_break import breakable
     path = [(fn.__code__, offset)]
-    for k, (_, code, off, opname, direct) in enumerate(reversed(frames)):
+    for k, (_, code, off, opname, direct, grad_wrapper) in enumerate(reversed(frames)):
         last = k == len(frames) - 1
         if not direct or code.co_flags & _NOT_NESTABLE_FLAGS or breakable(code, off, opname) is not None \
-                or loops_back(code, off, opname) or _library_code(code):
+                or loops_back(code, off, opname) or (_library_code(code) and not grad_wrapper):
             break
         path.append((code, off))
         if not last and opname not in _CALL_OPS:
@@ -141,6 +143,22 @@ def _library_code(code) -> bool:
     ember's: a break inside it stops at the program's call of it, as without nesting (their rests
     would be traced over module internals the program cannot see)."""
     return code.co_filename.startswith(_LIBRARY_DIRS)
+
+
+def _grad_mode_wrapper(fn) -> bool:
+    """``fn`` is torch's wrapper of a ``@torch.no_grad()`` / ``enable_grad()`` /
+    ``set_grad_enabled(b)`` decorated function: a break inside the function nests through it (its
+    rest is the grad-mode block around the function's rest; not an inference-mode one, whose block
+    the graph keeps: see ``_block_kept_by_the_graph``)."""
+    from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE
+    if type(fn) is not types.FunctionType or fn.__code__ is not CONTEXT_DECORATOR_CODE:
+        return False
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    try:
+        owner = getattr(cells["ctx_factory"].cell_contents, "__self__", None)
+    except (KeyError, ValueError):
+        return False
+    return type(owner) in (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)
 
 
 def nested_residual(root, plan, resumes, offset_map) -> str:
@@ -399,7 +417,11 @@ def _twin_cache(tx, resumes):
     code = tx.code
     closure = tuple(types.CellType() for _ in code.co_freevars) or None
     stand_in = types.FunctionType(code, tx.globals, code.co_name, None, closure)
-    call = resumes.compiled_function(stand_in, twin=True)
+    from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE
+    if code is CONTEXT_DECORATOR_CODE:  # (torch's grad-mode decorator wrapper on the path: _grad_mode_wrapper)
+        call = resumes._closure_twin(stand_in)
+    else:
+        call = resumes.compiled_function(stand_in, twin=True)
     if type(call) is not ClosureCall:
         raise unsupported("EB0012", f"nested graph break inside {code.co_name}(), which cannot be resumed")
     return call.compiled

@@ -208,3 +208,56 @@ def test_a_rest_run_as_it_is_is_called_not_traced(caplog):
     ember_dir = os.path.dirname(ember.__file__)
     assert not [r for r in caplog.records if ember_dir in r.getMessage()]
     assert torch.is_grad_enabled()
+
+
+@torch.no_grad()
+def _decorated_breaks(x):
+    x = x + 1
+    gb()
+    return x * 2, torch.is_grad_enabled()
+
+
+def _calls_decorated_that_breaks(x):
+    y = x * 3
+    r, inside = _decorated_breaks(y)
+    return r - x, inside, torch.is_grad_enabled()
+
+
+@torch.enable_grad()
+def _decorated_raises_after_break(x):
+    y = x * 2
+    gb()
+    if y.sum() > -1e9:
+        raise ValueError(torch.is_grad_enabled())
+    return y
+
+
+def _catches_decorated(x):
+    with torch.no_grad():
+        try:
+            return _decorated_raises_after_break(x + 1)
+        except ValueError as e:
+            return x - 1, e.args[0], torch.is_grad_enabled()
+
+
+@needs_nesting
+@pytest.mark.parametrize("grad", [True, False])
+def test_break_inside_a_decorated_module_level_function_nests(grad):
+    # (a `@torch.no_grad()` function defined outside the frame: the break nests through torch's
+    # wrapper, whose rest is the no_grad block around the function's rest)
+    ember.reset()
+    cnt = CompileCounter()
+    compiled = ember.compile(_calls_decorated_that_breaks, backend=cnt)
+    with torch.set_grad_enabled(grad):
+        for x in (_X.clone().requires_grad_(), _X + 1):
+            _same(_calls_decorated_that_breaks(x), compiled(x))
+            assert torch.is_grad_enabled() is grad
+    assert cnt.frame_count == 4  # (as torch.compile: two graphs, again for an input without grad)
+
+
+@needs_nesting
+def test_exception_after_a_break_in_a_decorated_function_reaches_the_caller():
+    ember.reset()
+    x = _X.clone().requires_grad_()
+    _same(_catches_decorated(x), ember.compile(_catches_decorated, backend="eager")(x))
+    assert torch.is_grad_enabled()
