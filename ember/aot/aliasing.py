@@ -14,8 +14,8 @@ graph, so the compiled graph is chosen per call by an *aliasing layout*
   copies the updated base back, which leaves every alias with eager's values.
 
 The base is the aliases' common autograd ``_base`` (so gradients flow through
-it exactly as through the views in eager), or, when no alias requires grad, a
-fresh 1-D tensor over the whole storage. Aliases that share a storage but
+it exactly as through the views in eager), or, when no alias requires grad
+before or after the graph, a fresh 1-D tensor over the whole storage. Aliases that share a storage but
 require grad through *different* bases, aliases of different dtypes, and a
 metadata mutation (``t_``) of an input that is also part of a synthetic base
 raise ``UnsupportedAliasedMutation``.
@@ -110,11 +110,13 @@ def _meta(t: torch.Tensor) -> tuple:
     return (tuple(t.size()), tuple(t.stride()), t.storage_offset())
 
 
-def compute_layout(args: list, data_mutated: frozenset, mutated: frozenset, *, training: bool):
+def compute_layout(args: list, data_mutated: frozenset, mutated: frozenset, *, training: bool,
+                   gains_grad: frozenset = frozenset()):
     """The aliasing layout of one call, or ``None`` when the plain graph is right.
 
     ``data_mutated`` / ``mutated``: outer indices the graph mutates (data / data
-    or metadata). Returns ``(key, layout)``; ``key`` is hashable and equal for
+    or metadata); ``gains_grad``: those that require grad after the graph (a value
+    that requires grad written into them). Returns ``(key, layout)``; ``key`` is hashable and equal for
     calls that can share one compiled graph.
     """
     ids = {}
@@ -169,8 +171,17 @@ def compute_layout(args: list, data_mutated: frozenset, mutated: frozenset, *, t
                 f"inputs {g} share storage and a mutated one overlaps itself (an expand()ed view); "
                 "ember cannot write it back through a synthetic base")
         needs_grad = training and any(t.requires_grad for t in tensors)
+        roots = {id(t._base if t._base is not None else t) for t in tensors}
+        if training and not needs_grad and any(i in gains_grad for i in g):
+            # none requires grad yet, but the program writes a value that does into one of them
+            # (``t[2] = y``): in eager the aliases then take part in autograd through their
+            # common base, so the base must be that one, not a fresh tensor over the storage
+            if len(roots) > 1:
+                raise UnsupportedAliasedMutation(
+                    f"inputs {g} share storage, one of them is written a value that requires grad, and "
+                    "they are not views of one common base; ember cannot give them one synthetic base")
+            needs_grad = True
         if needs_grad:
-            roots = {id(t._base if t._base is not None else t) for t in tensors}
             if len(roots) > 1:
                 raise UnsupportedAliasedMutation(
                     f"inputs {g} share storage, one of them is mutated, and they require grad but are not "

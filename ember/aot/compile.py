@@ -338,10 +338,12 @@ class AOTCallable:
         info = meta.input_info
         self.data_mutated = frozenset(i for i, x in enumerate(info) if x.mutates_data)
         self.mutated = frozenset(i for i, x in enumerate(info) if x.mutated)
+        self.gains_grad = frozenset(i for i, x in enumerate(info) if x.mutates_data and x.requires_grad)
         self.check_aliasing = bool(self.mutated)
         self.variants: dict = {}
         try:
-            key, layout = (compute_layout(args, self.data_mutated, self.mutated, training=meta.is_train)
+            key, layout = (compute_layout(args, self.data_mutated, self.mutated, training=meta.is_train,
+                                          gains_grad=self.gains_grad)
                            if self.check_aliasing else (None, None))
         except UnsupportedAliasedMutation:
             # These inputs alias in a way the functional graph cannot express: such calls run the
@@ -387,7 +389,8 @@ class AOTCallable:
 
     def _variant_for(self, args: list) -> "_Variant | _GraphAsIs":
         try:
-            key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled())
+            key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled(),
+                                         gains_grad=self.gains_grad)
         except UnsupportedAliasedMutation:
             # Inputs that share storage in a way the functional graph cannot express (one mutated in
             # data, another in metadata, ...): the captured graph runs as it is, on the real inputs,
