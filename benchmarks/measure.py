@@ -33,6 +33,7 @@ import resource
 import statistics
 import sys
 import time
+import warnings
 from typing import Any
 
 import torch
@@ -133,7 +134,24 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def measure(model: str, compiler: str, backend: str = "eager", mode: str = "train",
+def measure(*args, **kwargs) -> dict[str, Any]:
+    """``_measure`` with the warnings that ember or torch issue recorded in ``row["warnings"]`` (the
+    distinct messages, first 10): a backward that failed to compile and runs uncompiled, say, is a
+    warning, and the subprocess's stderr is not kept."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row = _measure(*args, **kwargs)
+    seen: list[str] = []
+    for w in caught:
+        text = f"{w.category.__name__}: {w.message}"[:300]
+        if text not in seen and not issubclass(w.category, DeprecationWarning):
+            seen.append(text)
+    if seen:
+        row["warnings"] = seen[:10]
+    return row
+
+
+def _measure(model: str, compiler: str, backend: str = "eager", mode: str = "train",
             target: str = "model", batch_size: int | None = None, warmup: int = 3,
             iters: int = 20, recompile_batches: tuple[int, ...] | None = None,
             threads: int | None = 1, device: str = "cpu") -> dict[str, Any]:

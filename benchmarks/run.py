@@ -226,6 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         status = row["status"]
         detail = (f"compile {row.get('compile_s')}s, step {row.get('step_ms')}ms, "
                   f"correct={row.get('correct')}") if status == "ok" else row.get("reason", "")
+        if status == "ok" and not row.get("correct"):
+            detail += (f" (max diff out {row.get('max_diff_out')}, grad {row.get('max_diff_grad')}, "
+                       f"buffers {row.get('max_diff_buffers')})")
+        if row.get("warnings"):
+            detail += f"; {len(row['warnings'])} warning(s): " + " | ".join(row["warnings"][:3])[:400]
         print(f"[{i + 1}/{len(plan)}] {m} {mode} {b} {c}: {status} ({row['wall_s']}s) {detail}",
               flush=True)
     print()
