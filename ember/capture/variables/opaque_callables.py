@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import sys
+import types
+
+import torch
 
 from ember.capture.variables.base import VariableTracker, unsupported
 
@@ -29,6 +32,9 @@ class OpaqueCallableVariable(VariableTracker):
             if folded is not None:
                 return folded
         owner = getattr(self, "owner_vt", None)
+        got = _tensor_descriptor_get(tx, self, owner, args, kwargs)
+        if got is not None:
+            return got
         scalar_type = isinstance(getattr(self.value, "__self__", None), type)  # (int.from_bytes: never changes)
         folded = None
         if scalar_type or owner is not None or self.source is not None:
@@ -96,3 +102,24 @@ def handling_traced_exception(tx) -> bool:
             return True
         t = t.parent
     return False
+
+
+def _tensor_descriptor_get(tx, vt, owner, args, kwargs):
+    """``torch.Tensor.shape.__get__(t)`` (a tensor attribute's descriptor, called as the attribute
+    lookup calls it): ``t.shape``, for a tensor ``t`` of the descriptor's class; else None."""
+    desc = getattr(vt.value, "__self__", None)
+    if getattr(vt.value, "__name__", None) != "__get__" or kwargs or not 1 <= len(args) <= 2 \
+            or type(desc) not in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        return None
+    cls = getattr(desc, "__objclass__", None)
+    if not (isinstance(cls, type) and issubclass(cls, torch._C.TensorBase)) \
+            or type(args[0]).__name__ != "TensorVariable":
+        return None
+    # (the descriptor is the one the trace saw: an input `__get__` by identity; one read off a
+    # descriptor, guarded as that descriptor was when it was read, by identity as torch's callables)
+    if owner is not None:
+        from ember.capture.builder import pin_identity
+        pin_identity(tx, owner)
+    elif vt.source is not None:
+        tx.guards.id_match(vt.source, vt.value)
+    return args[0].getattr(tx, desc.__name__)
