@@ -410,26 +410,29 @@ class GuardSet:
                   f"no class of {source.name()}'s MRO defines {name!r}", f"not ___on_mro({e}, {name!r})")
 
     def global_module_hooks(self) -> None:
-        """The global module hooks (``register_module_forward_hook`` and friends) are the ones the
-        trace saw: every module call the trace inlined or called directly ran exactly those."""
+        """The global module hooks (``register_module_forward_hook`` and friends) are laid out as the
+        trace saw them (how many, which take kwargs or are always called: ``hook_layout``); the hook
+        functions themselves are guarded where the trace read them, by position. Not by their
+        handle ids: a hook registered anew on every call (``h = register(...); ...; h.remove()``)
+        has a new id each time, and would recompile every call."""
         mm = torch.nn.modules.module
-        pre, post = list(mm._global_forward_pre_hooks), list(mm._global_forward_hooks)
         n = bind(self.scope, mm, "nn_module_module")
         backward = f"{n}._global_backward_hooks or {n}._global_backward_pre_hooks"
-        if not pre and not post:
+        if not mm._global_forward_pre_hooks and not mm._global_forward_hooks:
             self._add(GuardKind.GLOBAL_STATE, None, "global_module_hooks", "no global module hooks",
                       f"not ({n}._global_forward_hooks or {n}._global_forward_pre_hooks or {backward})")
             return
-        p, q = bind(self.scope, pre, "hook_keys"), bind(self.scope, post, "hook_keys")
-        self.scope.setdefault("___list", list)
+        layout = global_hook_layout()
+        f = bind(self.scope, global_hook_layout, "global_hook_layout")
+        v = bind(self.scope, layout, "hook_layout")
         self._add(GuardKind.GLOBAL_STATE, None, "global_module_hooks",
-                  f"global module forward pre-hooks {pre}, hooks {post}, no global backward hooks",
-                  f"___list({n}._global_forward_pre_hooks) == {p} and ___list({n}._global_forward_hooks) == {q} "
-                  f"and not ({backward})")
+                  f"global module forward (pre-)hooks laid out as {layout}, no global backward hooks",
+                  f"{f}() == {v} and not ({backward})")
 
-    def hook_keys(self, source: Source, pre: list, post: list) -> None:
-        """The module's forward (pre-)hooks are exactly these (none, usually); so are the global
-        ones (`global_module_hooks`)."""
+    def hook_keys(self, source: Source, pre: list, post: list, module=None) -> None:
+        """The module's forward (pre-)hooks are laid out as ``module``'s (none, usually:
+        ``hook_layout``); so are the global ones (`global_module_hooks`). ``pre``/``post``: the
+        module's hook ids (empty: no hooks)."""
         self.global_module_hooks()
         e = source.expr(self.scope)
         # No backward hooks either (ember does not trace those): modules are guarded by type, so
@@ -439,11 +442,12 @@ class GuardSet:
                       f"not ({e}._forward_hooks or {e}._forward_pre_hooks or {e}._backward_hooks "
                       f"or {e}._backward_pre_hooks)")
             return
-        p, q = bind(self.scope, pre, "hook_keys"), bind(self.scope, post, "hook_keys")
+        layout = hook_layout(module)
+        f = bind(self.scope, hook_layout, "hook_layout")
+        v = bind(self.scope, layout, "hook_layout")
         self._add(GuardKind.ID_MATCH, source, "hooks",
-                  f"{source.name()} forward pre-hooks {pre}, hooks {post}, no backward hooks",
-                  f"___list({e}._forward_pre_hooks) == {p} and ___list({e}._forward_hooks) == {q} "
-                  f"and not ({e}._backward_hooks or {e}._backward_pre_hooks)")
+                  f"{source.name()} forward (pre-)hooks laid out as {layout}, no backward hooks",
+                  f"{f}({e}) == {v} and not ({e}._backward_hooks or {e}._backward_pre_hooks)")
 
     def grad_mode(self, enabled: bool) -> None:
         name = bind(self.scope, torch.is_grad_enabled, "is_grad_enabled")
@@ -481,3 +485,20 @@ class GuardSet:
 
     def readable(self) -> list[str]:
         return [str(g) for g in self.ordered()]
+
+
+def hook_layout(m) -> tuple:
+    """For each forward pre-hook, then each forward hook, of module ``m`` (in order): whether it
+    takes keyword arguments, whether it is always called. What a trace of the module call bakes in
+    besides the hook functions (read by position, and guarded as such)."""
+    pre_kw, kw = m._forward_pre_hooks_with_kwargs, m._forward_hooks_with_kwargs
+    always = getattr(m, "_forward_hooks_always_called", {})
+    return (tuple(k in pre_kw for k in m._forward_pre_hooks),
+            tuple((k in kw, k in always) for k in m._forward_hooks))
+
+
+def global_hook_layout() -> tuple:
+    """``hook_layout`` of the global module hooks (``register_module_forward_hook``)."""
+    mm = torch.nn.modules.module
+    kw, always = mm._global_forward_hooks_with_kwargs, getattr(mm, "_global_forward_hooks_always_called", {})
+    return (len(mm._global_forward_pre_hooks), tuple((k in kw, k in always) for k in mm._global_forward_hooks))

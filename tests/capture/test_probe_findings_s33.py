@@ -234,3 +234,73 @@ def test_vmap_with_nested_in_dims_not_matching_raises_as_eager():
         fn({"a": torch.randn(3, 2)})
     with pytest.raises(ValueError):
         compile(fn, backend="aot_eager")({"a": torch.randn(3, 2)})
+
+
+# --- module hooks registered anew on every call (`h = layer.register_forward_hook(fn); out = model(x);
+# h.remove()`): the guards read the hooks by position, not by handle id (new on every registration),
+# and `h.remove()` runs eagerly; each call recompiled before (until the recompile limit)
+
+def _hooked_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+
+
+def test_a_hook_registered_and_removed_every_call_compiles_once():
+    from ember_test_helpers import CompileCounter
+    m = _hooked_model()
+
+    def f(x):
+        h = m[1].register_forward_hook(lambda mod, inp, out: out * 2)
+        y = m(x)
+        h.remove()
+        return y
+
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for i in range(4):
+        x = torch.randn(2, 3)
+        assert_same(compiled(x), f(x))
+        if i == 0:
+            first = cnt.frame_count
+    assert cnt.frame_count == first
+    assert not m[1]._forward_hooks
+
+
+def test_a_global_hook_registered_and_removed_every_call_compiles_once():
+    from ember_test_helpers import CompileCounter
+    m = _hooked_model()
+
+    def f(x):
+        h = torch.nn.modules.module.register_module_forward_hook(
+            lambda mod, inp, out: out + 1 if isinstance(out, torch.Tensor) else out)
+        try:
+            return m(x)
+        finally:
+            h.remove()
+
+    cnt = CompileCounter()
+    compiled = compile(f, backend=cnt)
+    for i in range(4):
+        x = torch.randn(2, 3)
+        assert_same(compiled(x), f(x))
+        if i == 0:
+            first = cnt.frame_count
+    assert cnt.frame_count == first
+    assert not torch.nn.modules.module._global_forward_hooks
+
+
+def test_another_hook_in_the_same_place_recompiles():
+    m = _hooked_model()
+    compiled = compile(m, backend="eager")
+    x = torch.randn(2, 3)
+    h = m[1].register_forward_hook(lambda mod, inp, out: out * 2)
+    assert_same(compiled(x), m(x))
+    h.remove()
+    h = m[1].register_forward_hook(lambda mod, inp, out: out - 5)
+    assert_same(compiled(x), m(x))
+    h.remove()
+    # the same count of hooks, one now taking keyword arguments
+    h = m[1].register_forward_hook(lambda mod, inp, kw, out: out + 3, with_kwargs=True)
+    assert_same(compiled(x), m(x))
+    h.remove()
+    assert_same(compiled(x), m(x))

@@ -173,6 +173,11 @@ class UserFunctionVariable(VariableTracker):
             result = call_singledispatch(tx, self, args, kwargs)
             if result is not None:
                 return result
+        if self.fn is torch.utils.hooks.RemovableHandle.remove:
+            # (a handle made before the trace: its hook's id, new on every registration, would be
+            # baked into the trace and guarded, a recompile per call of `h = register(...); h.remove()`)
+            raise unsupported("EB0031", "RemovableHandle.remove() runs eagerly (a hook's id is new on every "
+                              "registration)")
         from ember.capture.skipfiles import compile_disabled
         if compile_disabled(self.fn):
             name = getattr(self.fn, "__qualname__", self.fn.__name__)

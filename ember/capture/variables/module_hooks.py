@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from ember.capture.sources import AttrSource, ConstSource, ItemSource
+from ember.capture.sources import AttrSource, CallSource, ConstSource
 from ember.capture.variables.base import ConstantVariable, unsupported
 from ember.capture.variables.module_state import HOOK_DICTS, check_dicts, check_global_hooks
 
@@ -29,11 +29,17 @@ def _hooks_in_call_order(m: torch.nn.Module, src) -> tuple[list, list]:
                                   ("_global_forward_hooks", "_forward_hooks")):
         hooks = getattr(mm, global_name)
         where = ConstSource(hooks, f"torch.nn.modules.module.{global_name}")
-        found = [(key, hook, ItemSource(where, key)) for key, hook in list(hooks.items())]
-        found += [(key, hook, ItemSource(AttrSource(src, own_name), key) if src is not None else None)
-                  for key, hook in list(getattr(m, own_name).items())]
+        # (by position, not by handle id: a hook registered anew each call has a new id)
+        found = [(key, hook, CallSource(nth_value, where, (i,))) for i, (key, hook) in enumerate(hooks.items())]
+        found += [(key, hook, CallSource(nth_value, AttrSource(src, own_name), (i,)) if src is not None else None)
+                  for i, (key, hook) in enumerate(getattr(m, own_name).items())]
         out.append(found)
     return out[0], out[1]
+
+
+def nth_value(d: dict, i: int):
+    """The ``i``-th value of ``d`` (a hook dict), read by a guard or by the code after a break."""
+    return list(d.values())[i]
 
 
 def global_forward_hooks() -> bool:
@@ -44,7 +50,7 @@ def global_forward_hooks() -> bool:
 
 def _hook_flags(tx, module_vt, name) -> set:
     """The hook ids in ``module.<name>`` (hook id -> True). No guard of its own: a hook's flag is
-    fixed when it is registered, and the hook ids are guarded (``hook_keys``)."""
+    fixed when it is registered, and the flags of the hooks are guarded by position (``hook_layout``)."""
     return set(getattr(module_vt.module, name, None) or ())
 
 
@@ -67,7 +73,7 @@ def call_with_hooks(tx, module_vt, args, kwargs):
     check_global_hooks(tx)
     tx.guards.global_module_hooks()
     if src is not None:
-        tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks))
+        tx.guards.hook_keys(src, list(m._forward_pre_hooks), list(m._forward_hooks), m)
     elif m._forward_hooks or m._forward_pre_hooks:
         raise unsupported("EB0043", f"module hooks on a module ember cannot name ({type(m).__name__})")
     # Which hooks take keyword arguments (register_forward_(pre_)hook(..., with_kwargs=True)).
