@@ -50,13 +50,17 @@ _VIEW_INPLACE_REFUSALS = (
 
 
 def eager_autograd_refusal(e: BaseException) -> bool:
-    """Whether ``e`` (or what it wraps) is one of autograd's own in-place refusals, which eager
-    raises on this program as well: the captured graph then runs as it is (see EagerBackwardFails)."""
+    """Whether ``e`` (or what it wraps) is one of autograd's own refusals, which eager raises on
+    this program as well: an in-place write it cannot allow, or an op without a derivative
+    (``x.scatter(0, i, s, reduce="add")``: eager's backward raises "derivative for aten::scatter is
+    not implemented"). The captured graph then runs as it is (see EagerBackwardFails): its forward
+    as eager's, its backward raising where eager's raises."""
     seen = 0
     while e is not None and seen < 8:
         text = str(e)
         if isinstance(e, RuntimeError) and not isinstance(e, AOTCompileError) and (
-                MODIFIED_INPLACE in text or any(m in text for m in _VIEW_INPLACE_REFUSALS)):
+                MODIFIED_INPLACE in text or any(m in text for m in _VIEW_INPLACE_REFUSALS)
+                or ("derivative for" in text and "not implemented" in text)):
             return True
         e, seen = e.__cause__, seen + 1
     return False
