@@ -453,6 +453,14 @@ def _cover(ins: list, breaking: list, target, depth: int, lasti: bool) -> None:
         instr.exn_tab_entry = entry
 
 
+def _fresh(name: str, taken: set) -> str:
+    """``name``, with underscores before it until no local of the frame has it (as resume.py names
+    a resume function's stack arguments)."""
+    while name in taken:
+        name = "_" + name
+    return name
+
+
 def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache, n_consumed: int,
                    after_offsets: list[int], bound: set, handling_exception: bool = False,
                    outer: tuple = (), raise_to=None) -> tuple[types.FunctionType, list[int], list[str]]:
@@ -471,6 +479,12 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
     """
     code = fn.__code__
     stack = bp.stack
+    # The residual's own locals never take a name of the frame's: a frame ember generated (a
+    # resume function, a nested break's chain) has locals named like them (`___stack0`), and a
+    # live one of those would be read from the residual's slot of the same name.
+    taken = set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars) | set(outer)
+    _stack, _after, _h = (lambda p, k=k: _fresh(f"___{k}{p}", taken) for k in ("stack", "after", "h"))
+    raised = _fresh("___raised", taken)
     depth = len(stack)
     remaining = depth - n_consumed
     handler = _covering_handler(resumes.fn.__code__, bp.offset)
@@ -497,11 +511,11 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         or (getattr(callee, "class_statement", False) and _in_try_block(resumes.fn.__code__, handler)))
     depth_after = remaining + (1 if is_call and bp.opname not in _STORE_OPS and after_store is None else 0)
 
-    arg_names = [f"___stack{p}" for p in range(depth) if not isinstance(stack[p], NullVariable)]
+    arg_names = [_stack(p) for p in range(depth) if not isinstance(stack[p], NullVariable)]
     arg_positions = [p for p in range(depth) if not isinstance(stack[p], NullVariable)]
     # (a JUMP_IF_*_OR_POP's jump goes on with one item more: the value it tested)
     depth_taken = depth_after + (1 if bp.opname in _OR_POP_BRANCHES else 0)
-    temps = [f"___after{p}" for p in range(base, depth_taken)]
+    temps = [_after(p) for p in range(base, depth_taken)]
     live_args = [n for n in live_here if n not in arg_names]
     exc_args = ["___exc"] if handling_exception else []
     varnames = arg_names + live_args + list(outer) + exc_args + temps  # (outer: nested_breaks.py)
@@ -511,7 +525,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         """The residual's local holding frame stack item ``p``."""
         if handling_exception and getattr(stack[p], "exc_info_at_entry", False):
             return "___exc_before"  # the exception current when the frame was entered (traced as None)
-        return f"___stack{p}"
+        return _stack(p)
 
     if eager_here(bp.opname):
         if handling_exception:
@@ -550,7 +564,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         stored = temps[:depth_next - base]
         out = [create_instruction("STORE_FAST", argval=t) for t in reversed(stored)]
         if reenter:
-            held = [f"___after{p}" if p >= base else f"___stack{p}" for p in reversed(reenter)]
+            held = [_after(p) if p >= base else _stack(p) for p in reversed(reenter)]
             out += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=leave_blocks)])
             out += [create_instruction("LOAD_FAST", argval=n) for n in held]
             out += versions.call(len(held)) + [create_instruction("POP_TOP")]
@@ -614,7 +628,7 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         unwound = handler.depth - base if base == 0 else 0
         below = [stack_value(p) for p in range(handler.depth)] if base > 0 else []
         h_depth = handler.depth + (1 if handler.lasti else 0) + 1
-        h_temps = [f"___h{p}" for p in range(h_depth - len(below))]
+        h_temps = [_h(p) for p in range(h_depth - len(below))]
         varnames += h_temps
         live_handler = [n for n in resumes.live_at(handler.target) if n in bound]
         resume_handler, rc_handler = resumes.resume(handler.target, h_depth, live_handler)
@@ -636,10 +650,10 @@ def build_residual(fn: types.FunctionType, bp: BreakPoint, resumes: ResumeCache,
         # A nested break (nested_breaks.py) whose callers have a handler: the breaking
         # instruction's exception goes through the rest of every frame, raised where the
         # innermost frame's call was, so the callers' handlers (try, with) see it as in eager.
-        varnames.append("___raised")
-        block = [create_instruction("STORE_FAST", argval="___raised")]
+        varnames.append(raised)
+        block = [create_instruction("STORE_FAST", argval=raised)]
         block += versions.push_null_and_callable([create_instruction("LOAD_CONST", argval=raise_to)])
-        block += [create_instruction("LOAD_FAST", argval=n) for n in ("___raised", *outer)]
+        block += [create_instruction("LOAD_FAST", argval=n) for n in (raised, *outer)]
         block += versions.call(1 + len(outer)) + versions.return_value()
         _cover(ins, breaking, block[0], 0, False)
         ins += block

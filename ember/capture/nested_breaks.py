@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import sys
 import types
 import weakref
 
@@ -114,8 +113,6 @@ def nested_path(fn, e, offset: int):
     offset), ...]`` from the frame down to the innermost frame that stops, or None (no nesting)."""
     from ember.config import config
     frames = getattr(e, "nested_frames", None)
-    if sys.version_info >= (3, 13):
-        return None  # (off on 3.13 for now: a chain's own residual crashed there; see docs/capture.md)
     if not frames or not config.nested_graph_breaks or getattr(e, "top_opname", None) not in _CALL_OPS:
         return None
     if [f[0] for f in frames] != list(range(len(frames), 0, -1)):

@@ -7,7 +7,6 @@ mutated state and graph counts. The counts are what torch.compile 2.13 makes wit
 ``torch._dynamo.config.nested_graph_breaks = True`` (the setting torch's own test suite runs
 with), counted with a CompileCounter backend."""
 import io
-import sys
 
 import pytest
 import torch
@@ -215,8 +214,6 @@ def _run(fn, argsets):
     return out, _OUT.getvalue()
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 13), reason="nested graph breaks are off on Python 3.13 "
-                    "(a chain's residual crashed there): plain breaks, other counts")
 @pytest.mark.parametrize("case", list(CASES))
 def test_nested_break_matches_eager_and_torch_counts(case):
     fn, argsets, torch_graphs = CASES[case]
