@@ -130,8 +130,19 @@ def _shape_env_class():
                     provs.append(prov)
                 return SLoc(framework_loc, f"<ember:{len(provs) - 1}>"), ""
 
+        # importable by name (pickle finds it through the module's __getattr__ below), so that
+        # Inductor's FX-graph cache can pickle a graph's key (it refused: "Failed to pickle cache
+        # key", a warning with a traceback on every symbolic compile)
+        EmberShapeEnv.__module__ = __name__
+        EmberShapeEnv.__qualname__ = "EmberShapeEnv"
         _SHAPE_ENV_CLASS = EmberShapeEnv
     return _SHAPE_ENV_CLASS
+
+
+def __getattr__(name: str):
+    if name == "EmberShapeEnv":
+        return _shape_env_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def symbolic_fake(mode, real: torch.Tensor, expr: str, dims: frozenset, constraints: list | None = None,
