@@ -51,10 +51,17 @@ class OverlapWriteCheck(TorchDispatchMode):
     written-to tensor refers to a single memory location"), or writes several times into one
     element; functionalization would instead compute a plain value, a gradient eager never gives.
     The refusal (EagerBackwardFails) makes the captured graph run as it is, under eager autograd,
-    which does what eager does. (Flagging a write eager would allow only costs speed.)"""
+    which does what eager does. (Flagging a write eager would allow only costs speed.)
+
+    Higher-order operators (``cond``, ``while_loop``, checkpoint) pass through it unchecked: they
+    write into no argument (torch refuses mutations inside their branches)."""
+
+    supports_higher_order_operators = True
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if isinstance(func, torch._ops.HigherOrderOperator):
+            return func(*args, **kwargs)
         schema = func._schema
         if schema.is_mutable:
             for i, a in enumerate(schema.arguments):
