@@ -21,6 +21,9 @@ class SideEffects:
         self._globals: dict[tuple[int, str], tuple[dict, str, VariableTracker, Any]] = {}
         self._containers: dict[int, VariableTracker] = {}
         self._calls: list[tuple[VariableTracker, str, list, dict]] = []
+        # calls replayed after the graph that write nothing the frame could read back (a hit of an
+        # lru_cache wrapper, see variables/lru_cached.py): not a side effect for `bool(self)`
+        self._replays: list[tuple[VariableTracker, str]] = []
         self._raw_attrs: set[tuple[int, str]] = set()
         self._setters: dict[tuple[int, str], Any] = {}  # key -> the setter the replay calls
         # attributes deleted and then assigned again in the frame: the new key goes to the end of
@@ -38,6 +41,10 @@ class SideEffects:
 
     def __bool__(self) -> bool:
         return bool(self._attrs or self._globals or self._containers or self._calls or self.hooks)
+
+    def replay_call(self, target: VariableTracker, method: str) -> None:
+        """``target.method()`` called after the graph, after the other effects (see ``_replays``)."""
+        self._replays.append((target, method))
 
     def defer_call(self, target: VariableTracker, method: str, args: list, kwargs: dict) -> None:
         """A call (logging) replayed after the graph, with the same arguments — containers as they
@@ -177,6 +184,8 @@ class SideEffects:
             target_of(target)
         for target, _method, _args, _kwargs in self._calls:
             target_of(target)
+        for target, _method in self._replays:
+            target_of(target)
         # ... and so is every value written (`a.x, a.y = a.y, a.x`).
         values: list[str] = []
         made: list = []  # trackers made here live until the end (the plan may key on their ids)
@@ -234,6 +243,8 @@ class SideEffects:
         for target, method, args, kwargs in self._calls:
             parts = [value_of(a) for a in args] + [f"{k}={value_of(v)}" for k, v in kwargs.items()]
             writes.append(f"{targets[id(target)]}.{method}({', '.join(parts)})")
+        for target, method in self._replays:
+            writes.append(f"{targets[id(target)]}.{method}()")
         lines += writes
         if lines:
             scope["___setattr"] = setattr

@@ -134,13 +134,6 @@ class _ReplayTarget(VariableTracker):
         return "an lru_cache call replayed after the graph"
 
 
-def _pending(side_effects) -> bool:
-    """Side effects waiting for the replay other than this module's own replayed calls (hits)."""
-    se = side_effects
-    return bool(se._attrs or se._globals or se._containers or se.hooks
-                or any(not isinstance(c[0], _ReplayTarget) for c in se._calls))
-
-
 def call_lru_cached(tx, wrapper, wrapper_source, args, kwargs):
     """A call to an ``lru_cache``-wrapped function: the cached answer (see the module docstring)."""
     from ember.capture.builder import pin_identity
@@ -175,7 +168,7 @@ def call_lru_cached(tx, wrapper, wrapper_source, args, kwargs):
     if value is UNKNOWN:
         raise unsupported("EB0056", f"lru_cache-wrapped {name}: its cache cannot be read without calling it")
     if value is MISSING:
-        if _pending(tx.side_effects):
+        if tx.side_effects:
             raise unsupported("EB0056", f"lru_cache-wrapped {name} is not cached yet for {pos!r} and the frame "
                               "has side effects to replay: its body runs eagerly at the call")
         value = wrapper(*pos, **kw)  # (eager's first call: runs the body, stores the result)
@@ -185,7 +178,7 @@ def call_lru_cached(tx, wrapper, wrapper_source, args, kwargs):
         raise unsupported("EB0042", f"lru_cache-wrapped {name} returned a {type(value).__name__}")
     tx.guards.id_match(wrapper_source, wrapper)
     tx.guards.lru_cached(wrapper_source, wrapper, key, value)
-    tx.side_effects.defer_call(_ReplayTarget(_Replay(wrapper, pos, kw)), "call", [], {})
+    tx.side_effects.replay_call(_ReplayTarget(_Replay(wrapper, pos, kw)), "call")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(value)
 
