@@ -4,6 +4,8 @@ breaking instruction and the rest of the frame) with the frame's stack and live 
 function), and the graph a break at a branch on an input tensor still makes."""
 from __future__ import annotations
 
+import torch
+
 from ember.bytecode.resume import unmangle_local
 from ember.capture.callees import _compiled_callee
 from ember.capture.graph_break import build_residual
@@ -11,7 +13,7 @@ from ember.capture.lazy_arguments import ArgumentLocals, UnreadArgument
 from ember.capture.nested_breaks import nested_residual
 from ember.capture.sources import LocalSource, bind
 from ember.capture.variables.base import VariableTracker
-from ember.capture.variables.tensor import TensorVariable
+from ember.capture.variables.tensor import TensorMethodVariable, TensorVariable
 
 
 def break_shape(tx, bp) -> tuple[int, list[int]]:
@@ -87,11 +89,32 @@ def _residual_call(fn, tx, plan, resumes, offset_map) -> str:
     bound = set(values)
     handling = not tx.exc_inherited  # the trace entered or left an except block: set sys.exc_info()
     residual, positions, live = build_residual(resumes.fn, bp, resumes, consumed, after, bound, handling)
+    if bp.opname in _CALLS and len(stack) >= consumed:
+        pos = callee_position(stack, consumed)
+        stack[pos] = _read_only_receiver(tx, stack[pos], consumed)
     args = [plan.expr(stack[p]) for p in positions] + [plan.expr(values[n]) for n in live]
     if handling:
         current = tx.current_exception_vt
         args.append(plan.expr(current) if current is not None else "None")
     return f"{bind(plan.scope, residual, 'residual')}({', '.join(args)})"
+
+
+def _read_only_receiver(tx, callee, consumed: int):
+    """``t.item()`` / ``t.tolist()`` at a break, ``t`` computed by the graph and requiring grad: the
+    call receives ``t.detach()`` instead (the same values; the call only reads them, and its receiver
+    is not visible to the program). So ``t`` is a graph output that requires grad only if the rest of
+    the frame still holds it: otherwise the compiled graph would connect ``t``'s inputs to autograd
+    for an output eager never differentiates, and a backward through the graph's other outputs would
+    run their producers (with undefined gradients) where eager never does, unpacking tensors they
+    saved (an error if the program wrote into those since)."""
+    t = getattr(callee, "tensor", None)
+    if (type(callee) is not TensorMethodVariable or callee.name not in ("item", "tolist") or consumed != 2
+            or not isinstance(t, TensorVariable) or t.cls not in (None, torch.Tensor) or t.source is not None):
+        return callee
+    fake = t.fake
+    if fake is None or not fake.requires_grad:
+        return callee
+    return TensorMethodVariable(tx.output.call_method("detach", [t], {}), callee.name)
 
 
 def _branch_on_input_tensor(bp, output, plan) -> bool:
