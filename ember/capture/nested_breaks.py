@@ -65,6 +65,9 @@ def direct_callee_code(fn_vt):
         return getattr(fn_vt.func.fn, "__code__", None)
     if kind.__name__ == "NNModuleVariable":
         return _forward_code(fn_vt.module)
+    if kind.__name__ == "GradModeWrappedFunction" and fn_vt.real_wrapper() is not None:
+        from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE
+        return CONTEXT_DECORATOR_CODE  # (torch's wrapper, traced: see GradModeWrappedFunction.call)
     return None
 
 
@@ -148,7 +151,12 @@ def _grad_mode_wrapper(fn) -> bool:
     rest is the grad-mode block around the function's rest; not an inference-mode one, whose block
     the graph keeps: see ``_block_kept_by_the_graph``)."""
     from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE
-    if type(fn) is not types.FunctionType or fn.__code__ is not CONTEXT_DECORATOR_CODE:
+    if type(fn) is not types.FunctionType:
+        return False
+    if fn.__code__.co_filename == CONTEXT_DECORATOR_CODE.co_filename \
+            and getattr(fn, "__ember_owner__", None) is not None:
+        return True  # (a resume function of that wrapper, made for a break that nested through it)
+    if fn.__code__ is not CONTEXT_DECORATOR_CODE:
         return False
     cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
     try:
@@ -358,10 +366,13 @@ class _ChainResumes:
         key = ("nested rest", rest, self._key())
         hit = self._root._resume.get(key)
         if hit is None:
+            from ember.bytecode.resume import mangle_local
             params = list(self._outer.names) + list(rc.argnames)  # (outermost first: ResumeFrameCache)
-            chain = self._chain(params, f"return ___leaf({', '.join(rc.argnames)})", rest,
+            own = [mangle_local(a) for a in rc.argnames]  # (in the chain's source: a pytest-rewritten
+            # assert's `@py_assert1` local is no identifier; passed by position, as named in `params`)
+            chain = self._chain(list(self._outer.names) + own, f"return ___leaf({', '.join(own)})", rest,
                                 f"nested_rest_at_{offset}")
-            chain.__ember_cell_values__ = tuple(rc.cell_args) + tuple(self._outer.cells)
+            chain.__ember_cell_values__ = tuple(mangle_local(a) for a in rc.cell_args) + tuple(self._outer.cells)
             code = _ChainCode(rc.stack_args, tuple(params), rc.code)
             # (compiled as a resume function: fault injection, nesting limit, exits closed on failure)
             hit = self._root._resume[key] = (self._root.make_compiled(chain, None), code)

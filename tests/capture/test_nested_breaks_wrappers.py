@@ -261,3 +261,111 @@ def test_exception_after_a_break_in_a_decorated_function_reaches_the_caller():
     x = _X.clone().requires_grad_()
     _same(_catches_decorated(x), ember.compile(_catches_decorated, backend="eager")(x))
     assert torch.is_grad_enabled()
+
+
+def _adds_then_breaks(x):
+    x = x + 1
+    gb()
+    return x * 2, torch.is_grad_enabled()
+
+
+def _wraps_in_frame_twice(x):
+    y, inside1 = torch.no_grad()(_adds_then_breaks)(x)
+    z, inside2 = torch.enable_grad()(_adds_then_breaks)(y)
+    return z + x, inside1, inside2, torch.is_grad_enabled()
+
+
+def _raises_after_break_plain(x):
+    y = x * 2
+    gb()
+    if y.sum() > -1e9:
+        raise KeyError(torch.is_grad_enabled())
+    return y
+
+
+def _catches_in_frame_wrapped(x):
+    try:
+        return torch.no_grad()(_raises_after_break_plain)(x)
+    except KeyError as e:
+        return x + 1, e.args[0], torch.is_grad_enabled()
+
+
+@needs_nesting
+@pytest.mark.parametrize("grad", [True, False])
+def test_break_inside_a_function_wrapped_in_the_frame_nests(grad):
+    # (`torch.no_grad()(f)(x)` made in the frame, f a plain function: traced as torch's own wrapper,
+    # so the break nests through it as through a decorated function)
+    ember.reset()
+    cnt = CompileCounter()
+    compiled = ember.compile(_wraps_in_frame_twice, backend=cnt)
+    with torch.set_grad_enabled(grad):
+        x = _X.clone().requires_grad_()
+        _same(_wraps_in_frame_twice(x), compiled(x))
+        assert torch.is_grad_enabled() is grad
+    assert cnt.frame_count == 3  # (as torch.compile with nested graph breaks)
+
+
+@needs_nesting
+def test_exception_after_a_break_in_a_function_wrapped_in_the_frame():
+    ember.reset()
+    x = _X.clone().requires_grad_()
+    _same(_catches_in_frame_wrapped(x), ember.compile(_catches_in_frame_wrapped, backend="eager")(x))
+    assert torch.is_grad_enabled()
+
+
+def _breaks_twice(x):
+    x = x + 1
+    gb()
+    first = torch.compiler.is_compiling()
+    x = x * 2
+    gb()
+    return x + 3, first, torch.compiler.is_compiling(), torch.is_grad_enabled()
+
+
+_DECORATED_TWICE = torch.no_grad()(_breaks_twice)
+
+
+def _calls_decorated_twice(x):
+    return _DECORATED_TWICE(x)
+
+
+def _wraps_twice_in_frame(x):
+    return torch.no_grad()(_breaks_twice)(x)
+
+
+@needs_nesting
+@pytest.mark.parametrize("fn", [_calls_decorated_twice, _wraps_twice_in_frame])
+def test_second_break_inside_a_decorated_function_resumes_compiled(fn):
+    # (the second break is inside the chain's rest of torch's wrapper: it nests through it again,
+    # and the rests after both breaks are compiled, as torch.compile)
+    ember.reset()
+    cnt = CompileCounter()
+    x = _X.clone().requires_grad_()
+    expected, got = fn(x), ember.compile(fn, backend=cnt)(x)
+    assert expected[1:3] == (False, False) and got[1:3] == (True, True)
+    _same((expected[0], expected[3]), (got[0], got[3]))
+    assert cnt.frame_count == 3  # (as torch.compile with nested graph breaks)
+
+
+def _asserts_after_break(x):
+    x = x + 1
+    gb()
+    assert x.dim() == 1  # (pytest rewrites these: its `@py_assert1` locals are no identifiers)
+    x = x * 2
+    gb()
+    assert x.dim() == 1
+    return x - 3
+
+
+def _calls_asserting(x):
+    return _asserts_after_break(x) + 1
+
+
+@needs_nesting
+def test_nested_break_in_a_function_with_rewritten_asserts():
+    # (the chain's source names the callee's locals: a local that is no identifier is mangled)
+    ember.reset()
+    cnt = CompileCounter()
+    for x in (_X, _X + 1):
+        _same(_calls_asserting(x), ember.compile(_calls_asserting, backend=cnt)(x))
+    assert cnt.frame_count == 3

@@ -79,11 +79,27 @@ class GradModeWrappedFunction(VariableTracker):
         self.fn = fn
 
     def call(self, tx, args, kwargs):
+        real = self.real_wrapper()
+        if real is not None:  # (torch's own wrapper, traced: a break inside nests through it)
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(real).call(tx, args, kwargs)
         prior = torch.is_grad_enabled()
         tx.output.set_grad_enabled(self.target)
         out = self.fn.call(tx, args, kwargs)
         tx.output.set_grad_enabled(prior)
         return out
+
+    def real_wrapper(self):
+        """``no_grad()(f)`` / ``enable_grad()(f)`` as torch makes it, for a plain function ``f``
+        (no closure, no defaults: any function of its code and globals, which its guards pin,
+        behaves as this one), or None."""
+        from ember.capture.variables.functions import UserFunctionVariable
+        if type(self.fn) is not UserFunctionVariable:
+            return None
+        f = self.fn.fn
+        if f.__closure__ or f.__defaults__ or f.__kwdefaults__:
+            return None
+        return (torch.enable_grad if self.target else torch.no_grad)()(f)
 
     def reconstruct(self, plan) -> str:
         """The real decorated function (on the stack at a break at its call, or kept in a local):
