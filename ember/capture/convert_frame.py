@@ -254,6 +254,11 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     output.frame_sizes = sizes
     grad_mode = torch.is_grad_enabled()
     guards.grad_mode(grad_mode)
+    # under inference mode (grad mode off, as under no_grad) an enable_grad region makes no graph
+    # history and torch.is_inference_mode_enabled() answers True: a graph traced under no_grad must
+    # not be reused there, nor the other way round
+    guards.global_state("inference_mode", torch.is_inference_mode_enabled, torch.is_inference_mode_enabled(),
+                        "torch.is_inference_mode_enabled()")
     guards.global_state("autocast", _autocast_state, _autocast_state(),
                         f"autocast state ({', '.join(AUTOCAST_DEVICES)})")
     # what kernels (and so a backend's choices) depend on, beyond grad mode: as torch's global

@@ -304,3 +304,29 @@ def test_another_hook_in_the_same_place_recompiles():
     assert_same(compiled(x), m(x))
     h.remove()
     assert_same(compiled(x), m(x))
+
+
+# --- inference mode is guarded at frame entry: a graph traced under no_grad (grad mode off, as under
+# inference_mode) was reused under inference_mode, where an enable_grad region makes no history and
+# torch.is_inference_mode_enabled() is True (the answers were no_grad's)
+
+def _enable_grad_region(x, w):
+    with torch.enable_grad():
+        z = (x * w).sum()
+    return z, z.requires_grad, torch.is_inference_mode_enabled()
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 answers z.requires_grad True for an enable_grad "
+                    "region under inference_mode (eager: False)")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_graph_traced_under_no_grad_is_not_reused_under_inference_mode(backend):
+    x, w = torch.randn(3), torch.randn(3, requires_grad=True)
+    reset()
+    compiled = compile(_enable_grad_region, backend=backend)
+    for mode in (torch.no_grad, torch.inference_mode, torch.no_grad, torch.inference_mode):
+        with mode():
+            out_c, out_e = compiled(x, w), _enable_grad_region(x, w)
+        assert out_c[1:] == out_e[1:]
+        assert out_c[0].requires_grad == out_e[0].requires_grad
+        assert out_c[0].is_inference() == out_e[0].is_inference()
+        assert_same(out_c[0].detach(), out_e[0].detach())
