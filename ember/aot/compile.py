@@ -94,7 +94,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *,
                    decompositions=decompositions, keep_inference_input_mutations=keep_inference_input_mutations,
                    on_metadata=on_metadata,
                    backward_pass_autocast=parse_backward_pass_autocast(backward_pass_autocast))
-    if any(isinstance(a, torch.Tensor) and _user_torch_function(type(a)) for a in example_inputs):
+    if any(isinstance(a, torch.Tensor) and (_user_torch_function(type(a)) or _functorch_wrapped(a))
+           for a in example_inputs):
         return GraphAsIsCallable(gm)
     with metrics.timed("aot"), _python_dispatcher_if_symbolic(gm):
         try:
@@ -120,9 +121,17 @@ def _user_torch_function(cls: type) -> bool:
         getattr(cls, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl
 
 
+def _functorch_wrapped(t: torch.Tensor) -> bool:
+    """A tensor of a torch.func transform the compiled function is called under (``vmap(fn)(x)``,
+    ``grad(fn)(x)``): no fake tensor describes it, and the transform must see each op the graph
+    runs, as in eager. The captured graph then runs as it is (the transform around it)."""
+    return torch._C._functorch.is_functorch_wrapped_tensor(t)
+
+
 class GraphAsIsCallable:
     """The captured graph run as it is, for inputs of a tensor subclass with a
-    ``__torch_function__``: in eager, that override sees each torch-level call
+    ``__torch_function__`` (or of a torch.func transform around the call,
+    ``_functorch_wrapped``): in eager, that override sees each torch-level call
     (``torch.relu``, ``Tensor.add``); a functionalized aten graph would show it
     ``aten.relu.default`` instead, or lose the subclass. Ops run one by one as in
     eager, so input mutations happen where the program does them."""
