@@ -56,6 +56,16 @@ def dense_order(shape, stride) -> tuple[int, ...] | None:
     return tuple(order)
 
 
+def _traced_order(ex) -> tuple[int, ...] | None:
+    """``dense_order`` of a traced example by its sizes' hints; None without them (an unbacked size)."""
+    if not isinstance(ex, torch.Tensor) or ex.layout != torch.strided:
+        return None
+    shape, stride = tuple(map(_hint, ex.shape)), tuple(map(_hint, ex.stride()))
+    if any(v is None for v in (*shape, *stride)):
+        return None
+    return dense_order(shape, stride)
+
+
 def _is_dense_in(t: torch.Tensor, order: tuple[int, ...]) -> bool:
     expected = 1
     for d in order:
@@ -104,9 +114,7 @@ class LazyBackward:
         self.fake_mode = fake_mode
         self.compiled: Callable | None = None
         # the layout each saved tensor had when the graph was traced (None: not dense, or no tensor)
-        self.traced_orders = [dense_order(tuple(map(_hint, ex.shape)), tuple(map(_hint, ex.stride())))
-                              if isinstance(ex, torch.Tensor) and ex.layout == torch.strided else None
-                              for ex in example_inputs]
+        self.traced_orders = [_traced_order(ex) for ex in example_inputs]
 
     def __call__(self, args: list):
         if self.compiled is None:
