@@ -31,7 +31,7 @@ from ember.capture.guards import GuardSet
 from ember.capture.entry_guards import _describe_value, _guard_block, _shape_guard_names
 from ember.capture.backend_checks import _bakes_in_symbols, _program_backend
 from ember.capture.frame_state import (AUTOCAST_DEVICES, _autocast_state, _autocast_states, _restore_autocast,  # noqa: F401
-                                       preserved_rng_state, torch_flags)
+                                       default_device_state, preserved_rng_state, torch_flags)
 from ember.capture.callees import _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
 from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _with_attrs, _with_kwdefaults
@@ -259,6 +259,8 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     # not be reused there, nor the other way round
     guards.global_state("inference_mode", torch.is_inference_mode_enabled, torch.is_inference_mode_enabled(),
                         "torch.is_inference_mode_enabled()")
+    guards.global_state("default_device", default_device_state, default_device_state(),
+                        "the default device (None: the CPU)")
     guards.global_state("autocast", _autocast_state, _autocast_state(),
                         f"autocast state ({', '.join(AUTOCAST_DEVICES)})")
     # what kernels (and so a backend's choices) depend on, beyond grad mode: as torch's global

@@ -42,6 +42,20 @@ def torch_flags() -> tuple:
             torch._C._get_cublas_allow_bf16_reduced_precision_reduction(), torch.get_num_threads())
 
 
+_len_function_modes = torch._C._len_torch_function_stack
+
+
+def default_device_state():
+    """The default device of factory calls (``with torch.device(d):``, ``torch.set_default_device``):
+    None for the CPU (an empty torch-function mode stack, the common case, takes one C call), else
+    ``torch.get_default_device()``. A graph traced under one default device must not serve a call
+    under another: its ``torch.zeros(3)`` would make tensors on the first."""
+    if not _len_function_modes():
+        return None
+    device = torch.get_default_device()
+    return None if device.type == "cpu" else device
+
+
 def _guarded_autocast_devices() -> tuple[str, ...]:
     """The device types whose ambient autocast state a graph depends on: cpu, cuda, and this
     process's accelerator if it is another (a graph traced outside ``autocast("cuda")`` must not

@@ -330,3 +330,33 @@ def test_a_graph_traced_under_no_grad_is_not_reused_under_inference_mode(backend
         assert out_c[0].requires_grad == out_e[0].requires_grad
         assert out_c[0].is_inference() == out_e[0].is_inference()
         assert_same(out_c[0].detach(), out_e[0].detach())
+
+
+# --- the default device (`with torch.device(d):`, torch.set_default_device) is guarded at frame entry:
+# a graph traced on the CPU was reused under another default device, its factory calls still making
+# CPU tensors
+
+def _factories(x):
+    z = torch.zeros(3)
+    return z.device.type, torch.arange(3).device.type, (x * 2).sum()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_graph_is_not_reused_under_another_default_device(backend):
+    x = torch.randn(3)
+    reset()
+    compiled = compile(_factories, backend=backend)
+    for device in (None, "meta", None, "meta"):
+        if device is None:
+            out_c, out_e = compiled(x), _factories(x)
+        else:
+            with torch.device(device):
+                out_c, out_e = compiled(x), _factories(x)
+        assert out_c[:2] == out_e[:2]
+        assert_same(out_c[2], out_e[2])
+    torch.set_default_device("meta")
+    try:
+        out_c, out_e = compiled(x), _factories(x)
+    finally:
+        torch.set_default_device(None)
+    assert out_c[:2] == out_e[:2] == ("meta", "meta")
