@@ -55,7 +55,9 @@ class InputLayout:
     ``slots[i]`` says where outer argument ``i`` comes from inside the graph:
     ``("arg", j)`` inner argument ``j``; ``("dup", k)`` the same object as outer
     argument ``k < i``; ``("base", b)`` synthetic base ``b`` itself;
-    ``("view", b, size, stride, offset)`` regenerated from synthetic base ``b``.
+    ``("view", b, size, stride, offset, grad)`` regenerated from synthetic base ``b``, with grad
+    mode ``grad`` (None: the mode the graph is entered in; True/False: the view requires grad, or
+    not while its base does: it was made with grad mode on, or off, before the call).
     ``kept`` lists the outer indices passed through (inner arguments
     ``0..len(kept)-1``); the synthetic bases follow them. ``bases[b]`` is
     ``("autograd_base", i)`` (outer argument ``i``'s ``_base``, or the argument
@@ -92,8 +94,14 @@ class InputLayout:
                 full[i] = full[s[1]]
             elif kind == "base":
                 full[i] = inner[n_kept + s[1]]
-            else:
+            elif s[5] is None or s[5] == torch.is_grad_enabled():
                 full[i] = inner[n_kept + s[1]].as_strided(s[2], s[3], s[4])
+            else:
+                # (a graph entered with grad mode off, inside a no_grad block the frame leaves later:
+                # a view its caller made with grad on must be one here too, or an in-place write into
+                # its base with grad on would be refused as a write into a no_grad view)
+                with torch.set_grad_enabled(s[5]):
+                    full[i] = inner[n_kept + s[1]].as_strided(s[2], s[3], s[4])
         return full
 
 
@@ -198,7 +206,8 @@ def compute_layout(args: list, data_mutated: frozenset, mutated: frozenset, *, t
             if t is base_t:
                 slots[i] = ("base", b)
             else:
-                slots[i] = ("view", b) + _meta(t)
+                grad = True if t.requires_grad else (False if base_t.requires_grad else None)
+                slots[i] = ("view", b) + _meta(t) + (grad,)
             in_group[i] = b
         key_groups.append((kind, tuple(g), _meta(base_t), str(base_t.dtype),
                            tuple(slots[i] for i in g)))

@@ -348,6 +348,8 @@ class AOTCallable:
         self.data_mutated = frozenset(i for i, x in enumerate(info) if x.mutates_data)
         self.mutated = frozenset(i for i, x in enumerate(info) if x.mutated)
         self.gains_grad = frozenset(i for i, x in enumerate(info) if x.mutates_data and x.requires_grad)
+        # a graph that turns grad mode on inside trains even when called with it off (grad_mode.py)
+        self.enables_grad = graph_enables_grad(prog.fn)
         self.check_aliasing = bool(self.mutated)
         self.variants: dict = {}
         try:
@@ -398,7 +400,7 @@ class AOTCallable:
 
     def _variant_for(self, args: list) -> "_Variant | _GraphAsIs":
         try:
-            key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled(),
+            key, layout = compute_layout(args, self.data_mutated, self.mutated, training=torch.is_grad_enabled() or self.enables_grad,
                                          gains_grad=self.gains_grad)
         except UnsupportedAliasedMutation:
             # Inputs that share storage in a way the functional graph cannot express (one mutated in

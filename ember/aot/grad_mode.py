@@ -18,10 +18,16 @@ def graph_enables_grad(fn) -> bool:
                for gm in _graph_modules(fn) for n in gm.graph.nodes)
 
 
-def _graph_modules(fn) -> list:
+def _graph_modules(fn, depth: int = 4) -> list:
+    """The GraphModules ``fn`` is, is bound to, or closes over -- through the closures of the
+    functions it closes over too (the program wrapped for a synthetic-base layout closes over the
+    flat program, which closes over the graph)."""
     found = []
     if isinstance(fn, torch.fx.GraphModule):
         found.append(fn)
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.fx.GraphModule):
+        found.append(owner)
     for cell in getattr(fn, "__closure__", None) or ():
         try:
             value = cell.cell_contents
@@ -29,9 +35,8 @@ def _graph_modules(fn) -> list:
             continue
         if isinstance(value, torch.fx.GraphModule):
             found.append(value)
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, torch.fx.GraphModule):
-        found.append(owner)
+        elif depth > 0 and callable(value) and getattr(value, "__closure__", None):
+            found.extend(m for m in _graph_modules(value, depth - 1) if m not in found)
     return found
 
 
