@@ -358,9 +358,8 @@ class _ChainResumes:
         if reenter:
             raise unsupported("EB0012", "nested graph break whose rest re-enters a block")
         if eager:  # (step_unsupported(): the leaf's rest runs as it is, the callers' rests compiled)
-            rest, rc = self._owner.resume(offset, stack_depth, live, nulls, eager=True)
-        else:
-            rest, rc = _plain_rest(self._owner, offset, stack_depth, live, nulls)
+            return self._eager_leaf(offset, stack_depth, live, nulls)
+        rest, rc = _plain_rest(self._owner, offset, stack_depth, live, nulls)
         # one chain per place (kept by the compiled function's ResumeCache, released with it), so
         # what its compiles learn (sizes that vary) carries over to the frame's next entries
         key = ("nested rest", rest, self._key())
@@ -376,6 +375,24 @@ class _ChainResumes:
             code = _ChainCode(rc.stack_args, tuple(params), rc.code)
             # (compiled as a resume function: fault injection, nesting limit, exits closed on failure)
             hit = self._root._resume[key] = (self._root.make_compiled(chain, None), code)
+        return hit
+
+    def _eager_leaf(self, offset, stack_depth, live, nulls):
+        """The leaf's rest run as it is (``step_unsupported()``), then, compiled, the callers' rests
+        with its result in the callee's place (an exception of it: raised through the callers'
+        rests, run as they are, as an exception of the breaking instruction is). The leaf's rest
+        runs where the break left the process state: inside the callers' blocks, as in eager."""
+        from ember.bytecode.resume import mangle_local
+        leaf, rc = self._owner.resume(offset, stack_depth, live, nulls, eager=True)
+        key = ("nested eager rest", leaf, self._key())
+        hit = self._root._resume.get(key)
+        if hit is None:
+            outer = list(self._outer.names)
+            chain = self._chain(outer + ["___r"], "return ___r", None, f"nested_rest_after_{offset}")
+            chain.__ember_cell_values__ = tuple(self._outer.cells)
+            run = _EagerLeafThenChain(leaf, self._root.make_compiled(chain, None), self.raise_chain(), len(outer))
+            code = _ChainCode(rc.stack_args, tuple(outer + list(rc.argnames)), rc.code)
+            hit = self._root._resume[key] = (run, code)
         return hit
 
     def raise_chain(self):
@@ -406,6 +423,21 @@ class _ChainResumes:
         chain = scope["___chain"]
         chain.__qualname__ = qualname
         return chain
+
+
+class _EagerLeafThenChain:
+    """``run(*callers' state, *leaf's arguments)``: see ``_ChainResumes._eager_leaf``."""
+
+    def __init__(self, leaf, chain, raise_chain, n_outer):
+        self.leaf, self.chain, self.raise_chain, self.n_outer = leaf, chain, raise_chain, n_outer
+
+    def __call__(self, *args):
+        outer = args[:self.n_outer]
+        try:
+            result = self.leaf(*args[self.n_outer:])
+        except BaseException as e:  # noqa: BLE001 — the program's own: raised where the callee was
+            return self.raise_chain(e, *outer)
+        return self.chain(*outer, result)
 
 
 class _ChainCode:

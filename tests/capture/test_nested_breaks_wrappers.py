@@ -369,3 +369,54 @@ def test_nested_break_in_a_function_with_rewritten_asserts():
     for x in (_X, _X + 1):
         _same(_calls_asserting(x), ember.compile(_calls_asserting, backend=cnt)(x))
     assert cnt.frame_count == 3
+
+
+def _steps_then_adds(x):
+    step()
+    assert not torch.is_grad_enabled()
+    return x + 1, torch.is_grad_enabled()
+
+
+def _middle(x):
+    y, mode = _steps_then_adds(x + 2)
+    return y + 4, mode
+
+
+def _outer_no_grad_block(x):
+    with torch.no_grad():
+        y, mode = _middle(x * 8)
+        return y + 16, mode, torch.is_grad_enabled()
+
+
+def _steps_then_raises(x):
+    step()
+    raise ValueError(torch.is_grad_enabled())
+
+
+def _catches_in_block(x):
+    with torch.no_grad():
+        try:
+            return _steps_then_raises(x * 2)
+        except ValueError as e:
+            return x + 1, e.args[0], torch.is_grad_enabled()
+
+
+@needs_nesting
+def test_step_unsupported_inside_callers_with_block():
+    # (the callee's rest runs as it is where the break left the process state, inside the callers'
+    # blocks; the callers' rests are one compiled graph after it, as torch.compile)
+    ember.reset()
+    cnt = CompileCounter()
+    compiled = ember.compile(_outer_no_grad_block, backend=cnt)
+    for x in (_X.clone().requires_grad_(), _X + 1):
+        _same(_outer_no_grad_block(x), compiled(x))
+        assert torch.is_grad_enabled()
+    assert cnt.frame_count == 3  # (as torch.compile: 2, and the first again for an input without grad)
+
+
+@needs_nesting
+def test_exception_in_a_rest_run_as_it_is_reaches_the_callers_handler():
+    ember.reset()
+    x = _X.clone().requires_grad_()
+    _same(_catches_in_block(x), ember.compile(_catches_in_block, backend="eager")(x))
+    assert torch.is_grad_enabled()
