@@ -3,6 +3,8 @@ symbolic sizes, containers, constants) into (fx argument, fake value) pairs of t
 structure, for ``OutputGraph._call`` and TorchScript method calls."""
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
@@ -79,3 +81,27 @@ def _lower(value):
             return c, c
         raise unsupported("EB0030", f"passing {value.describe()} to a torch operation")
     return value, value
+
+
+_SIZE_ARITHMETIC = {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge, operator.add,
+                    operator.sub, operator.mul, operator.floordiv, operator.mod, operator.truediv, operator.neg,
+                    operator.getitem, operator.not_, getattr}
+_SIZE_METHODS = {"size", "dim", "stride", "numel"}
+
+
+def unused_size_arithmetic(graph) -> set:
+    """The nodes of ``graph`` that only compute sizes (``x.shape[0] == 3`` on a dynamic size) and
+    that nothing reads: the trace already decided on them (a guard). A graph of only these, whose
+    output reads none of them, has nothing to run."""
+    dead: set = set()
+    for n in reversed(graph.nodes):
+        if n.op not in ("call_function", "call_method") or n.meta.get("unbacked_bindings"):
+            continue
+        if isinstance(n.meta.get("example_value"), torch.Tensor):
+            continue
+        if not (n.op == "call_function" and n.target in _SIZE_ARITHMETIC
+                or n.op == "call_method" and n.target in _SIZE_METHODS):
+            continue
+        if all(u in dead for u in n.users):
+            dead.add(n)
+    return dead

@@ -576,9 +576,12 @@ class OutputGraph:
     # -- finishing -------------------------------------------------------------------
     def has_compute(self) -> bool:
         """Whether there is a graph to compile: grad-mode toggles alone are not (graphs restore the
-        mode they start in; a mode left changed is set by the entry after the graph)."""
+        mode they start in; a mode left changed is set by the entry after the graph), nor size
+        arithmetic nothing reads (`assert x.shape[0] == 3` on a dynamic size: a guard decided it)."""
+        from ember.capture.lowering import unused_size_arithmetic
+        dead = unused_size_arithmetic(self.graph)
         return any(n.op not in ("placeholder", "output") and n.target is not torch._C._set_grad_enabled
-                   for n in self.graph.nodes)
+                   and n not in dead for n in self.graph.nodes)
 
     def finish(self, output_nodes: list[fx.Node]) -> tuple[fx.GraphModule, list, list]:
         """Prune unused inputs; return (GraphModule, example inputs, input sources)."""

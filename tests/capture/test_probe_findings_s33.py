@@ -360,3 +360,26 @@ def test_a_graph_is_not_reused_under_another_default_device(backend):
     finally:
         torch.set_default_device(None)
     assert out_c[:2] == out_e[:2] == ("meta", "meta")
+
+
+# --- a frame whose only work on a dynamic size is a check the trace decided (`assert x.shape[0] == 3`,
+# a guard) compiles no graph: the unused size arithmetic left in it was compiled (and run) as a graph
+
+def _checks_size_then_returns(x):
+    try:
+        if x.shape[0] != 3:  # (an assert here would be pytest's rewritten one)
+            raise ValueError("need 3")
+        return x * 2
+    except ValueError as e:
+        return x, str(e)
+
+
+def test_unused_size_arithmetic_is_no_graph():
+    from ember_test_helpers import CompileCounter
+    cnt = CompileCounter()
+    compiled = compile(_checks_size_then_returns, backend=cnt)
+    for n in (3, 2, 4, 3):  # (the second size makes it dynamic)
+        x = torch.randn(n)
+        assert_same(compiled(x), _checks_size_then_returns(x))
+    assert cnt.frame_count == 1
+    assert all(any(n.op == "call_function" or n.op == "call_method" for n in g.graph.nodes) for g in cnt.graphs)
