@@ -374,6 +374,8 @@ def _checks_size_then_returns(x):
         return x, str(e)
 
 
+@pytest.mark.skipif(REFERENCE, reason="torch.compile 2.13 compiles a second graph for the dynamic size "
+                    "(its op_count: the one multiplication)")
 def test_unused_size_arithmetic_is_no_graph():
     from ember_test_helpers import CompileCounter
     cnt = CompileCounter()
