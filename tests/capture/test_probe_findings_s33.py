@@ -385,3 +385,49 @@ def test_unused_size_arithmetic_is_no_graph():
         assert_same(compiled(x), _checks_size_then_returns(x))
     assert cnt.frame_count == 1
     assert all(any(n.op == "call_function" or n.op == "call_method" for n in g.graph.nodes) for g in cnt.graphs)
+
+
+# --- an exception raised inside `with cm():` of a @contextlib.contextmanager whose generator has a
+# try/finally: contextlib's __exit__ sets `exc.__traceback__ = tb` before re-raising; that made the
+# whole frame run eagerly
+
+import contextlib  # noqa: E402
+
+
+def _logged_cm_program(log):
+    @contextlib.contextmanager
+    def cm(tag):
+        log.append(f"enter {tag}")
+        try:
+            yield tag
+        finally:
+            log.append(f"exit {tag}")
+
+    def f(x, escape):
+        try:
+            with cm("a"), cm("b"):
+                x = x * 2
+                raise KeyError("k")
+        except KeyError:
+            if escape:
+                raise
+            x = x + 1
+        return x
+    return f
+
+
+def test_exception_through_a_generator_context_manager_is_one_graph():
+    from ember_test_helpers import CompileCounter
+    log_c, log_e = [], []
+    f_c, f_e = _logged_cm_program(log_c), _logged_cm_program(log_e)
+    cnt = CompileCounter()
+    compiled = compile(f_c, backend=cnt)
+    x = torch.randn(3)
+    assert_same(compiled(x, False), f_e(x, False))
+    assert log_c == log_e
+    assert cnt.frame_count == 1
+    with pytest.raises(KeyError, match="k"):
+        f_e(x, True)
+    with pytest.raises(KeyError, match="k"):
+        compiled(x, True)
+    assert log_c == log_e

@@ -152,6 +152,15 @@ class ConstantVariable(VariableTracker):
             raise unsupported("EB0005", f"{name} of a StopIteration carrying a non-constant value")
         return constant_attribute(tx, self, name)
 
+    def setattr(self, tx, name, value):
+        if name == "__traceback__" and isinstance(self.value, BaseException) and value.is_constant() \
+                and value.as_constant() is None:
+            # `exc.__traceback__ = tb` from a context manager's __exit__ (contextlib's, re-raising
+            # what the with block raised): the trace's exceptions carry no traceback (``tb`` is None
+            # there), so there is nothing to set
+            return
+        super().setattr(tx, name, value)
+
     def unpack(self, tx):
         if isinstance(self.value, (tuple, list, str, range, bytes, frozenset, set, dict)):
             return [ConstantVariable(v) for v in self.value]
