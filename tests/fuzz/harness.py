@@ -140,11 +140,19 @@ class RunRecord:
     warnings: list = field(default_factory=list)
 
 
+_COMPILING_FILES = {os.path.join(EMBER_DIR, *p) for p in (("capture", "convert_frame.py"),
+                                                         ("aot", "compile.py"), ("backends", "aot.py"))}
+
+
 def _is_internal(e: BaseException) -> bool:
     if isinstance(e, ember.Unsupported):
         return True
     tb = traceback.extract_tb(e.__traceback__)
-    return bool(tb) and os.path.abspath(tb[-1].filename).startswith(EMBER_DIR)
+    if bool(tb) and os.path.abspath(tb[-1].filename).startswith(EMBER_DIR):
+        return True
+    # (raised inside torch while ember compiled a frame: an internal error too, e.g. a ShapeEnv
+    # assertion while producing guards; the program's own errors do not come from there)
+    return any(os.path.abspath(f.filename) in _COMPILING_FILES for f in tb)
 
 
 def _is_refusal(call: CallRecord) -> bool:
