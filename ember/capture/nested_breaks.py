@@ -183,7 +183,7 @@ def nested_residual(root, plan, resumes, offset_map) -> str:
     own and inlines them all, so everything after the break is one graph (as torch's nested breaks
     give). A break inside one of them is a nested break of the chain's frame in turn."""
     from ember.capture.callees import _compiled_callee
-    from ember.capture.residual_call import break_shape
+    from ember.capture.residual_call import _read_only_receiver, break_shape
     from ember.capture.graph_break import _CALLS, _covering_handler, build_residual, callee_position, eager_here
     from ember.capture.variables.base import unsupported
     frames, tx = [], root
@@ -218,7 +218,7 @@ def nested_residual(root, plan, resumes, offset_map) -> str:
     stack = list(bp.stack)
     if bp.opname in _CALLS and len(stack) >= consumed:
         pos = callee_position(stack, consumed)
-        stack[pos] = _compiled_callee(stack[pos], owner, leaf)
+        stack[pos] = _read_only_receiver(root, _compiled_callee(stack[pos], owner, leaf), consumed)
     bp.offset = to_owner[bp.offset]
     after = [to_owner[a] for a in after]
     values = _frame_values(leaf, owner)
@@ -246,7 +246,7 @@ def _rest_at_call(k, t, owner, to_owner, outer):
     ``{cont}`` names the callee's rest)."""
     from ember.bytecode.normalize import NULL_BEFORE_CALLABLE
     from ember.bytecode.resume import mangle_local
-    from ember.capture.residual_call import break_shape
+    from ember.capture.residual_call import _read_only_receiver, break_shape
     from ember.capture.variables.base import NullVariable
     bp = t.reached_break
     remaining = list(bp.stack)

@@ -27,6 +27,22 @@ def stat_of_branch_written_after_save(x, y):
     return out, stat
 
 
+def _stat(t):
+    return t.abs().sum().tolist()  # (a break inside an inlined function: a nested break)
+
+
+def stat_in_a_helper(x, y):
+    t1 = y * 2
+    print(1, file=SINK)
+    t8 = y * t1 + 2
+    t1[3] = 4.0
+    x.clamp_(min=-0.5)
+    if (t8 > 0).any():
+        print(0, file=SINK)
+    out = x * 1
+    return out, _stat(t8)
+
+
 def item_of_branch_written_after_save(x, y):
     t2 = y * 3
     t2 -= t2 * (y + y)             # the subtraction's product saved t2, then t2 is written
@@ -55,8 +71,8 @@ def _run(fn):
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
-@pytest.mark.parametrize("fn", [stat_of_branch_written_after_save, item_of_branch_written_after_save,
-                                kept_after_item], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [stat_of_branch_written_after_save, stat_in_a_helper,
+                                item_of_branch_written_after_save, kept_after_item], ids=lambda f: f.__name__)
 def test_item_or_tolist_at_a_break_matches_eager_backward(fn, backend):
     ember.reset()
     compiled = ember.compile(fn, backend=backend)
