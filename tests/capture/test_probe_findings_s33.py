@@ -431,3 +431,49 @@ def test_exception_through_a_generator_context_manager_is_one_graph():
     with pytest.raises(KeyError, match="k"):
         compiled(x, True)
     assert log_c == log_e
+
+
+# --- random draws inside torch.func transforms that draw as eager's when the transform runs the traced
+# body (the grad family; vmap with randomness="same"/"different"): one graph, the same numbers and RNG
+# state after (the call ran eagerly); vmap's default randomness="error" still raises as eager
+
+import torch.nn.functional as F  # noqa: E402
+
+
+def _vmap_dropout_different(x):
+    return torch.func.vmap(lambda t: F.dropout(t, 0.5) + torch.randn_like(t), randomness="different")(x)
+
+
+def _vmap_rand_same(x):
+    return torch.func.vmap(lambda t: t + torch.rand(()), randomness="same")(x)
+
+
+def _grad_through_dropout(x):
+    return torch.func.grad(lambda t: F.dropout(t, 0.3).pow(2).sum())(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn, shape", [(_vmap_dropout_different, (3, 4)), (_vmap_rand_same, (4,)),
+                                       (_grad_through_dropout, (5,))],
+                         ids=["vmap_different", "vmap_same", "grad_dropout"])
+def test_random_draws_in_transforms_match_eager(fn, shape, backend):
+    from ember_test_helpers import CompileCounter
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    results = []
+    for compiled in (False, True):
+        reset()
+        cnt = CompileCounter()
+        run = compile(fn, backend=cnt if backend == "eager" else backend) if compiled else fn
+        torch.manual_seed(0)
+        results.append([run(x) for _ in range(2)] + [torch.rand(2)])
+    assert_same(results[1], results[0])
+    if backend == "eager":
+        assert cnt.frame_count == 1
+
+
+def test_vmap_draw_with_default_randomness_raises_as_eager():
+    fn = lambda x: torch.func.vmap(lambda t: F.dropout(t, 0.5))(x)  # noqa: E731
+    with pytest.raises(RuntimeError):
+        fn(torch.randn(4, 6))
+    with pytest.raises(RuntimeError):
+        compile(fn, backend="aot_eager")(torch.randn(4, 6))

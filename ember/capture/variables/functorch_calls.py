@@ -17,8 +17,9 @@ differentiated, as in eager). ``f``'s Python runs once, at trace time, with its 
 Refused (the call breaks the graph and runs eagerly): options that are not constants, positional
 arguments other than tensors and constants in tuples,
 lists and dicts, ``f`` with side effects, in-place changes to its arguments or to tensors it reads from
-outside (a write into a tensor ``f`` made is fine), random operations, results other
-than such containers of tensors.
+outside (a write into a tensor ``f`` made is fine), random operations other than draws into new
+tensors under the grad family and vmap with ``randomness="same"``/``"different"`` (which draw as
+eager's do when the transform runs the traced body), results other than such containers of tensors.
 """
 from __future__ import annotations
 
@@ -319,7 +320,7 @@ def _trace_body(tx, name: str, kind: str, options: dict, func, args: list, kwarg
         raise unsupported("EB0051", f"{name}: its arguments as the function sees them: {type(e).__name__}") from None
     stand_ins = [_stand_in(tx, t, f) for t, f in zip(leaves, fakes)]
     region = Region(tx, stand_ins)
-    return _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves)
+    return _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves, options)
 
 
 def _stand_in_fakes(output, name, kind, options, in_template, leaves) -> list:
@@ -346,7 +347,8 @@ def _stand_in_fakes(output, name, kind, options, in_template, leaves) -> list:
     return fakes
 
 
-def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves) -> _Traced:
+def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, region, leaves,
+                     options=None) -> _Traced:
     from ember.capture.rerun import call_changes_state
     from ember.capture.subgraph import extract
     from ember.exc import PythonException
@@ -366,7 +368,9 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
     out_template = _template(out, out_leaves, f"{name}'s function returns")
     known = {s.node for s in stand_ins}
     outside = region.external_inputs(body, known, [t.node for t in out_leaves], symbols=True)
+    draws_ok = _draws_as_eager(kind, options or {})
     if any(call_changes_state(n.op, n.target, n.kwargs) and not _writes_own_tensor(n, [*stand_ins, *outside])
+           and not (draws_ok and _only_draw(n))
            for n in body if not (n.op == "get_attr" and isinstance(output.submodules.get(n.target), FunctorchCall))):
         raise unsupported("EB0051", f"{name}'s function changes state or draws random numbers")
     body_gm = extract(body, [s.node for s in stand_ins] + outside, [t.node for t in out_leaves], output.submodules)
@@ -376,6 +380,23 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
             raise unsupported("EB0051", f"a stand-in of {name} escapes it")
         output.graph.erase_node(s.node)
     return _Traced(leaves, in_template, body_gm, out_template, outside)
+
+
+def _draws_as_eager(kind: str, options: dict) -> bool:
+    """Whether random draws in the function draw as eager's do when the transform runs the traced
+    body: the grad family and vjp run it once; vmap with ``randomness="same"`` or ``"different"``
+    (the transform itself draws, per its rule). vmap's default ("error") raises in eager: refused,
+    so the call runs eagerly and raises there."""
+    if kind in ("grad", "vjp"):
+        return True
+    return kind == "vmap" and options.get("randomness") in ("same", "different")
+
+
+def _only_draw(node) -> bool:
+    """A random op that writes nothing but a tensor it makes (``torch.rand``, ``F.dropout``)."""
+    from ember.capture.rerun import _random, _writes
+    return node.op in ("call_function", "call_method") and _random(node.target) \
+        and not _writes(node.target, node.kwargs)
 
 
 def _writes_own_tensor(node, foreign: list) -> bool:
