@@ -167,6 +167,10 @@ class FrameCache:
             return fn(*args, **kwargs)
         if stance.active and stance.current().stance == "force_eager":
             return fn(*args, **kwargs)
+        if _jit_tracing_state() is not None:
+            # torch.jit.trace around the call records the ops that run: eager's (ember's fake
+            # tensors and guard checks under the JIT tracer crashed the process)
+            return fn(*args, **kwargs)
         if fn.__code__ is not self._code:
             self._code_replaced()
         elif fn.__defaults__ is not self._defaults[0] or fn.__kwdefaults__ is not self._defaults[1]:
@@ -547,6 +551,7 @@ def _record_sizes(sizes, name: str, value, depth: int = 0) -> None:
 
 
 _len_torch_dispatch_stack = torch._C._len_torch_dispatch_stack
+_jit_tracing_state = torch._C._get_tracing_state
 
 
 def user_dispatch_mode_active() -> bool:

@@ -477,3 +477,36 @@ def test_vmap_draw_with_default_randomness_raises_as_eager():
         fn(torch.randn(4, 6))
     with pytest.raises(RuntimeError):
         compile(fn, backend="aot_eager")(torch.randn(4, 6))
+
+
+# --- a compiled function called under torch.jit.trace runs as it is (the tracer records eager's ops):
+# ember's guard checks and fake tensors under the JIT tracer crashed the process (segfault)
+
+def _traced_body(x):
+    return x.sin() * 2 + x.shape[0]
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile raises under torch.jit.trace ('using FX to "
+                    "torch.jit.trace a dynamo-optimized function')")
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("warm", [False, True], ids=["cold", "compiled_before"])
+def test_compiled_function_under_jit_trace_runs_as_eager(backend, warm):
+    reset()
+    compiled = compile(_traced_body, backend=backend)
+    if warm:
+        compiled(torch.randn(3))
+    traced = torch.jit.trace(lambda x: compiled(x) + 1, torch.randn(3))
+    x = torch.randn(3)
+    assert_same(traced(x), _traced_body(x) + 1)
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile raises under torch.jit.trace")
+def test_compiled_module_under_jit_trace_runs_as_eager():
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    reset()
+    compiled = compile(m, backend="aot_eager")
+    compiled(torch.randn(2, 3))
+    traced = torch.jit.trace(compiled, torch.randn(2, 3))
+    x = torch.randn(5, 3)
+    assert_same(traced(x), m(x))
