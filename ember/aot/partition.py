@@ -203,8 +203,37 @@ def _symbol_binders(parts: JointParts, bw_inputs: list, bw_body: set) -> list:
     return made
 
 
+_METADATA_READS = (aten.sym_size.int, aten.sym_stride.int, aten.sym_numel.default,
+                   aten.sym_storage_offset.default)
+
+
+def _sizes_instead_of_tensors(parts: JointParts, fw_nodes: set, saved: list, bw_body: set):
+    """A tensor the backward reads only the sizes of (``sym_size``: ``sum``'s gradient expanded to
+    a symbolic shape) is not saved: the forward reads those sizes and saves them. Eager's nodes save
+    sizes there too; a saved tensor is version-checked, and the program may write into it before the
+    backward (an input clamped in place by a later graph: "modified by an inplace operation" where
+    eager's backward succeeds)."""
+    grads = {g for g in parts.grads if isinstance(g, torch.fx.Node)}
+    out, fw_nodes, bw_body = [], set(fw_nodes), set(bw_body)
+    for n in saved:
+        if _is_sym(n) or n in grads:
+            out.append(n)
+            continue
+        users = [u for u in n.users if u in bw_body and not parts.skip_edge(u, n)]
+        if not users or any(u.target not in _METADATA_READS or u.args[0] is not n
+                            or any(isinstance(a, torch.fx.Node) for a in u.args[1:]) for u in users):
+            out.append(n)
+            continue
+        for u in users:
+            fw_nodes.add(u)
+            bw_body.discard(u)
+            out.append(u)
+    return fw_nodes, out, bw_body
+
+
 def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> PartitionResult:
     """Forward and backward graphs from the chosen forward nodes, saved values and backward body."""
+    fw_nodes, saved, bw_body = _sizes_instead_of_tensors(parts, fw_nodes, saved, bw_body)
     saved_syms = [n for n in saved if _is_sym(n)]
     saved_tensors = [n for n in saved if not _is_sym(n)]
     binders = _symbol_binders(parts, saved_tensors + saved_syms, bw_body)
