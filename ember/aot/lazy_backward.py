@@ -45,15 +45,8 @@ def _hint(d) -> int:
 def dense_order(shape, stride) -> tuple[int, ...] | None:
     """The dimensions from innermost to outermost when a tensor of ``shape`` and ``stride`` (ints)
     is dense in that order, else None. Dimensions of size 1 may have any stride."""
-    if any(s == 0 for s in shape):
-        return tuple(sorted(range(len(shape)), key=lambda d: (stride[d], shape[d])))
-    order = sorted(range(len(shape)), key=lambda d: (stride[d], shape[d]))
-    expected = 1
-    for d in order:
-        if shape[d] != 1 and stride[d] != expected:
-            return None
-        expected *= shape[d]
-    return tuple(order)
+    order = tuple(sorted(range(len(shape)), key=lambda d: (stride[d], shape[d])))
+    return order if any(s == 0 for s in shape) or _dense_in(shape, stride, order) else None
 
 
 def _traced_order(ex) -> tuple[int, ...] | None:
@@ -66,12 +59,12 @@ def _traced_order(ex) -> tuple[int, ...] | None:
     return dense_order(shape, stride)
 
 
-def _is_dense_in(t: torch.Tensor, order: tuple[int, ...]) -> bool:
+def _dense_in(shape, stride, order) -> bool:
     expected = 1
     for d in order:
-        if t.shape[d] != 1 and t.stride(d) != expected:
+        if shape[d] != 1 and stride[d] != expected:
             return False
-        expected *= t.shape[d]
+        expected *= shape[d]
     return True
 
 
@@ -151,7 +144,7 @@ class LazyBackward:
             for i, order in enumerate(orders):
                 if order is not None and i < len(args):
                     a = args[i]
-                    if isinstance(a, torch.Tensor) and a.layout == torch.strided and not _is_dense_in(a, order):
+                    if isinstance(a, torch.Tensor) and a.layout == torch.strided and not _dense_in(a.shape, a.stride(), order):
                         args[i] = _dense_copy(a, order)
             return gm(*args)
         run._boxed_call = True
