@@ -197,6 +197,9 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         # or autograd.Function would not connect its outputs even though the graph computes grads.
         compiled.enables_grad = graph_enables_grad(fn)
         compiled.no_grad_inputs = _no_grad_inputs(parts.bw)
+        if plan is not None and plan.groups:
+            compiled.set_groups(plan.groups, plan.partial_inputs,
+                                [i for i, m in enumerate(meta.tangent_mask) if m])
         compiled.graphs = {"joint": joint, "forward": parts.fw, "backward": parts.bw}
         compiled.partition = parts
     else:

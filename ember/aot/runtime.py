@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 import weakref
 from typing import Any, Callable
 
@@ -101,10 +102,11 @@ class _EagerRecompute:
     parameters are held as they are (their module holds them anyway); the other inputs weakly,
     with their versions (a changed or freed one falls back to the non-differentiable backward).
     Made per call: kept cheap (a slice, a few weak references)."""
-    __slots__ = ("program", "params", "others")
+    __slots__ = ("program", "params", "others", "only")
 
-    def __init__(self, program, args, n_params: int):
+    def __init__(self, program, args, n_params: int, only=None):
         self.program = program
+        self.only = only  # (a node of a grouped call: the inputs it is connected to)
         self.params = args[:n_params]
         self.others = [(weakref.ref(a), a._version) if isinstance(a, torch.Tensor) else (None, a)
                        for a in args[n_params:]]
@@ -123,7 +125,8 @@ class _EagerRecompute:
                 return None
             others.append(a)
         args = [*self.params, *others]
-        wanted = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+        wanted = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad
+                  and (self.only is None or i in self.only)]
         with torch.enable_grad():
             outs = list(eager_fn(*args))
         if len(outs) != returns:
@@ -250,7 +253,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
     rebase = plan.rebase if plan is not None else ()
 
-    def finish_forward(ctx, outs):
+    def finish_forward(ctx, outs, owned=None):
         # Saved views are detached: the epilogue may change the metadata of the
         # input they view, which autograd forbids for views made under no_grad.
         # (A kernel may return an undefined tensor, None here, for an optional output such as
@@ -263,8 +266,14 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         ctx.unversioned = outs[len(outs) - num_unversioned:] if num_unversioned else ()
         returns = outs[:n_ret]
         non_differentiable = []
+        if owned is not None:  # one node of a grouped call: the other nodes' returns are not its outputs
+            for i in range(n_ret):
+                if i not in owned:
+                    returns[i] = _Opaque(returns[i])
         for i, is_opaque, is_nondiff, is_unsafe_view in post:
             r = returns[i]
+            if isinstance(r, _Opaque):
+                continue
             if is_opaque:
                 returns[i] = _Opaque(r)
                 continue
@@ -366,17 +375,24 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     class CompiledFunction(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):
-            outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
+            group = _GROUP.run
+            if group is None:
+                outs = list(fw(list(args)))  # the compiled graph: its errors are the program's
+            else:  # one node of a grouped call (see CompiledGraph._apply_grouped): the forward runs once
+                if group.outs is None:
+                    group.outs = list(fw(list(args)))
+                outs = list(group.outs)
             ctx.num_args = len(args)
             if eager_fn is not None:
-                ctx.recompute = _EagerRecompute(program, args, num_params)
+                ctx.recompute = _EagerRecompute(program, args, num_params) if group is None else \
+                    _EagerRecompute(program, group.args, num_params, group.inputs)
             if final_checks:  # detached: shares the version counter, holds no autograd history
                 ctx.final_checks = [(args[i].detach(), args[i]._version + bump, bits)
                                     for i, bits, bump in final_checks]
             if none_aware:
                 ctx.zero_if_absent = _zero_if_absent(args)
             try:
-                return finish_forward(ctx, outs)
+                return finish_forward(ctx, outs, None if group is None else group.owned)
             except Exception as e:
                 raise _WrapperError(e) from None
 
@@ -408,6 +424,24 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         prunable=prunable, none_aware=none_aware, checks_final_versions=bool(final_checks),
         plan=plan, kept=kept, deferred=tuple(deferred), backward_for=backward_for)
     return CompiledFunction
+
+
+class _GroupState(threading.local):
+    run = None
+
+
+_GROUP = _GroupState()
+
+
+class _GroupRun:
+    """The state shared by the nodes of one grouped call: the forward's results, and the returns
+    the node being made owns."""
+    __slots__ = ("outs", "owned", "inputs", "args")
+
+    def __init__(self, args):
+        self.outs = None
+        self.owned = self.inputs = None
+        self.args = args  # the call's own inputs (the nodes get detached copies of some)
 
 
 class AotBackwardInfo:
@@ -523,6 +557,8 @@ class CompiledGraph:
         self.enables_grad = False  # set by the compiler for graphs with set_grad_enabled(True) inside
         #: inputs whose gradient the backward graph never computes (set by the compiler)
         self.no_grad_inputs: tuple = ()
+        #: per group of outputs with their own autograd node: (inputs, owned returns); see set_groups
+        self.groups: tuple = ()
 
     def __call__(self, *user_args):
         args = self.lifted + list(user_args) if self.lifted else list(user_args)
@@ -545,13 +581,16 @@ class CompiledGraph:
                     # (no input left to connect the outputs: they would not require grad, while eager's
                     # do -- a custom Function whose backward gives None. Keep the edges then.)
                     fn_args = args
+            apply = self.autograd_function.apply
+            if self.groups and self._needs_groups(fn_args):
+                apply = self._apply_grouped
             try:
                 with _no_ambient_autocast():
                     if self.enables_grad and not torch.is_grad_enabled():
                         with torch.enable_grad():
-                            returns = self.autograd_function.apply(*fn_args)
+                            returns = apply(*fn_args)
                     else:
-                        returns = self.autograd_function.apply(*fn_args)
+                        returns = apply(*fn_args)
             except _WrapperError as e:
                 raise self._internal_error(e.cause, "wrapper (saving tensors for the backward)", False) from None
         else:
@@ -579,6 +618,51 @@ class CompiledGraph:
                 return self._user_outputs(args, returns, k)
             except Exception as e:
                 raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
+
+    def set_groups(self, groups: tuple, partial_inputs: tuple, tangent_positions: list) -> None:
+        """Outputs whose gradients reach different inputs (see ``ember.aot.saved.output_groups``):
+        per group, the returns it owns (group 0 also owns every return that is not a tangent)."""
+        n_ret = self.meta.num_forward_returns
+        owner = [0] * n_ret
+        for k, (bits, _inputs) in enumerate(groups):
+            for j, r in enumerate(tangent_positions):
+                if bits >> j & 1:
+                    owner[r] = k
+        self.groups = tuple((inputs, frozenset(r for r in range(n_ret) if owner[r] == k))
+                            for k, (_bits, inputs) in enumerate(groups))
+        self._owner = owner
+        self._partial_inputs = partial_inputs
+        # its nodes run their backward as Python to compiled autograd (which inlines whole graphs only)
+        self._grouped_function = type("CompiledFunctionGroup", (self.autograd_function,), {"_ember_backward": None})
+
+    def _needs_groups(self, args: list) -> bool:
+        """Whether some input not every group's gradients reach would have its producer (or hooks)
+        run by the autograd engine where eager's would not: a non-leaf, or a tensor with hooks.
+        A leaf without hooks given an undefined gradient is left as it is: one node is enough."""
+        for i in self._partial_inputs:
+            a = args[i]
+            if isinstance(a, torch.Tensor) and a.requires_grad and (
+                    a.grad_fn is not None or a._backward_hooks or a._post_accumulate_grad_hooks is not None):
+                return True
+        return False
+
+    def _apply_grouped(self, *args):
+        """One autograd node per group of outputs, each connected only to the inputs its outputs'
+        gradients reach: a gradient arriving at one group runs nothing upstream of the others'
+        inputs, as in eager. The compiled forward runs once (in the first node); each node's
+        backward is the backward pruned to its own tangents."""
+        run = _GroupRun(args)
+        previous, _GROUP.run = _GROUP.run, run
+        results = []
+        try:
+            for inputs, owned in self.groups:
+                node_args = [a.detach() if i not in inputs and isinstance(a, torch.Tensor) and a.requires_grad
+                             else a for i, a in enumerate(args)]
+                run.owned, run.inputs = owned, inputs
+                results.append(self._grouped_function.apply(*node_args))
+        finally:
+            _GROUP.run = previous
+        return tuple(results[k][r] for r, k in enumerate(self._owner)) + tuple(results[0][len(self._owner):])
 
     def _internal_error(self, e: BaseException, where: str, may_have_mutated: bool) -> BaseException:
         """An error in ember's code after the graph ran (the graph's own errors propagate as they

@@ -99,6 +99,11 @@ class SavedPlan:
     #: per tangent, its static (shape, dtype, device), or None where the shape is symbolic
     tangent_meta: list = field(default_factory=list)
     dep: dict = field(default_factory=dict)
+    #: tangents (bitmasks) grouped by the set of inputs their gradients reach, when they reach
+    #: different sets (see ``output_groups``); () otherwise
+    groups: tuple = ()
+    #: the inputs some group's gradients do not reach
+    partial_inputs: tuple = ()
     _pruned: dict = field(default_factory=dict)
 
     def needed_deferred(self, present: int) -> list[int]:
@@ -174,8 +179,42 @@ def plan_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, *, num_fw_ret
                          and needed[k] != all_tangents)
     if not prunable and not rebase:
         return None
-    return SavedPlan(bw, tangents, deferred, needed, all_tangents, rebase,
+    plan = SavedPlan(bw, tangents, deferred, needed, all_tangents, rebase,
                      [_static_meta(t.meta.get("val")) for t in tangents], dep)
+    if prunable and not rebase and not unsafe_view_returns:
+        plan.groups, plan.partial_inputs = output_groups(bw, dep, len(tangents))
+    return plan
+
+
+def output_groups(bw: torch.fx.GraphModule, dep: dict, n_tangents: int) -> tuple[tuple, tuple]:
+    """Tangents grouped by the inputs their gradients reach, and the inputs not every group reaches.
+
+    A compiled graph is one autograd node: its backward runs when a gradient reaches any output,
+    and the engine then runs the producers of *all* its inputs, with undefined gradients for the
+    ones the arrived gradients do not reach. Eager never runs those (they are not on the path
+    from the loss), and running them is not harmless: a producer whose saved tensor the program
+    later wrote in place raises "modified by an inplace operation", and hooks on the way are
+    called with None. Outputs whose gradients reach different inputs are therefore given one
+    node each (see ``runtime.CompiledGraph``) -- only when such an input has a producer or hooks.
+
+    Returns ``((bits, inputs), ...)`` (one entry per distinct input set, ``bits`` the tangents)
+    and the partial inputs, or ``((), ())`` when all tangents reach the same inputs."""
+    out = next(n for n in reversed(bw.graph.nodes) if n.op == "output").args[0]
+    reach = [0] * len(out)  # per input: the tangents whose gradients reach it
+    for i, g in enumerate(out):
+        if isinstance(g, torch.fx.Node):
+            reach[i] = dep.get(g, 0)
+    by_set: dict = {}
+    for j in range(n_tangents):
+        inputs = frozenset(i for i, r in enumerate(reach) if r >> j & 1)
+        if not inputs:
+            return (), ()  # (an output no input's gradient depends on: nothing to split)
+        by_set[inputs] = by_set.get(inputs, 0) | 1 << j
+    if len(by_set) < 2:
+        return (), ()
+    reached = frozenset().union(*by_set)
+    partial = tuple(sorted(i for i in reached if any(i not in s for s in by_set)))
+    return tuple((bits, inputs) for inputs, bits in by_set.items()), partial
 
 
 def _mutates(n: torch.fx.Node) -> bool:
