@@ -247,6 +247,12 @@ class GuardSet:
                   f"{source.name()}.storage_offset() == {t.storage_offset()}",
                   f"{e}.storage_offset() == {t.storage_offset()}")
 
+    def is_view(self, source: Source) -> None:
+        """The input is a view (its ``_base``'s sizes are read by shape guards that follow)."""
+        e = source.expr(self.scope)
+        self._add(GuardKind.TENSOR_MATCH, source, "is_view", f"{source.name()}._base is not None",
+                  f"{e}._base is not None")
+
     def scalar_tensor_value(self, source: Source, value: int) -> None:
         """``source.item() == value`` for a 0-dim integer tensor input whose value an operation
         read as an int (capture/scalar_inputs.py); last in order, after its tensor guards."""

@@ -36,7 +36,7 @@ from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is
                                      _may_mutate, _reads_state_only)
 from ember.capture.lowering import _has_numpy_scalar, _lower  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
-from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int
+from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int, view_bases
 
 
 def _changes_state(kind, target, kwargs) -> bool:
@@ -306,17 +306,25 @@ class OutputGraph:
                 if fake is None:
                     raise StaticRetry(f"{source.name()}'s sizes changed in place during the trace")
             fakes.append(fake)
+        names = [(e, src.name()) for e, (*_, src) in zip(exprs, inputs)]
+        contexts = [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None for f in fakes]
+        for fake, expr, name, source in view_bases(self.fake.shape_env, fakes, exprs, inputs):
+            # a view input's fake base has symbols of its own (read as ``x._base.size()[i]``): a
+            # guard over them (a bound check of the view in its base) needs the base as an input
+            fakes.append(fake)
+            exprs.append(expr)
+            names.append((expr, name))
+            contexts.append(None)
+            self.guards.is_view(source)
         try:
-            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, exprs,
-                                     [self.fake.contexts.get(id(f)) if isinstance(f, torch.Tensor) else None
-                                      for f in fakes])
+            codes, provenance = shape_guard_code(self.fake.shape_env, fakes, exprs, contexts)
         except Exception as e:
             if type(e).__name__ == "ConstraintViolationError":
                 name_violation(e, self)
             raise
         if bare is not None:  # (what is left bare is a helper: the inputs are read through hoisted locals)
             codes = [bare.sub(lambda m: shadowed[m.group(1)], c) for c in codes]
-        self.guards.shape_env(codes, [(e, src.name()) for e, (*_, src) in zip(exprs, inputs)], provenance)
+        self.guards.shape_env(codes, names, provenance)
 
     frame_sizes = None  # FrameSizes of the frame (capture/dynamic_dims.py), None: all static
     deferred_type_guards: list | None = None  # (set while lazy_arguments wraps a tensor argument)

@@ -225,6 +225,32 @@ def same_metadata(shape_env, a: tuple, b: tuple) -> bool:
     return len(a) == len(b) and all(norm(x) == norm(y) for x, y in zip(a, b))
 
 
+def view_bases(shape_env, fakes: list, exprs: list[str], inputs: list) -> list:
+    """``(base fake, expression, name, view's source)`` per distinct base of a view input whose
+    symbols a guard mentions. Faking a view fakes its ``_base`` too, with symbols of its own (sources
+    ``x._base.size()[i]``); a guard over them (the view's extent within its base) names them only
+    if the base is among the inputs given to the guard code (else: no source for the symbol)."""
+    in_guards = set()
+    for g in shape_env.guards:
+        in_guards |= g.expr.free_symbols
+    if not in_guards:
+        return []
+    seen, out = {id(f) for f in fakes}, []  # (a base that is an input itself has its sources)
+    for fake, expr, entry in zip(fakes, exprs, inputs):
+        base = getattr(fake, "_base", None) if isinstance(fake, torch.Tensor) else None
+        if base is None or id(base) in seen:
+            continue
+        symbols = set()
+        for v in (*base.shape, *base.stride(), base.storage_offset()):
+            if isinstance(v, torch.SymInt):
+                symbols |= v.node.expr.free_symbols
+        if symbols & in_guards:
+            seen.add(id(base))
+            source = entry[3]
+            out.append((base, f"{expr}._base", f"{source.name()}._base", source))
+    return out
+
+
 def shape_guard_code(shape_env, fakes: list, exprs: list[str], contexts: list) -> tuple[list[str], list]:
     """Python expressions over the inputs (named by ``exprs``) that hold exactly when a call's
     sizes satisfy everything the trace assumed: static sizes and strides of these inputs,
