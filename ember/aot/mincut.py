@@ -15,7 +15,9 @@ values uses less memory. Which values to save is a minimum cut:
   wrote to an input: the input no longer holds it in the backward), and every
   op not known to be cheap (matmuls, convolutions, reductions, ...);
 * ``n_in -> sink`` (infinite) for nodes that must run in the backward: those
-  depending on a tangent and ``copy_``s tagged ``must_be_in_backward``.
+  depending on a tangent, ``copy_``s tagged ``must_be_in_backward``, and what
+  the backward computes from an input only the backward writes (it reads that
+  input when it runs).
 
 A minimum ``source``/``sink`` cut only cuts ``n_in -> n_out`` edges: those
 ``n`` are saved. Everything between the saved values and the gradients is
@@ -121,6 +123,11 @@ def choose_saved(parts: JointParts) -> list:
     bw_roots = [g for g in parts.grads if isinstance(g, torch.fx.Node)] + parts.bw_copies
     region = ancestors(bw_roots, skip_edge=parts.skip_edge)
     backward_only = _descendants(parts.tangents) | set(parts.bw_copies)
+    # an input only the backward writes is read there live (``partition.assemble``): what the
+    # backward computes from it must run in the backward, not be precomputed by the forward
+    live = [p for p in parts.mutable_inputs if not p.meta.get("ember_fw_mutated")]
+    if live:
+        backward_only |= _descendants(live) - set(live) - ancestors(parts.fw_returns + parts.fw_copies)
     g = nx.DiGraph()
     g.add_node("source")
     g.add_node("sink")

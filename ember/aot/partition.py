@@ -26,7 +26,10 @@ honoured by both:
 
 A saved *primal* that is mutated (``placeholder.meta["ember_mutated"]``) is
 saved as a ``clone`` taken in the forward: the backward must see the value the
-forward read, not the one the mutation left.
+forward read, not the one the mutation left. A primal that only the backward
+mutates is not saved at all: the backward reads it through its mutable input,
+as eager's backward reads a tensor kept on ``ctx`` when it runs (after an
+earlier call's backward wrote to it).
 """
 from __future__ import annotations
 
@@ -140,6 +143,7 @@ def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, 
         p.meta = dict(n.meta)
         if input_names and input_names[k] != n.name:
             extra[n] = p  # a second placeholder for the same joint node (mutable input)
+            env.setdefault(n, p)  # not saved: every read of it is a read of the mutable input
         else:
             env[n] = p
     for n in joint.graph.nodes:
@@ -240,6 +244,14 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
     saved_syms += binders
     fw_nodes = fw_nodes | set(binders)
     saved = saved + binders
+    # a primal only the backward mutates is read there through its mutable input, live: eager's
+    # backward reads it when it runs (after earlier backwards' writes), and saving it would check
+    # its version, which those writes bump
+    live = [n for n in saved_tensors
+            if n in parts.mutable_inputs and not n.meta.get("ember_fw_mutated")]
+    if live:
+        saved_tensors = [n for n in saved_tensors if n not in live]
+        saved = [n for n in saved if n not in live]
     # a saved primal that some mutation overwrites: save a clone taken before it
     clones = {}  # output position -> builder
     for k, n in enumerate(saved_tensors):

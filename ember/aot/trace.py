@@ -271,8 +271,11 @@ def trace_joint(fn: Callable, fake_args: list, meta: ViewAndMutationMeta, fake_m
     for i, info in enumerate(meta.input_info):
         if info.mutated:
             phs[i].meta["ember_mutated"] = True
+            phs[i].meta["ember_fw_mutated"] = True
     for n, (tag, i) in zip(copies, emitted):
         phs[i].meta["ember_mutated"] = True
+        if tag == "must_be_in_forward":
+            phs[i].meta["ember_fw_mutated"] = True
         n.meta["partitioner_tag"] = tag
         n.meta["ember_mutated_input"] = i
         if tag == "must_be_in_forward" and isinstance(n.args[1], torch.fx.Node):
