@@ -62,3 +62,24 @@ def test_parameter_tuple_and_plain_tensor():
     t = torch.ones(2)
     assert compile(fn, backend="eager", fullgraph=True)(p, t) == fn(p, t)
     assert compile(fn, backend="eager", fullgraph=True)(t, p) == fn(t, p)
+
+
+def _legacy_types(x, i):
+    # a legacy tensor type's metaclass answers by dtype/device/layout, not by the Python class
+    return (x * isinstance(x, torch.FloatTensor) + isinstance(i, torch.LongTensor)
+            + isinstance(x, torch.DoubleTensor) * 10 + isinstance(x, (torch.LongTensor, torch.FloatTensor)) * 100
+            + isinstance(i, (torch.FloatTensor, torch.Tensor)) * 1000 + isinstance(x, (torch.IntTensor, int)))
+
+
+def test_legacy_tensor_type_isinstance():
+    from ember_test_helpers import check_same
+    check_same(_legacy_types, torch.randn(3, requires_grad=True), torch.arange(3))
+    check_same(_legacy_types, torch.randn(3, dtype=torch.float64), torch.arange(3, dtype=torch.int32))
+
+
+def test_legacy_tensor_type_isinstance_follows_dtype():
+    cnt = CompileCounter()
+    c = compile(_legacy_types, backend=cnt)
+    for x in (torch.randn(3), torch.randn(3).double(), torch.randn(3).half(), torch.randn(3)):
+        assert_same(c(x, torch.arange(3)), _legacy_types(x, torch.arange(3)))
+    assert cnt.frame_count == 3

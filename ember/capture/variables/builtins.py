@@ -252,7 +252,12 @@ def _isinstance(tx, obj, classes):
             return ConstantVariable(any(c in (collections.abc.Iterator, collections.abc.Iterable) for c in wanted))
         raise unsupported("EB0037", f"isinstance on {obj.describe()}") from None
     if isinstance(obj, TensorVariable):
-        from ember.capture.variables.tensor_isinstance import flag_isinstance
+        from ember.capture.variables.tensor_isinstance import flag_isinstance, legacy_type_isinstance
+        legacy = legacy_type_isinstance(obj, cls)
+        if legacy is not None:
+            if legacy[0] or not legacy[1]:
+                return ConstantVariable(legacy[0])
+            cls = legacy[1]
         answer = flag_isinstance(tx, obj, cls)
         if answer is not None:
             return ConstantVariable(answer)
