@@ -45,8 +45,9 @@ _ONE_GRAPH = threading.local()
 @contextlib.contextmanager
 def one_graph(on: bool):
     """A ``fullgraph=True`` trace: as in torch.compile, ``.item()`` / ``.tolist()`` of a computed
-    tensor are unbacked symbols of the graph (``capture_scalar_outputs`` on), since a graph break
-    there could only be an error."""
+    tensor are unbacked symbols of the graph (``capture_scalar_outputs`` on), and so are the sizes
+    of data-dependent outputs (``capture_dynamic_output_shape_ops``), since a graph break there
+    could only be an error."""
     prev = getattr(_ONE_GRAPH, "on", False)
     _ONE_GRAPH.on = on
     try:
@@ -60,6 +61,14 @@ def scalar_outputs_captured() -> bool:
     or a fullgraph trace) rather than a graph break."""
     from ember.config import config
     return config.capture_scalar_outputs or getattr(_ONE_GRAPH, "on", False)
+
+
+def dynamic_output_shapes_captured() -> bool:
+    """Whether an op whose output size depends on data (``x[x > 0]``, ``nonzero``) gets an unbacked
+    size (config.capture_dynamic_output_shape_ops, or a fullgraph trace, as torch.compile) rather
+    than a graph break."""
+    from ember.config import config
+    return config.capture_dynamic_output_shape_ops or getattr(_ONE_GRAPH, "on", False)
 
 
 def data_dependent_capture() -> bool:
@@ -97,7 +106,7 @@ def new_shape_env():
     say so (fake tensors raise otherwise: a graph break, as in static tracing)."""
     from ember.config import config
     return _shape_env_class()(allow_scalar_outputs=scalar_outputs_captured(),
-                              allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
+                              allow_dynamic_output_shape_ops=dynamic_output_shapes_captured())
 
 
 _SHAPE_ENV_CLASS = None
