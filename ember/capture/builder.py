@@ -452,7 +452,7 @@ def _wrap(tx, value, source) -> VariableTracker:
     if source is not None and is_random_draw(value):  # random.randint(1, 6): drawn before the graph
         from ember.capture.variables.random_draws import RandomDrawFunction
         guards.type_match(source, value)
-        guards.id_match(AttrSource(source, "__self__"), value.__self__)
+        guards.type_match(AttrSource(source, "__self__"), value.__self__)  # (drawn from the one of each call)
         guards.constant_match(AttrSource(source, "__name__"), value.__name__)
         return RandomDrawFunction(value.__self__, value.__name__, source)
 

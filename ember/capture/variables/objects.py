@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import random
 import types
 
 import torch
@@ -23,6 +24,7 @@ from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, che
 from ember.exc import PythonException
 from ember.capture.variables.module_listings import _LISTINGS, _listing_prefix, listing_keys  # noqa: F401
 from ember.capture.variables.functional_call import overridden
+from ember.capture.variables.random_draws import DRAWS as RANDOM_DRAWS, is_random_draw
 
 
 _ABSENT = object()
@@ -185,6 +187,11 @@ def _class_attribute(tx, obj_vt, obj, name):
     attr = _static_lookup(obj, name)
     src = AttrSource(obj_vt.source, name) if obj_vt.source else None
     lookup_src = AttrSource(class_source(type(obj)), name)
+    if src is not None and type(obj) is random.Random and name in RANDOM_DRAWS \
+            and is_random_draw(value := getattr(obj, name)):
+        # `rng.random()` / `rng.randint(1, 6)` of a random.Random: drawn before the graph, as
+        # random.random() is (variables/random_draws.py), not a break inside random.py
+        return wrap(tx, value, src)
     member = class_member(tx, attr, lookup_src, obj_vt, type(obj), src)
     if member is not None:
         if not isinstance(attr, property):  # data descriptors win over the instance dict; the rest don't

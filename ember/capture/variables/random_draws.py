@@ -3,7 +3,9 @@
 torch.compile records such a call and makes its value in Python just before the graph runs, by
 calling the same function on the same generator (so Python's random stream after the call is
 eager's exactly), then passes it into the graph. ember does the same, for Python's global
-generator and any other ``random.Random`` from outside the frame (not a subclass):
+generator and any other ``random.Random`` from outside the frame (not a subclass; an argument
+may be a different generator each call: the entry draws from the one its source names, with no
+guard on its identity):
 
 * the trace records ``(generator, method, constant arguments)`` and gives back a
   ``RandomValueVariable``; its example value comes from a private copy of the generator, so
@@ -80,7 +82,7 @@ class RandomDrawFunction(VariableTracker):
             example = getattr(shadow, self.name)(*plain_args, **plain_kwargs)
         except Exception:  # noqa: BLE001 — eager raises it at this call: run the call eagerly
             raise unsupported("EB0033", f"random.{self.name} raises for these arguments") from None
-        calls.append((self.gen, self.name, tuple(plain_args), plain_kwargs, shadow.getstate()))
+        calls.append((self.gen, self.name, tuple(plain_args), plain_kwargs, shadow.getstate(), self.source))
         bound = 1 if self.name == "random" else max((abs(v) for v in (*plain_args, *plain_kwargs.values())),
                                                     default=_LIMIT)
         return RandomValueVariable(len(calls) - 1, example, bound)
@@ -186,7 +188,7 @@ def derived_value(tx, fn, operands) -> RandomValueVariable | None:
     if type(example) is not float and (type(example) is not int or bound > _INT_BOUND):
         return None
     calls = tx.output.__dict__.setdefault("random_calls", [])
-    calls.append((None, fn, tuple(refs), {}, None))
+    calls.append((None, fn, tuple(refs), {}, None, None))
     return RandomValueVariable(len(calls) - 1, example, bound)
 
 
@@ -206,24 +208,28 @@ def entry_lines(output, scope) -> tuple[list[str], list[str]]:
     calls = output.__dict__.get("random_calls")
     if not calls:
         return [], []
-    gens = list({id(c[0]): c[0] for c in calls if c[0] is not None}.values())
-    plan = [(getattr(gen, name) if gen is not None else None, name, args, kwargs)
-            for gen, name, args, kwargs, _ in calls]
+    # Each draw calls the bound method its source names this call (`L['rng'].randint`, the guards
+    # fix its type and name): the generator passed in now, not the one the trace saw.
+    exprs = list(dict.fromkeys(c[5].expr(scope) for c in calls if c[0] is not None))
+    plan = [(exprs.index(c[5].expr(scope)) if c[0] is not None else None, c[1], c[2], c[3]) for c in calls]
 
-    def draw():
+    def draw(methods):
         values = []
-        for fn, op, args, kwargs in plan:
-            if fn is None:  # arithmetic on earlier values (derived_value)
+        for at, op, args, kwargs in plan:
+            if at is None:  # arithmetic on earlier values (derived_value)
                 values.append(op(*(values[a] if drawn else a for drawn, a in args)))
             else:
-                values.append(fn(*args, **kwargs))
+                values.append(methods[at](*args, **kwargs))
         return values
 
-    def states():
-        return [g.getstate() for g in gens]
+    def states(methods):
+        gens = list({id(m.__self__): m.__self__ for m in methods}.values())
+        return [(g, g.getstate()) for g in gens]
 
     def restore(saved):
-        for g, s in zip(gens, saved):
+        for g, s in saved:
             g.setstate(s)
     scope["___draw"], scope["___random_states"], scope["___random_restore"] = draw, states, restore
-    return ["___rs = ___random_states()", "___rv = ___draw()"], ["___random_restore(___rs)"]
+    methods = "(" + "".join(f"{e}, " for e in exprs) + ")"
+    return [f"___rm = {methods}", "___rs = ___random_states(___rm)", "___rv = ___draw(___rm)"], \
+        ["___random_restore(___rs)"]
