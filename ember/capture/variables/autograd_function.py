@@ -284,6 +284,12 @@ def _outside_object(tx, vt):
     identity guard: the generated Function hands that very object to backward, as eager's ctx would."""
     if vt.source is None:
         return _NO_OBJECT
+    from ember.capture.variables.lazy import LazyListVariable
+    if isinstance(vt, LazyListVariable):
+        # the program's own list (``ctx.layers = self.layers``): eager's ctx holds that very list, and
+        # its backward sees what the list holds then
+        tx.guards.id_match(vt.source, vt._value)
+        return vt._value
     for attr in ("module", "obj", "fn", "value"):
         if attr in vars(vt):
             obj = vars(vt)[attr]
@@ -508,8 +514,10 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
             raise unsupported("EB0046", "ctx.mark_non_differentiable of a tensor that is not an output")
         non_diff.append(hits[0])
 
-    # 2. backward, traced once for its guards (and to know it is traceable), then dropped
-    _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
+    # 2. backward, traced once for its guards (and to know it is traceable), then dropped. Under no_grad,
+    # or with no input requiring grad, eager records no node: its backward never runs, whatever it does
+    if grad_on and any(ctx.needs_input_grad):
+        _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
 
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
