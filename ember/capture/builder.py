@@ -275,59 +275,14 @@ def _wrap(tx, value, source) -> VariableTracker:
         from ember.capture.variables.mapping_proxy import wrap_mapping_proxy
         return wrap_mapping_proxy(tx, value, source)
     original = value
+    if t is dict and source is not None and all(type(k) in (str, int) for k in value):
+        # a plain dict from outside: its keys and values are guarded as far as the trace reads them
+        guards.type_match(source, original)
+        from ember.capture.variables.dict_inputs import LazyDictVariable
+        return LazyDictVariable(tx, value, source)
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
-        if source is not None:
-            guards.type_match(source, original)
-            # (the order too where a key is an object, as torch.compile guards such a dict)
-            guards.dict_keys(source, list(value.keys()), ordered=any(_identity_object(k) or _tensor_key(k)
-                                                                      or _weak_identity_key(k) for k in value))
-        from ember.capture.variables.new_object import pybind11_enum_value
-        for k in value:
-            if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
-                                   torch.device)) or _identity_key(k) or (_tensor_key(k) and source is not None)
-                    or pybind11_enum_value(k) is not None or _weak_identity_key(k)):
-                raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
-        items, keys = {}, {}
-        # (defaultdict, Counter: `d[k]` in a guard on a later call, where k is gone, would call
-        # __missing__, and a defaultdict's inserts the key into the caller's dict)
-        missing = hasattr(t, "__missing__")
-        from ember.capture.variables.real_dicts import _dict_getitem  # (a missing key: a guard miss)
-        for i, (k, v) in enumerate(list(value.items())):  # (wrapping a value may add to this dict: globals)
-            if _tensor_key(k):
-                # A tensor key (an optimizer's state by parameter): the key an input read from its
-                # position (the ordered key guard pins the very objects), hashed by identity as
-                # eager does; its value read from the same position.
-                key_vt = wrap(tx, k, CallSource(_nth_key, source, (i,)))
-                hk = key_vt.hash_key()
-                items[hk] = wrap(tx, v, CallSource(_nth_value, source, (i,)))
-                keys[hk] = key_vt
-                continue
-            if _weak_identity_key(k):
-                # a weak reference to a module or an object (a WeakKeyDictionary's data): keyed by its
-                # referent's identity, as `weakref.ref(obj)` made in the frame is (variables/weakrefs.py)
-                from ember.capture.variables.weakrefs import weakref_hash_key
-                hk = weakref_hash_key(k())
-                items[hk] = wrap(tx, v, ItemSource(source, k) if source is not None else None)
-                keys[hk] = wrap(tx, k, None)
-                continue
-            # keys as the trace hashes them (an object, a module: by identity), with their trackers
-            by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
-            key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
-            hk = key_vt.hash_key() if by_identity else k
-            items[hk] = wrap(tx, v, None if source is None else
-                             CallSource(_dict_getitem, source, (k,)) if missing else ItemSource(source, k))
-            keys[hk] = key_vt
-        vt = DictVariable(items, keys, source=source, dict_cls=t)
-        if source is not None:
-            vt.initial_keys = list(value.keys())  # the real keys (objects, not their hash keys)
-        if isinstance(value, collections.defaultdict):  # `d[missing]` calls it, as in eager
-            factory_src = AttrSource(source, "default_factory") if source is not None else None
-            if value.default_factory is not None:
-                vt.default_factory = wrap(tx, value.default_factory, factory_src)
-            elif factory_src is not None:
-                guards.constant_match(factory_src, None)
-        return vt
-
+        from ember.capture.variables.dict_inputs import wrap_dict
+        return wrap_dict(tx, value, source, t)
     if t in (set, frozenset):
         if not all(_set_item_by_value(v) for v in value):
             raise unsupported("EB0035", "a set of non-constant values")

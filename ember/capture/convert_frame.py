@@ -307,7 +307,10 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
                     tx.locals[name] = lazy_argument(tx, bound[name], LocalSource(name))
             if code.co_flags & inspect.CO_VARKEYWORDS and names[-1] in tx.locals:
                 # **kwargs is a fresh dict each call: the frame may mutate it freely.
-                tx.locals[names[-1]].source = None
+                kwargs_vt = tx.locals[names[-1]]
+                if getattr(kwargs_vt, "lazy", False):
+                    kwargs_vt.items  # (wrapped whole, its keys guarded: rebuilt from its items, not read)
+                kwargs_vt.source = None
             result = tx.run()
             check_ctx_containers(tx, tx.reached_break is not None)
             # inference-mode blocks open at a break: the graph leaves them (variables/inference_breaks.py)

@@ -192,6 +192,13 @@ class GuardSet:
         e = source.expr(self.scope)
         self._add(GuardKind.LENGTH, source, ("min", n), f"len({source.name()}) >= {n}", f"___len({e}) >= {n}")
 
+    def dict_contains(self, source: Source, key, present: bool) -> None:
+        """``key`` (a str or int) is, or is not, a key of the dict at ``source``."""
+        e = source.expr(self.scope)
+        op = "in" if present else "not in"
+        self._add(GuardKind.DICT_KEYS, source, ("contains", key), f"{key!r} {op} {source.name()}",
+                  f"{key!r} {op} {e}")
+
     def dict_keys(self, source: Source, keys: list, ordered: bool) -> None:
         """Key set of a dict; key order too when the program observes it. Numeric keys by type too
         (``{1: a}``, ``{True: a}`` and ``{1.0: a}`` have equal key sets)."""

@@ -710,7 +710,7 @@ _CLASS_FROM_TYPE = frozenset({"ListVariable", "TupleVariable", "DictVariable", "
                               "SliceVariable", "NestedFunctionVariable"})
 
 
-_LAZY_BUILTINS = frozenset({"LazyListVariable"})
+_LAZY_BUILTINS = frozenset({"LazyListVariable", "LazyDictVariable"})
 
 
 def _real_object(vt: VariableTracker):

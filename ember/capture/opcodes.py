@@ -391,9 +391,8 @@ class OpcodeMixin:
                 self.push(self.output.call_function(torch.select, [obj, ConstantVariable(0), index], {}))
                 return
             self.push(self.output.call_function(operator.getitem, [obj, index], {}))
-        elif obj.is_constant() and index.is_constant() and not isinstance(obj, (ListVariable, DictVariable,
-                                                                                 SizeVariable)) \
-                and not holds_symbols(obj):
+        elif not isinstance(obj, (ListVariable, DictVariable, SizeVariable)) and obj.is_constant() \
+                and index.is_constant() and not holds_symbols(obj):
             try:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:
@@ -487,7 +486,7 @@ class OpcodeMixin:
             # `x.size(0) in (0, 1)`: a guard per comparison made, not the size's value
             result = any(symbolic_operation(self, operator.eq, [item, ConstantVariable(v)]).truth(self)
                          for v in container.value)
-        elif type(container) is DictVariable and container.dict_cls is dict:  # (keys only: a value may be a symbol)
+        elif isinstance(container, DictVariable) and container.dict_cls is dict:  # (keys only: a value may be a symbol)
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
         elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
             result = item.as_constant() in container.as_constant()

@@ -287,7 +287,7 @@ def _stateless_container(tx, cls, args, kwargs):
         real_args = [[a.module for a in args[0].items]]
     else:
         d = args[0]
-        if type(d).__name__ != "DictVariable" or d.dict_cls not in (dict, collections.OrderedDict) \
+        if type(d).__name__ not in ("DictVariable", "LazyDictVariable") or d.dict_cls not in (dict, collections.OrderedDict) \
                 or not all(isinstance(k, str) for k in d.items) or not all(made_module(v) for v in d.items.values()):
             return None
         real_args = [{k: v.module for k, v in d.items.items()}]

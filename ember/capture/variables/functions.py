@@ -267,7 +267,7 @@ class NestedFunctionVariable(VariableTracker):
         if name in _FUNCTION_SLOTS:
             if name in ("__name__", "__qualname__") and not (value.is_constant() and isinstance(value.as_constant(), str)):
                 raise PythonException(TypeError(f"{name} must be set to a string object"))
-            if name == "__annotations__" and type(value).__name__ != "DictVariable":
+            if name == "__annotations__" and type(value).__name__ not in ("DictVariable", "LazyDictVariable"):
                 raise unsupported("EB0032", f"assigning __annotations__ of {self.describe()} to {value.describe()}")
             self.special[name] = value
         elif name in ("__code__", "__defaults__", "__kwdefaults__", "__closure__", "__globals__", "__dict__",

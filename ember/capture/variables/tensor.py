@@ -621,7 +621,7 @@ def subclass_result_class(values) -> tuple[type, bool] | None:
             stack.extend(v.values())
         elif type(v).__name__ in ("ListVariable", "TupleVariable"):
             stack.extend(v.items)
-        elif type(v).__name__ == "DictVariable":
+        elif type(v).__name__ in ("DictVariable", "LazyDictVariable"):
             stack.extend(v.items.values())
     if not found:
         return None
