@@ -290,7 +290,8 @@ class OpcodeMixin:
                 and dynamic_number(b):
             # "%d" % x.size(0): a break as torch.compile's (the size stays dynamic, no guard per size)
             raise unsupported("EB0036", "str % of a dynamic size needs its exact value")
-        if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)):
+        if a.is_constant() and b.is_constant() and not isinstance(a, (ListVariable, DictVariable, SetVariable)) \
+                and not holds_symbols(a) and not holds_symbols(b):  # (`(n,) * 2` keeps n a symbol: below)
             lazy = _lazy_arithmetic(fn, a, b)
             if lazy is not None:  # e.g. `step + 1` of an unused scalar argument: not guarded by value
                 return lazy

@@ -170,9 +170,10 @@ _SYM_MATH = {getattr(math, n): getattr(torch, "_sym_" + n) for n in (
 
 
 def holds_symbols(v) -> bool:
-    """A tuple with a symbolic size among its items (folding it as a constant would fix them)."""
+    """A tuple with a symbolic size among its items, or in a tuple among them (folding it as a
+    constant would fix them)."""
     return isinstance(v, TupleVariable) and any(isinstance(i, SymNodeVariable) and has_symbols(i.sym)
-                                                for i in v.items)
+                                                or holds_symbols(i) for i in v.items)
 
 
 def symbolic_prod(tx, iter_items, args, kwargs):
