@@ -29,6 +29,7 @@ from ember.capture import codegen
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
+from ember.capture.torch_config import recompile_limit
 from ember.capture import stance, trace_hooks
 from ember import trace_log
 from ember.config import config
@@ -316,15 +317,16 @@ class FrameCache:
         trace_log.sync(config.trace)
         reason = None
         if self.entries:
-            if len(self.entries) >= config.recompile_limit:
+            limit = recompile_limit()
+            if len(self.entries) >= limit:
                 if self.fullgraph or config.fail_on_recompile_limit_hit:  # (each such call raises)
                     why = "fullgraph=True" if self.fullgraph else "config.fail_on_recompile_limit_hit"
                     raise FailOnRecompileLimitHit(
                         f"Hard failure due to {why}: {self.label} hit config.recompile_limit "
-                        f"({config.recompile_limit}); last reason: {self._recompile_reason(bound)}")
-                self.run_eagerly_reason = f"recompile limit ({config.recompile_limit}) reached"
+                        f"({limit}); last reason: {self._recompile_reason(bound)}")
+                self.run_eagerly_reason = f"recompile limit ({limit}) reached"
                 warnings.warn(f"ember: {self.label} hit config.recompile_limit "
-                              f"({config.recompile_limit}); running it eagerly from now on. Last reason: "
+                              f"({limit}); running it eagerly from now on. Last reason: "
                               f"{self.recompile_reasons[-1] if self.recompile_reasons else '?'}",
                               stacklevel=4)
                 trace_hooks.recompile_limit_hit(self, bound)

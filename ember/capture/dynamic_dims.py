@@ -278,12 +278,17 @@ class FrameSizes:
     """Sizes seen at each tensor source of one frame, across its compiles."""
 
     def __init__(self, dynamic) -> None:
-        self.dynamic = dynamic
+        self.requested_dynamic = dynamic  # (compile's argument; `dynamic` reads torch's settings too)
         self.seen: dict[str, tuple] = {}   # source name -> sizes, None where two calls differed
         self.ints: dict[str, int | None] = {}  # source name -> int value, None once it changed
         self.strides: dict[str, tuple] = {}  # source name -> strides, None where two calls differed
         self.traces = 0
         self.static_only: str | None = None  # why symbolic traces are off for this frame
+
+    @property
+    def dynamic(self):
+        from ember.capture.torch_config import effective_dynamic
+        return effective_dynamic(self.requested_dynamic)
 
     symbolic = False  # whether the current compile traces with a ShapeEnv
     floats = True  # whether float arguments may be symbols (False once the backend refused them)

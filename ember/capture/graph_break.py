@@ -286,9 +286,9 @@ class ResumeCache:
         if hit is None:
             # A closure made anew on every call is a new function each time: past the recompile
             # limit of function objects for one code, the others run as they are.
-            from ember.config import config
+            from ember.capture.torch_config import recompile_limit
             made = self._per_code.get(fn.__code__, 0)
-            if made >= config.recompile_limit:
+            if made >= recompile_limit():
                 return fn
             self._per_code[fn.__code__] = made + 1
             hit = self._callees[fn] = self.make_compiled(fn)

@@ -30,6 +30,7 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
+from ember.capture.torch_config import specialize_float, specialize_int
 from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is_tensor_op, _mask_write_needs_grad,
@@ -171,8 +172,10 @@ class OutputGraph:
         if hit is not None:
             return hit
         expr = source.expr(self.guards.scope)
+        if type(value) is int and not force and specialize_int() and not named_dynamic(source, value):
+            return None
         if type(value) is float:
-            if config.specialize_float or not self.frame_sizes.floats or value == 0.0 or not math.isfinite(value):
+            if specialize_float() or not self.frame_sizes.floats or value == 0.0 or not math.isfinite(value):
                 # zeros, nan and inf stay constants: a sympy Float has no -0.0 (copysign, 1/v, atan2
                 # would read +0.0) and no nan, and the ShapeEnv's guards cannot tell them apart
                 return None

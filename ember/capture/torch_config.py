@@ -1,0 +1,66 @@
+"""Settings a program made for torch.compile in ``torch._dynamo.config``, honoured by ember.
+
+A program (or a test) that tunes torch.compile sets ``torch._dynamo.config.recompile_limit``
+(alias ``cache_size_limit``), ``automatic_dynamic_shapes``, ``assume_static_by_default``,
+``specialize_int`` or ``specialize_float``; ember
+compiling the same program reads those user settings so that its recompiles follow them. This
+module only reads plain values from the config module when the program has imported it (it never
+imports it, and calls nothing of Dynamo); ember's own ``ember.config`` wins where it was changed
+from its default.
+
+    torch._dynamo.config.recompile_limit = 2     # ember: at most 2 entries per code object
+    torch._dynamo.config.automatic_dynamic_shapes = False   # dynamic=None behaves as dynamic=False
+    torch._dynamo.config.assume_static_by_default = False   # dynamic=None behaves as dynamic=True
+"""
+from __future__ import annotations
+
+import sys
+
+_DEFAULT_RECOMPILE_LIMIT = 8  # (ember's default and torch's)
+
+
+def _dynamo_config():
+    return sys.modules.get("torch._dynamo.config")
+
+
+def _read(name: str, default):
+    cfg = _dynamo_config()
+    if cfg is None:
+        return default
+    try:
+        return getattr(cfg, name)
+    except Exception:  # noqa: BLE001 — a release without the setting: torch's default
+        return default
+
+
+def recompile_limit() -> int:
+    """How many compiled entries a code object may have: ``ember.config.recompile_limit``, or
+    torch's setting where ember's is at its default."""
+    from ember.config import config
+    if config.recompile_limit != _DEFAULT_RECOMPILE_LIMIT:
+        return config.recompile_limit
+    value = _read("recompile_limit", _DEFAULT_RECOMPILE_LIMIT)
+    return value if isinstance(value, int) and not isinstance(value, bool) else config.recompile_limit
+
+
+def effective_dynamic(dynamic):
+    """``compile(dynamic=...)`` as torch's settings make it: None (automatic dynamic) becomes True
+    under ``assume_static_by_default=False`` and False under ``automatic_dynamic_shapes=False``."""
+    if dynamic is not None:
+        return dynamic
+    if _read("assume_static_by_default", True) is False:
+        return True
+    if _read("automatic_dynamic_shapes", True) is False:
+        return False
+    return None
+
+
+def specialize_float() -> bool:
+    """Float arguments stay constants (a recompile per value): ember's setting or torch's."""
+    from ember.config import config
+    return config.specialize_float or _read("specialize_float", False) is True
+
+
+def specialize_int() -> bool:
+    """Int arguments stay constants even when their value changes (torch's ``specialize_int``)."""
+    return _read("specialize_int", False) is True

@@ -1,0 +1,75 @@
+"""A program tuned for torch.compile through ``torch._dynamo.config`` (recompile_limit, its alias
+cache_size_limit, automatic_dynamic_shapes, assume_static_by_default, specialize_int,
+specialize_float) recompiles under ember as those settings say (capture/torch_config.py); ember
+ignored them (8 entries, automatic dynamic shapes, symbolic ints and floats whatever was set).
+The expected counts are torch.compile's (EMBER_TEST_REFERENCE=torch checks them)."""
+import warnings
+
+import pytest
+import torch
+import torch._dynamo.config as dynamo_config
+
+import ember
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile, reset
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64]
+
+
+def double(x):
+    return x * 2
+
+
+def scale(x, n):
+    return x * n
+
+
+def _count(fn, calls, **compile_kwargs):
+    reset()
+    cnt = CompileCounter()
+    compiled = compile(fn, backend=cnt, **compile_kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the recompile-limit warning)
+        for args in calls:
+            assert_same(compiled(*args), fn(*args))
+    return cnt.frame_count
+
+
+@pytest.mark.parametrize("name", ["recompile_limit", "cache_size_limit"])
+def test_recompile_limit_from_torch_config(name):
+    calls = [(torch.ones(3, dtype=d),) for d in DTYPES] * 2
+    with dynamo_config.patch(**{name: 2}):
+        assert _count(double, calls) == 2  # then eagerly, with the right answers
+    assert _count(double, calls) == len(DTYPES)
+
+
+@pytest.mark.skipif(REFERENCE, reason="ember's own setting")
+def test_embers_own_limit_wins():
+    calls = [(torch.ones(3, dtype=d),) for d in DTYPES]
+    with dynamo_config.patch(recompile_limit=2), ember.config.patch(recompile_limit=3):
+        assert _count(double, calls) == 3
+
+
+def test_automatic_dynamic_shapes_off():
+    sizes = [(torch.ones(n),) for n in range(2, 7)]
+    ints = [(torch.ones(3), n) for n in range(2, 7)]
+    with dynamo_config.patch(automatic_dynamic_shapes=False):
+        assert _count(double, sizes) == 5
+        assert _count(scale, ints) == 5
+    assert _count(double, sizes) == 2
+    assert _count(scale, ints) == 2
+
+
+def test_assume_static_by_default_off():
+    sizes = [(torch.ones(n),) for n in range(2, 7)]
+    with dynamo_config.patch(assume_static_by_default=False):
+        assert _count(double, sizes) == 1
+
+
+def test_specialize_int_and_float():
+    ints = [(torch.ones(3), n) for n in range(2, 7)]
+    floats = [(torch.ones(3), n + 0.5) for n in range(2, 7)]
+    with dynamo_config.patch(specialize_int=True):
+        assert _count(scale, ints) == 5
+    with dynamo_config.patch(specialize_float=True):
+        assert _count(scale, floats) == 5
+    assert _count(scale, floats) == 2
