@@ -322,13 +322,14 @@ class FrameSizes:
         self.ints[name] = None if changed else value
         return self.symbolic and (forced or self.dynamic is not False and (changed or self.dynamic is True))
 
-    def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset(), record: list | None = None) \
-            -> frozenset:
+    def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset(), record: list | None = None,
+             buffer: bool = False) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
         sizes for the next compile; with ``record``, appended to it to run once the trace uses the
         input: an input never used is not recorded, as torch.compile wraps only what it uses);
         ``forced``: ones torch.compiler.config names, symbols whatever else says (dynamic=False,
-        mark_static, a parameter)."""
+        mark_static, a parameter). ``buffer``: a module's buffer, static as a parameter is (torch's
+        force_parameter_static_shapes covers both: a buffer of another size compiles again)."""
         shape = tuple(real.shape)
         known = name in self.seen
         prev = self.seen.get(name)
@@ -350,19 +351,20 @@ class FrameSizes:
                 or real.layout is not torch.strided:
             return frozenset()
         n = real.dim()
-        if self.dynamic is True and not isinstance(real, torch.nn.Parameter):
+        static = buffer or isinstance(real, torch.nn.Parameter)
+        if self.dynamic is True and not static:
             auto = set(range(n))
-        elif self.dynamic is None and not isinstance(real, torch.nn.Parameter) and any_rank:
+        elif self.dynamic is None and not static and any_rank:
             auto = set(range(n))
-        elif self.dynamic is None and not isinstance(real, torch.nn.Parameter) and prev is not None \
-                and len(prev) == n:
+        elif self.dynamic is None and not static and prev is not None and len(prev) == n:
             auto = {i for i in range(n) if prev[i] is None or prev[i] != shape[i]}
         else:
             auto = set()
         marked = _hard_marks(real) | _marked(real, _MAYBE)
         return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)
 
-    def stride_dims(self, name: str, real: torch.Tensor, record: list | None = None) -> frozenset:
+    def stride_dims(self, name: str, real: torch.Tensor, record: list | None = None,
+                    buffer: bool = False) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` whose stride is a symbol of its own
         (and record its strides, or append that to ``record``, as in `dims`): under automatic
         dynamic, one whose stride changed while the rank stayed (``x[:, :1]`` of inputs of different
@@ -378,7 +380,7 @@ class FrameSizes:
             return frozenset()
         now = tuple(None if p is None or p != s else s for p, s in zip(prev, stride))
         put(name, now)
-        if not self.symbolic or self.dynamic is not None or isinstance(real, torch.nn.Parameter) \
+        if not self.symbolic or self.dynamic is not None or isinstance(real, torch.nn.Parameter) or buffer \
                 or _marked(real, _STATIC):
             return frozenset()
         return frozenset(i for i, p in enumerate(now) if p is None)

@@ -31,6 +31,7 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
 from ember.capture.torch_config import specialize_float, specialize_int
+from ember.capture.sources import ModuleMemberSource
 from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is_tensor_op, _mask_write_needs_grad,
@@ -202,8 +203,9 @@ class OutputGraph:
         if self.frame_sizes is None:
             return None
         unbacked = unbacked_dims(source, real)
-        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked, pending)
-        strides = self.frame_sizes.stride_dims(source.name(), real, pending)
+        buffer = isinstance(source, ModuleMemberSource) and source.kind == "_buffers"
+        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked, pending, buffer)
+        strides = self.frame_sizes.stride_dims(source.name(), real, pending, buffer)
         if not (dims or strides) or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)
