@@ -85,6 +85,13 @@ def _first_order_only(backward):
     return wrapper
 
 
+_BACKWARD_TWICE = ("Trying to backward through the graph a second time (or directly access saved tensors after "
+                   "they have already been freed). Saved intermediate values of the graph are freed when you "
+                   "call .backward() or autograd.grad(). Specify retain_graph=True if you need to backward "
+                   "through the graph a second time or if you need to access saved tensors after calling "
+                   "backward.")
+
+
 def _modified_in_place(t: torch.Tensor, expected: int) -> RuntimeError:
     """Eager's error for a saved tensor changed in place before the backward used it."""
     return RuntimeError(
@@ -251,6 +258,8 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     deterministic = torch.are_deterministic_algorithms_enabled()
     deferred = plan.deferred if plan is not None else ()
     kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
+    # (a prunable plan defers every saved tensor: see ember.aot.saved)
+    defers = plan is not None and bool(plan.dep)
     rebase = plan.rebase if plan is not None else ()
 
     def finish_forward(ctx, outs, owned=None):
@@ -289,11 +298,14 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                 saved[k] = restrided(r.detach(), s)
         # (under saved-tensor hooks, e.g. activation checkpointing or offloading, every tensor goes
         # through save_for_backward: the hooks must see them all)
-        ctx.deferred_mode = bool(deferred) and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
+        ctx.deferred_mode = defers and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
         if ctx.deferred_mode:
-            ctx.save_for_backward(*[saved[k] for k in kept])
+            if kept:
+                ctx.save_for_backward(*[saved[k] for k in kept])
             ctx.deferred = [saved[k] if saved[k] is None else saved[k].detach() for k in deferred]
             ctx.deferred_versions = [t._version if t is not None else 0 for t in ctx.deferred]
+            ctx.consumed = 0  # tangents backpropagated without retain_graph
+            ctx.freed = set()  # positions in ctx.deferred freed since
         else:
             ctx.save_for_backward(*saved)
         if none_aware:  # gradients that do not arrive stay None (see ember.aot.saved)
@@ -343,33 +355,39 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         if not ctx.deferred_mode:
             args = [*ctx.saved_tensors, *ctx.symints, *ctx.unversioned, *tangents]
         else:
-            args = deferred_args(ctx, tangents, plan.all_tangents if runner is None else present)
+            args = deferred_args(ctx, tangents, plan.all_tangents if runner is None else present, present)
         if runner is None:
             return tuple(bw(args))
         fn, positions = runner
         return _fill_absent(ctx, fn([args[i] for i in positions]))
 
-    def deferred_args(ctx, tangents, present: int) -> list:
-        needed = plan.needed_deferred(present)
+    def deferred_args(ctx, tangents, needs: int, present: int) -> list:
+        """The backward's arguments when it needs the saved tensors of the tangents in ``needs``
+        for the gradients in ``present`` that arrived. Each saved tensor lives until no later
+        backward may use it: eager's nodes for the gradients that did not arrive have not run,
+        and another backward through them (the GAN step: ``d(fake.detach())``, then ``d(fake)``)
+        must still find what they saved."""
+        needed = plan.needed_deferred(needs)
         values = ctx.deferred
-        if values is None and needed:
-            raise RuntimeError("Trying to backward through the graph a second time (or directly access saved "
-                               "tensors after they have already been freed). Saved intermediate values of the "
-                               "graph are freed when you call .backward() or autograd.grad(). Specify "
-                               "retain_graph=True if you need to backward through the graph a second time or if "
-                               "you need to access saved tensors after calling backward.")
+        if (values is None and needed) or plan.runs_again(present, ctx.consumed) \
+                or any(k in ctx.freed for k in needed):
+            raise RuntimeError(_BACKWARD_TWICE)
         for k in needed:
             t, v = values[k], ctx.deferred_versions[k]
             if t is not None and t._version != v:
                 raise _modified_in_place(t, v)
         saved = [None] * num_saved_tensors
-        for k, t in zip(kept, ctx.saved_tensors):
-            saved[k] = t
+        if kept:
+            for k, t in zip(kept, ctx.saved_tensors):
+                saved[k] = t
         if values is not None:
             for k, t in zip(deferred, values):
                 saved[k] = t
-        if not torch._C._autograd._get_current_graph_task_keep_graph():
-            ctx.deferred = None
+        if values is not None and not torch._C._autograd._get_current_graph_task_keep_graph():
+            ctx.consumed |= present
+            for k in plan.freed_after(ctx.consumed):
+                values[k] = None
+                ctx.freed.add(k)
         return [*saved, *ctx.symints, *ctx.unversioned, *tangents]
 
     class CompiledFunction(torch.autograd.Function):

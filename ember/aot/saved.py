@@ -15,14 +15,18 @@ would raise "modified by an inplace operation".
 
 ``plan_saved`` looks at the partitioned graphs once:
 
-* a saved tensor is *public* if the program can reach it: it is, or aliases
-  (through view ops), a forward input or a forward return; everything else is
-  an intermediate only the backward sees;
-* per saved tensor, the set of tangents whose backward uses it (``needed_by``).
+* per saved tensor, the set of tangents whose backward uses it (``needed_by``),
+  and the tangents reaching each of its uses (``use_masks``).
 
-A public saved tensor that some tangent does not need is *deferred*: kept on
-``ctx`` (detached, sharing the version counter and storage, no reference
-cycle) with its version at save time instead of ``save_for_backward``. At
+When the backward has two or more tangents, every saved tensor is *deferred*:
+kept on ``ctx`` (detached, sharing the version counter and storage, no
+reference cycle) with its version at save time instead of
+``save_for_backward``, whose tensors the engine frees after the first backward
+through the node, even when it carried only some of the gradients (a later
+backward for the other outputs must still find them). A deferred tensor is
+freed once every backward node using it ran (``use_masks``: the tangents
+reaching each use, as eager's node that saved it), and a backward through a use
+that already ran raises eager's "second time" error. At
 ``backward()`` the tangents that arrived (``None`` for outputs no gradient
 reached: the Function does not materialize zeros) select the deferred tensors
 to check: a mutated one that is needed raises eager's error; one that is not
@@ -104,11 +108,25 @@ class SavedPlan:
     groups: tuple = ()
     #: the inputs some group's gradients do not reach
     partial_inputs: tuple = ()
+    #: per saved tensor, the tangents (bitmask) reaching each backward node that uses it: one
+    #: mask per eager node that saved it, as far as the graph tells
+    use_masks: list = field(default_factory=list)
     _pruned: dict = field(default_factory=dict)
 
     def needed_deferred(self, present: int) -> list[int]:
         """Positions in ``deferred`` whose tensor the backward for these tangents uses."""
         return [k for k, i in enumerate(self.deferred) if self.needed_by[i] & present]
+
+    def runs_again(self, present: int, consumed: int) -> bool:
+        """Whether the backward for ``present`` runs a use of a saved tensor that an earlier
+        backward (without retain_graph) for the tangents in ``consumed`` already ran: eager's
+        node for it has freed its saved tensors."""
+        return any(m & present and m & consumed for masks in self.use_masks for m in masks)
+
+    def freed_after(self, consumed: int) -> list[int]:
+        """Positions in ``deferred`` whose tensor no later backward may use once the tangents in
+        ``consumed`` were backpropagated without retain_graph."""
+        return [k for k, i in enumerate(self.deferred) if all(m & consumed for m in self.use_masks[i])]
 
 
 def _tangent_deps(bw: torch.fx.GraphModule, tangents: list) -> dict:
@@ -141,6 +159,25 @@ def _needed_by(bw: torch.fx.GraphModule, dep: dict, present: int) -> dict:
     return use
 
 
+def _use_masks(bw: torch.fx.GraphModule, dep: dict, node: torch.fx.Node) -> tuple:
+    """The tangent masks of the first tangent-dependent nodes that use ``node`` (through nodes
+    computed from saved values only): in eager, one mask per node that saved the tensor."""
+    masks: set = set()
+    seen: set = set()
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        for u in n.users:
+            if u in seen:
+                continue
+            seen.add(u)
+            if dep.get(u, 0):
+                masks.add(dep[u])
+            else:
+                todo.append(u)
+    return tuple(sorted(masks))
+
+
 def _static_meta(val):
     if not isinstance(val, torch.Tensor) or any(not isinstance(s, int) for s in val.shape):
         return None
@@ -155,8 +192,6 @@ def plan_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, *, num_fw_ret
     returns = list(fw_out[:num_fw_returns])
     saved = list(fw_out[num_fw_returns:num_fw_returns + num_saved_tensors])
     cls = _alias_classes(fw)
-    public_classes = {cls[n] for n in fw.graph.nodes if n.op == "placeholder"}
-    public_classes |= {cls[r] for r in returns if isinstance(r, torch.fx.Node)}
     uv_classes = {cls[returns[i]]: i for i in unsafe_view_returns if isinstance(returns[i], torch.fx.Node)}
     rebase = tuple((k, uv_classes[cls[s]]) for k, s in enumerate(saved)
                    if isinstance(s, torch.fx.Node) and cls[s] in uv_classes)
@@ -168,19 +203,23 @@ def plan_saved(fw: torch.fx.GraphModule, bw: torch.fx.GraphModule, *, num_fw_ret
     deferred: tuple = ()
     needed: list = []
     dep: dict = {}
+    use_masks: list = []
     # Pruning needs a backward without side effects (a copy_ into an input must happen).
     prunable = len(tangents) > 1 and not num_unversioned and not any(_mutates(n) for n in bw.graph.nodes)
     if prunable:
         dep = _tangent_deps(bw, tangents)
         use = _needed_by(bw, dep, all_tangents)
         needed = [use.get(bw_phs[k], 0) for k in range(num_saved_tensors)]
-        deferred = tuple(k for k, s in enumerate(saved)
-                         if isinstance(s, torch.fx.Node) and cls[s] in public_classes
-                         and needed[k] != all_tangents)
+        use_masks = [_use_masks(bw, dep, bw_phs[k]) for k in range(num_saved_tensors)]
+        # Every saved tensor is deferred: the engine frees save_for_backward's tensors after the
+        # first backward through the node, but a later backward for other tangents may still
+        # need them (`d(fake.detach())` backpropagated, then `d(fake)`: eager's nodes for `fake`
+        # have not run yet). The runtime frees each one when no later backward may use it.
+        deferred = tuple(range(num_saved_tensors))
     if not prunable and not rebase:
         return None
     plan = SavedPlan(bw, tangents, deferred, needed, all_tangents, rebase,
-                     [_static_meta(t.meta.get("val")) for t in tangents], dep)
+                     [_static_meta(t.meta.get("val")) for t in tangents], dep, use_masks=use_masks)
     if prunable and not rebase and not unsafe_view_returns:
         plan.groups, plan.partial_inputs = output_groups(bw, dep, len(tangents))
     return plan

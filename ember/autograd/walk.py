@@ -175,15 +175,16 @@ def aot_saved(node) -> list:
     if not getattr(node, "deferred_mode", False):
         return list(node.saved_tensors)
     values = node.deferred
-    if values is None:
+    if values is None or node.consumed:  # (a backward for some of its gradients ran: eager's turn)
         raise RuntimeError(SECOND_BACKWARD)
     for k in info.plan.needed_deferred(info.plan.all_tangents):
         t = values[k]
         if t is not None and t._version != node.deferred_versions[k]:
             raise RuntimeError("a saved tensor was modified in place")
     saved = [None] * info.num_saved_tensors
-    for k, t in zip(info.kept, node.saved_tensors):
-        saved[k] = t
+    if info.kept:
+        for k, t in zip(info.kept, node.saved_tensors):
+            saved[k] = t
     for k, t in zip(info.deferred, values):
         saved[k] = t
     return saved
