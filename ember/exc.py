@@ -1,6 +1,10 @@
 """Exceptions ember raises to users and uses internally."""
 from __future__ import annotations
 
+import contextlib
+import sys
+import threading
+
 
 class Unsupported(RuntimeError):
     """The program does something ember cannot put in a graph.
@@ -113,6 +117,7 @@ class PythonException(Unsupported):
             # Raised by an operation the trace ran (``1 / 0``, ``d[k]``), its traceback holds the
             # trace's own frames, and through them the call's arguments; the program may keep the
             # exception (``except E as e: self.err = e``), and the entry its constant: drop them.
+            # (Not the program's own exception given to the frame: see keeping_program_exceptions.)
             without_tracebacks(exc)
         name = exc.__name__ if isinstance(exc, type) else type(exc).__name__
         super().__init__(reason or f"uncaught {name}: {exc}")
@@ -189,13 +194,54 @@ def without_tracebacks(exc: BaseException) -> BaseException:
     """``exc`` with its traceback, and those of its ``__cause__``/``__context__`` chain, dropped,
     for an exception ember keeps (a break or fallback reason). A traceback holds its frames,
     and each frame its caller: kept, it would keep the program's frames alive with their locals
-    (the user's tensors, objects with weakref callbacks) for as long as the cache lives."""
-    todo, seen = [exc], set()
+    (the user's tensors, objects with weakref callbacks) for as long as the cache lives.
+    The program's exceptions being handled where the frame was called are left as they are
+    (see ``keeping_program_exceptions``)."""
+    kept = getattr(_handled, "ids", frozenset())
+    todo, seen = [exc], set(kept)
     while todo:
         e = todo.pop()
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
         e.__traceback__ = None
+        # (the program's exception keeps its frames: ember's exceptions let go of it instead)
+        if id(e.__cause__) in kept:
+            e.__cause__ = None
+        if id(e.__context__) in kept:
+            e.__context__ = None
+        if isinstance(e, PythonException) and id(e.exc) in kept:
+            e.exc = type(e.exc)
         todo += [e.__cause__, e.__context__]
     return exc
+
+
+_handled = threading.local()
+
+
+@contextlib.contextmanager
+def keeping_program_exceptions(arguments):
+    """While compiling a frame, the program's own exceptions keep their tracebacks: those among
+    the frame's ``arguments`` (a resume function that starts in a ``with`` block's cleanup or an
+    ``except`` block gets the exception in flight, and re-raises it) and the one being handled
+    where the frame was called (every exception raised in the compiler chains to it through
+    ``__context__``). Dropping them would cut eager's traceback off the program's exception,
+    which then reaches the caller without the frames that raised it."""
+    todo = [a for a in arguments if isinstance(a, BaseException)]
+    todo.append(sys.exc_info()[1])
+    ids: set = set()
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in ids:
+            continue
+        ids.add(id(e))
+        todo += [e.__cause__, e.__context__]
+    if not ids:
+        yield
+        return
+    previous = getattr(_handled, "ids", frozenset())
+    _handled.ids = previous | ids
+    try:
+        yield
+    finally:
+        _handled.ids = previous

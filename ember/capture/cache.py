@@ -34,7 +34,7 @@ from ember.capture import stance, trace_hooks
 from ember import trace_log
 from ember.config import config
 from ember.locking import compile_lock
-from ember.exc import FailOnRecompileLimitHit, InjectedFault, RunEagerly, raised_to_caller, SpecializeFloats, Unsupported, maybe_inject, where_raised, without_tracebacks
+from ember.exc import FailOnRecompileLimitHit, InjectedFault, RunEagerly, raised_to_caller, SpecializeFloats, Unsupported, keeping_program_exceptions, maybe_inject, where_raised, without_tracebacks
 
 log_recompiles = logging.getLogger("ember.recompiles")
 log_breaks = logging.getLogger("ember.graph_breaks")
@@ -341,7 +341,8 @@ class FrameCache:
         self.compile_log.append(record)
         with trace_hooks.compile_frame(self, reason) as traced:
             try:
-                entry = self._compile(bound)
+                with keeping_program_exceptions(bound.values()):
+                    entry = self._compile(bound)
             finally:
                 record["seconds"] = time.perf_counter() - start
                 record["phases"] = {k: v - phases.get(k, 0.0) for k, v in metrics.phase_seconds.items()

@@ -137,3 +137,28 @@ def test_traceback_names_user_lines():
     frames = traceback.extract_tb(info.value.__traceback__)
     assert frames[-1].line.strip() == "assert k == 100, k"
     assert frames[-1].filename == __file__
+
+
+def test_exception_in_flight_keeps_eager_traceback_through_a_resume_in_a_with_cleanup():
+    # clip_grad_norm_(error_if_nonfinite=True): the check raises inside `with torch.no_grad()`
+    # of clip_grad_norm_'s wrapper on a later call, and the cleanup's resume function is compiled
+    # with the exception in flight as an argument. The compiler dropped that exception's
+    # traceback (as it does for the ones the trace raises), so it reached the caller with none of
+    # the frames that raised it: the innermost frame was ember's cache.
+    def step(params):
+        return torch.nn.utils.clip_grad_norm_(params, 0.5, error_if_nonfinite=True, foreach=True)
+
+    def params(value):
+        p = torch.zeros(3, requires_grad=True)
+        p.grad = torch.full((3,), value)
+        return [p]
+
+    with pytest.raises(RuntimeError, match="non-finite") as eager:
+        step(params(float("inf")))
+    compiled = compile(step)
+    torch.testing.assert_close(compiled(params(1.0)), step(params(1.0)))
+    with pytest.raises(RuntimeError, match="non-finite") as info:
+        compiled(params(float("inf")))
+    assert str(info.value) == str(eager.value)
+    names = _walk(info.value)
+    assert names[-1] == _walk(eager.value)[-1] == "_get_total_norm"
