@@ -51,3 +51,32 @@ def test_a_user_object_argument_is_traced_through():
     x = torch.randn(4)
     assert_same(ember.compile(f, backend=counter)(x, Scale(3.0)), f(x, Scale(3.0)))
     assert counter.frame_count == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_closure_torch_made_at_run_time_is_traced_through(backend):
+    # AveragedModel(multi_avg_fn=get_ema_multi_avg_fn(0.9)).update_parameters calls
+    # `self.multi_avg_fn(...)`: a function of torch.optim.swa_utils made at run time
+    # (`get_ema_multi_avg_fn.<locals>.ema_update`). Kept as one graph call (as an optimizer's own
+    # methods are), the graph's code named it `torch.optim.swa_utils.ema_update`, which does not
+    # exist: AttributeError where eager runs.
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    def run(compiled):
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2))
+        ema = AveragedModel(net, multi_avg_fn=get_ema_multi_avg_fn(0.9))
+
+        def step(x):
+            with torch.no_grad():
+                for p in net.parameters():
+                    p.add_(0.1)
+            ema.update_parameters(net)
+            return ema(x)
+
+        fn = ember.compile(step, backend=backend) if compiled else step
+        torch.manual_seed(1)
+        outs = [fn(torch.randn(2, 4)) for _ in range(3)]
+        return outs, [p.detach().clone() for p in ema.parameters()], ema.n_averaged.clone()
+
+    assert_same(run(True), run(False))

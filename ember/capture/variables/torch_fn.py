@@ -232,8 +232,12 @@ class TorchFunctionVariable(VariableTracker):
             raise unsupported("EB0025", f"torch.{name} changes global state")
         if fn in (torch.inference_mode, torch.autocast) or name in ("inference_mode",):
             raise unsupported("EB0027", f"torch.{name} is not supported yet")
-        if isinstance(fn, types.FunctionType) and not module.startswith(_GRAPH_OP_MODULES) \
-                and not (module.startswith("torch.optim") and "." in fn.__qualname__):
+        # (a function made at run time, `<locals>` in its name, as the EMA update that
+        # torch.optim.swa_utils.get_ema_multi_avg_fn returns, cannot be named by the graph's code:
+        # it is traced as Python)
+        local = isinstance(fn, types.FunctionType) and "<locals>" in fn.__qualname__
+        if isinstance(fn, types.FunctionType) and (local or not module.startswith(_GRAPH_OP_MODULES)) \
+                and not (module.startswith("torch.optim") and "." in fn.__qualname__ and not local):
             # (an optimizer's own methods keep running as one call: their sparse and foreach paths)
             # torch's Python code outside its functional namespaces (torch.random, torch.optim's
             # functional API, context managers such as fork_rng / sdpa_kernel) reads and changes
