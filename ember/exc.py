@@ -205,11 +205,8 @@ def without_tracebacks(exc: BaseException) -> BaseException:
             continue
         seen.add(id(e))
         e.__traceback__ = None
-        # (the program's exception keeps its frames: ember's exceptions let go of it instead)
-        if id(e.__cause__) in kept:
-            e.__cause__ = None
-        if id(e.__context__) in kept:
-            e.__context__ = None
+        # (a reason ember keeps lets go of the program's exception, which keeps its frames; the
+        # chain links stay: an exception the trace made may be one the program gets)
         if isinstance(e, PythonException) and id(e.exc) in kept:
             e.exc = type(e.exc)
         todo += [e.__cause__, e.__context__]
