@@ -371,6 +371,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         values = ctx.deferred
         if (values is None and needed) or plan.runs_again(present, ctx.consumed) \
                 or any(k in ctx.freed for k in needed):
+            if not torch._C._autograd._get_current_graph_task_keep_graph():
+                # (eager's engine may have run, and freed, other nodes of this backward before it
+                # reached the freed one: a later backward through them fails, never a gradient)
+                ctx.consumed |= present
             raise RuntimeError(_BACKWARD_TWICE)
         for k in needed:
             t, v = values[k], ctx.deferred_versions[k]
