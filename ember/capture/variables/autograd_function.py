@@ -19,9 +19,9 @@ those through, their tensors not requiring grad): unused, it is removed when the
 
 What forward stores on ``ctx`` the generated Function stores again on each call: tensors and
 symbolic numbers (outputs of the copied graph), constants, containers and objects forward made
-(a fresh copy each call), objects from outside the frame (identity-guarded). A container from
-before forward is copied too, and the frame checks at the end of its trace that the program did not
-change it afterwards (eager's backward would see the change): if it did, the frame breaks at the call.
+(a fresh copy each call), objects, lists and dicts from outside the frame (those very objects,
+identity-guarded). A container the frame made before forward is copied, and the frame checks at the
+end of its trace that the program did not change it later; if it did, the frame breaks at the call.
 ``ctx.mark_dirty`` of an input (not a view, not a leaf that requires grad, not resized) is traced: the
 copied graph changes the input in place and the generated Function marks it dirty and returns it.
 
@@ -284,12 +284,12 @@ def _outside_object(tx, vt):
     identity guard: the generated Function hands that very object to backward, as eager's ctx would."""
     if vt.source is None:
         return _NO_OBJECT
-    from ember.capture.variables.lazy import LazyListVariable
-    if isinstance(vt, LazyListVariable):
-        # the program's own list (``ctx.layers = self.layers``): eager's ctx holds that very list, and
-        # its backward sees what the list holds then
-        tx.guards.id_match(vt.source, vt._value)
-        return vt._value
+    outside = _outside_container(vt)
+    if outside is not None:
+        # the program's own list or dict (``ctx.layers = self.layers``): eager's ctx holds that very
+        # object, and its backward sees what it holds then
+        tx.guards.id_match(vt.source, outside)
+        return outside
     for attr in ("module", "obj", "fn", "value"):
         if attr in vars(vt):
             obj = vars(vt)[attr]
@@ -299,6 +299,16 @@ def _outside_object(tx, vt):
 
 
 _NO_OBJECT = object()
+
+
+def _outside_container(vt):
+    """The real list or dict a tracker read from outside the frame stands for, or None."""
+    from ember.capture.variables.containers import DictVariable
+    from ember.capture.variables.lazy import LazyListVariable
+    if vt.source is not None and isinstance(vt, LazyListVariable):
+        return vt._value
+    outside = getattr(vt, "outside", None) if vt.source is not None else None
+    return outside if isinstance(vt, DictVariable) and type(outside) is vt.dict_cls else None
 
 
 def _ctx_attr_ref(tx, name, value, forward_birth, checks):
@@ -322,6 +332,8 @@ def _ctx_attr_ref(tx, name, value, forward_birth, checks):
     if isinstance(value, TupleVariable) and _has_symbols(value):
         return ("seq", value.python_type(), [_ctx_attr_ref(tx, name, v, forward_birth, checks)
                                              for v in value.items])
+    if _outside_container(value) is not None:  # (the object itself, even when it holds constants)
+        return ("const", _outside_object(tx, value))
     if value.is_constant():
         c = value.as_constant()
         if _plain_constant(c):

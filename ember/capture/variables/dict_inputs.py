@@ -81,6 +81,7 @@ def wrap_dict(tx, value, source, t, wrapped: dict | None = None):
     vt = DictVariable(items, keys, source=source, dict_cls=t)
     if source is not None:
         vt.initial_keys = list(value.keys())  # the real keys (objects, not their hash keys)
+        vt.outside = value  # the program's own dict (kept, not copied, by a traced Function's ctx)
     if isinstance(value, collections.defaultdict):  # `d[missing]` calls it, as in eager
         factory_src = AttrSource(source, "default_factory") if source is not None else None
         if value.default_factory is not None:
@@ -100,7 +101,7 @@ class LazyDictVariable(DictVariable):
     def __init__(self, tx, value: dict, source) -> None:
         super().__init__({})
         self._tx = tx
-        self._value = value
+        self._value = self.outside = value
         self._read: dict = {}  # key -> wrapped value, for the keys read so far
         self._items = self._keys = None
         self.source = self.order_source = source
