@@ -66,13 +66,19 @@ def compile_setting_wrapped(fn):
 
 def wrapper_variable(tx, value, source):
     """The tracker for a wrapper the trace sees through, or None: a tracing setting's wrapper (the
-    function it wraps) and a :class:`SkippedFrame` (the rest after ``step_unsupported()`` that a
-    nested break's chain calls: an opaque call, a break there, never a trace of ember's own code)."""
+    function it wraps), a :class:`SkippedFrame` (the rest after ``step_unsupported()`` that a
+    nested break's chain calls: an opaque call, a break there, never a trace of ember's own code),
+    and ``torch.compile`` / ``ember.compile`` (variables/nested_compile.py)."""
     if type(value) is SkippedFrame:
         from ember.capture.variables.opaque_callables import OpaqueCallableVariable
         if source is not None:
             tx.guards.id_match(source, value)
         return OpaqueCallableVariable(value, source, "a frame that runs as it is")
+    from ember.capture.variables.nested_compile import NestedCompileVariable, compile_entry_points
+    if any(value is f for f in compile_entry_points()):  # a compile nested in the traced frame
+        if source is not None:
+            tx.guards.id_match(source, value)
+        return NestedCompileVariable(value, source)
     func = compile_setting_wrapped(value)
     if func is None:
         return None
