@@ -84,6 +84,7 @@ class LazyListVariable(ListVariable):
         self._tx = tx
         self._value = value
         self._items = None
+        self._read: dict = {}  # index -> tracker of the items read so far (``lst[i]``)
         self.appended: list = []
         self.source = source
 
@@ -96,9 +97,36 @@ class LazyListVariable(ListVariable):
         if self._items is None:
             tx = self._tx
             tx.guards.length(self.source, len(self._value))
-            self._items = [_wrap(tx, v, ItemSource(self.source, i)) for i, v in enumerate(self._value)]
+            self._items = [self._item(tx, i) for i in range(len(self._value))]
             self._items += self.appended
         return self._items
+
+    def _item(self, tx, i: int):
+        if i not in self._read:
+            self._read[i] = _wrap(tx, self._value[i], ItemSource(self.source, i))
+        return self._read[i]
+
+    def _lazy_read(self, tx, name, args, kwargs):
+        """``lst[i]`` (a constant int in range) and ``len(lst)`` of a list not yet read whole: the
+        length guarded (as torch.compile does for any access), only the item read wrapped (and
+        guarded), so a later item changing type does not recompile. None: not such a read."""
+        if self._items is not None or self.appended or kwargs:
+            return None
+        n = len(self._value)
+        if name == "__len__" and not args:
+            tx.guards.length(self.source, n)
+            return ConstantVariable(n)
+        if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
+                and type(args[0].value) is int and -n <= args[0].value < n:
+            tx.guards.length(self.source, n)
+            return self._item(tx, args[0].value % n)
+        return None
+
+    def truth(self, tx):
+        if self._items is None and not self.appended:
+            tx.guards.length(self.source, len(self._value))
+            return bool(self._value)
+        return super().truth(tx)
 
     @items.setter
     def items(self, value):
@@ -111,6 +139,9 @@ class LazyListVariable(ListVariable):
         return ListVariable(items)
 
     def call_method(self, tx, name, args, kwargs):
+        read = self._lazy_read(tx, name, args, kwargs)
+        if read is not None:
+            return read
         if name == "append" and self._items is None and len(args) == 1 and not kwargs:
             tx.side_effects.mutated_container(self)
             self.appended.append(args[0])

@@ -1,4 +1,4 @@
-"""A plain dict from outside is guarded only as far as the trace reads it (as torch.compile).
+"""Dicts and lists from outside are guarded only as far as the trace reads them (as torch.compile).
 
 ``k in d``, ``d[k]``, ``d.get(k)`` and ``len(d)`` guard the key's presence, the value's own guards
 and the length; iterating, copying, writing or ``**d`` guard the whole key set (and every value's
@@ -145,3 +145,52 @@ def test_key_removed_after_a_read_recompiles():
     assert _run(fn, [{"a": 1}, {"a": 1, "b": 0}]) == 1
     with pytest.raises(KeyError):
         ember.compile(fn, backend="eager")(torch.rand(3), {"b": 1})
+
+
+# Lists from outside: ``lst[i]`` and ``len(lst)`` guard the length and the items read only.
+LIST_CALLS = [[1, 2], [1, 3], [1, 2.5], [1, "s"], [1, 2, 3], [2, 2], [1, None]]
+
+
+def _run_list(fn, calls):
+    ember.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = ember.compile(fn, backend=backend)
+    for lst in calls:
+        x = torch.rand(3)
+        a, b = list(lst), list(lst)
+        torch.testing.assert_close(compiled(x, a), fn(x, b))
+        assert a == b
+    return len(graphs)
+
+
+# graphs over LIST_CALLS: torch.compile 2.13 makes 3, 2, 7 and 6
+@pytest.mark.parametrize("fn, graphs", [
+    (lambda x, lst: x * lst[0], 3),          # lengths 2 and 3, then lst[0] == 2: dynamic
+    (lambda x, lst: x * len(lst), 2),        # lengths 2, 3
+    (lambda x, lst: x * sum(v for v in lst if isinstance(v, int)), 7),  # iterated: every item's type
+    (lambda x, lst: x + (1 if lst else 0), 2),
+])
+def test_list_reads_guard_only_what_they_read(fn, graphs):
+    assert _run_list(fn, LIST_CALLS) == graphs
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, lst: x * lst[-1],
+    lambda x, lst: x * lst[1:][0],
+    lambda x, lst: (lst.append(x.sum()), x * len(lst))[1],
+    lambda x, lst: (lst.__setitem__(0, 7), x * lst[0])[1],
+    lambda x, lst: x * lst[0] if len(lst) > 2 else x - lst[1] if isinstance(lst[1], int) else x,
+])
+def test_list_access_patterns_answer_as_eager(fn):
+    _run_list(fn, [[1, 2], [1, 3], [3, 2, 1], [2, 5.5]])
+
+
+def test_list_index_out_of_range_raises_as_eager():
+    fn = ember.compile(lambda x, lst: x * lst[5], backend="eager")
+    with pytest.raises(IndexError):
+        fn(torch.rand(2), [1, 2])
