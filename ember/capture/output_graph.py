@@ -649,7 +649,10 @@ class OutputGraph:
         if env is None or not config.runtime_asserts or not any(env.deferred_runtime_asserts.values()):
             return
         from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
-        with self.fake.enabled():
+        # (the pass builds an assert's expression, `Min(2, u0) >= 0`, by calling torch.sym_min and the
+        # like on fx proxies, which dispatch through __torch_function__: the trace turned that off
+        # for tensor subclasses, and sym_min then refused the proxy)
+        with self.fake.enabled(), torch._C._EnableTorchFunction():
             insert_deferred_runtime_asserts(gm, env, "ember")
         gm.recompile()
 

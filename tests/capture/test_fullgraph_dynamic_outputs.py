@@ -61,3 +61,32 @@ def test_without_fullgraph_still_breaks():
     a, b = torch.randn(10, 10), torch.randn(10, 10)
     assert_same(c(a, b), mask_index_sum(a, b))
     assert cnt.frame_count == 2  # (a > 0) in one graph, the sum in the resumed one
+
+
+def sliced_selection_plus_rows(a):
+    # the sum's sizes need Min(2, u0) == 2: a runtime assert built from the unbacked size
+    return a[a[:, 0] > 0][:2] + a[:2]
+
+
+def test_runtime_assert_over_a_sliced_unbacked_size():
+    # building that assert's expression called torch.sym_min on fx proxies with __torch_function__
+    # off (the trace's setting): an internal error, the frame ran eagerly (strict: raised)
+    a = torch.randn(10, 10)
+    a[:, 0] = torch.arange(10.)  # 9 rows selected
+    check_same(sliced_selection_plus_rows, a)
+    check_same(bool_list_then_rows, torch.randn(10, 10))
+
+
+def bool_list_then_rows(a):
+    return a[[True] * 10][:2] + a[:2]
+
+
+@pytest.mark.skipif(REFERENCE, reason="torch.compile raises its runtime assertion's message, not eager's error")
+def test_runtime_assert_fails_as_eager_raises():
+    from ember_test_helpers import check_raises_same
+    a = torch.randn(10, 10)
+    a[:, 0] = -1.0
+    a[3, 0] = 1.0  # one row selected: (1, 10) + (2, 10) broadcasts in eager, 0 rows would not
+    check_same(sliced_selection_plus_rows, a)
+    a[3, 0] = -1.0  # none selected: eager's error
+    check_raises_same(sliced_selection_plus_rows, a, fullgraph=True)
