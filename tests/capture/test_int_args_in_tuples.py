@@ -26,3 +26,20 @@ def test_repeated_tuple_keeps_the_int_symbolic(fn):
     for n in (2, 3, 4, 5, 7):
         assert_same(compiled(torch.ones(3), n), fn(torch.ones(3), n))
     assert cnt.frame_count == 2
+
+
+def size_plus_tuple(x):
+    t = x.shape + (2,)
+    u = (3,) + x.size()
+    return x.sum() * t.numel() + u.numel() + isinstance(u, torch.Size)
+
+
+def test_symbolic_size_concatenation_keeps_numel():
+    # `x.shape + (2,)` of symbolic sizes is a torch.Size: its numel() was an unknown attribute
+    # (a graph break, and an Unsupported error under fullgraph=True)
+    cnt = CompileCounter()
+    compiled = compile(size_plus_tuple, backend=cnt, dynamic=True, fullgraph=True)
+    for n in (2, 3, 4):
+        x = torch.randn(n, 5)
+        assert_same(compiled(x), size_plus_tuple(x))
+    assert cnt.frame_count == 1

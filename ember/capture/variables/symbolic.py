@@ -239,6 +239,12 @@ class SizeVariable(TupleVariable):
     def as_constant(self):
         return torch.Size(tuple(i.as_constant() for i in self.items))  # (specialises the symbols)
 
+    def getattr(self, tx, name):
+        if name == "numel":  # (torch.Size's own method; the tuple ones as any tuple's)
+            from ember.capture.variables.functions import BoundMethodVariable
+            return BoundMethodVariable(self, name)
+        return super().getattr(tx, name)
+
     def call_method(self, tx, name, args, kwargs):
         if name == "numel" and not args and not kwargs:
             result: VariableTracker = ConstantVariable(1)
