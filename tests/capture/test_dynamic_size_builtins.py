@@ -91,3 +91,14 @@ def test_prod_of_a_non_iterable_raises_as_eager(args):
     def f(x):
         return x + math.prod(*args)
     check_raises_same(f, torch.ones(2))
+
+
+def nbytes_of_input(x):
+    return x * x.nbytes + x.numel() * x.itemsize
+
+
+def test_nbytes_of_a_dynamic_input():
+    # the fake tensor refuses numel() of symbolic sizes: reading nbytes was an internal error
+    # (the frame ran eagerly from its second size on)
+    ember.reset()
+    assert _run_sizes(nbytes_of_input, [(2, 3), (3, 3), (4, 3)], grad=True) == 2

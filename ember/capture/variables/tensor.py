@@ -260,6 +260,10 @@ class TensorVariable(VariableTracker):
             return grad_fn_variable(self.fake.grad_fn)
         if user_defines(self.cls, name):
             return self._subclass_attribute(tx, name)
+        if name == "nbytes" and has_symbols(tuple(self.fake.shape)):
+            # (the fake refuses numel() of symbolic sizes: numel() * itemsize, kept symbolic)
+            numel = self.call_method(tx, "numel", [], {})
+            return tx.binary_op(operator.mul, numel, ConstantVariable(self.fake.element_size()))
         try:
             attr = getattr(self.fake, name)
         except AttributeError:
