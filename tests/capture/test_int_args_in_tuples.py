@@ -43,3 +43,18 @@ def test_symbolic_size_concatenation_keeps_numel():
         x = torch.randn(n, 5)
         assert_same(compiled(x), size_plus_tuple(x))
     assert cnt.frame_count == 1
+
+
+def sorted_with_a_symbol(x, n):
+    s = sorted((n, 4, 1))
+    r = sorted([n, 3], reverse=True)
+    return x * s[1] + r[0]
+
+
+def test_sorted_compares_symbolically():
+    # sorted() folded its items as constants: a guard on n's value, a graph per value
+    cnt = CompileCounter()
+    compiled = compile(sorted_with_a_symbol, backend=cnt)
+    for n in (2, 3, 6, 7, 9, 0):
+        assert_same(compiled(torch.ones(3), n), sorted_with_a_symbol(torch.ones(3), n))
+    assert cnt.frame_count <= 5  # static, then one per order of n among 1, 3, 4 (ember: 4, torch.compile: 5)

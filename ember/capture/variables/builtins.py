@@ -645,7 +645,8 @@ def _sorted(tx, iterable, **kwargs):
     key = kwargs.pop("key", None)
     if set(kwargs) - {"reverse"}:
         raise PythonException(TypeError(f"sort() got an unexpected keyword argument {next(iter(kwargs))!r}"))
-    if key is None and _constants(items) and _constants(kwargs.values()):
+    if key is None and _constants(items) and _constants(kwargs.values()) and not any(
+            isinstance(i, SymNodeVariable) and has_symbols(i.sym) for i in items):
         # sorted by index (a stable sort, as sorted's): the items keep their trackers (sorting
         # lists gives those lists, not copies)
         values = [i.as_constant() for i in items]

@@ -3,8 +3,9 @@
 
 `comparable` maps a tracker to a Python value that orders like it: constants are themselves,
 lists and tuples are lists and tuples of their items, an object whose class compares in Python is a
-`_UserOrdered` (each comparison the real algorithm makes is traced, in CPython's order), anything
-else an `_Opaque` that equals only itself. A comparison that would need data raises `_NeedsData`,
+`_UserOrdered` (each comparison the real algorithm makes is traced, in CPython's order), a
+symbolic number a `_SymbolicOrdered` (each comparison a symbolic one), anything else an `_Opaque`
+that equals only itself. A comparison that would need data raises `_NeedsData`,
 which `ordered` turns into a graph break.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import operator
 from ember.capture.variables.base import unsupported
 from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.exc import PythonException, Unsupported
+from ember.fake.symbolic import has_symbols
 
 
 class _NeedsData(Exception):
@@ -88,11 +90,53 @@ class _UserOrdered:
     __hash__ = object.__hash__
 
 
+class _SymbolicOrdered:
+    """Stands for a symbolic int or float (an argument made dynamic, a size): each comparison the
+    real algorithm makes is a symbolic comparison (a guard on that outcome, not on the value)."""
+    __slots__ = ("tx", "vt")
+
+    def __init__(self, tx, vt):
+        self.tx, self.vt = tx, vt
+
+    def _cmp(self, fn, other):
+        from ember.capture.variables.builtins import wrap_constant
+        if isinstance(other, _SymbolicOrdered):
+            other_vt = other.vt
+        elif type(other) in (int, float, bool):
+            other_vt = wrap_constant(other)
+        else:
+            return NotImplemented  # (its own reflected comparison, or eager's TypeError)
+        return self.tx.binary_op(fn, self.vt, other_vt).truth(self.tx)
+
+    def __lt__(self, other):
+        return self._cmp(operator.lt, other)
+
+    def __le__(self, other):
+        return self._cmp(operator.le, other)
+
+    def __gt__(self, other):
+        return self._cmp(operator.gt, other)
+
+    def __ge__(self, other):
+        return self._cmp(operator.ge, other)
+
+    def __eq__(self, other):
+        return self._cmp(operator.eq, other)
+
+    def __ne__(self, other):
+        return self._cmp(operator.ne, other)
+
+    __hash__ = object.__hash__
+
+
 def comparable(vt, memo: dict, tx=None) -> object:
     """A Python value that orders like ``vt`` where the order does not depend on data: constants
     are themselves, tuples and lists of trackers are tuples and lists of their items, an object
     whose class compares in Python a `_UserOrdered` (given ``tx``), anything else an `_Opaque` (one
     per tracker, so a tracker meets itself by identity)."""
+    from ember.capture.variables.symbolic import SymNodeVariable
+    if tx is not None and isinstance(vt, SymNodeVariable) and has_symbols(vt.sym):
+        return memo.setdefault(id(vt), _SymbolicOrdered(tx, vt))  # (not its value: that fixes it)
     if vt.is_constant():
         return vt.as_constant()
     if type(vt) in (TupleVariable, ListVariable):
