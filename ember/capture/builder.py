@@ -364,6 +364,9 @@ def _wrap(tx, value, source) -> VariableTracker:
     if value is object.__setattr__:
         from ember.capture.variables.new_object import ObjectSetattrFunction
         return ObjectSetattrFunction()
+    if value is object.__delattr__:
+        from ember.capture.variables.new_object import ObjectDelattrFunction
+        return ObjectDelattrFunction()
     if value is torch.nn.Module.__setattr__:
         from ember.capture.variables.new_object import ModuleSetattrFunction
         return ModuleSetattrFunction()

@@ -271,8 +271,16 @@ class NewObjectVariable(VariableTracker):
 
     def delattr(self, tx, name):
         custom = _lookup(self.cls, "__delattr__")
-        if isinstance(custom, types.FunctionType):
-            raise unsupported("EB0008", f"deleting {name!r} on {self.cls.__name__} with a custom __delattr__")
+        if isinstance(custom, types.FunctionType):  # `del obj.x` calls it (it decides, as in Python)
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name)], {})
+            return
+        if custom not in (None, object.__delattr__):
+            raise unsupported("EB0008", f"deleting {name!r} on {self.cls.__name__} with a builtin __delattr__")
+        self.object_delattr(tx, name)
+
+    def object_delattr(self, tx, name):
+        """``object.__delattr__(self, name)``: the class's own ``__delattr__`` bypassed."""
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
             if attr.fdel is None:
@@ -477,6 +485,20 @@ class ObjectSetattrFunction(VariableTracker):
             obj.generic_setattr(tx, name.as_constant(), value)
         else:
             obj.setattr(tx, name.as_constant(), value)
+        return ConstantVariable(None)
+
+
+class ObjectDelattrFunction(VariableTracker):
+    """``object.__delattr__`` (a custom ``__delattr__`` calls it for what it does not handle)."""
+
+    def describe(self):
+        return "object.__delattr__"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or len(args) != 2 or not isinstance(args[0], NewObjectVariable) \
+                or not isinstance(args[1].as_constant(), str):
+            raise unsupported("EB0008", f"object.__delattr__ with {[a.describe() for a in args]}")
+        args[0].object_delattr(tx, args[1].as_constant())
         return ConstantVariable(None)
 
 

@@ -72,6 +72,8 @@ class SuperVariable(VariableTracker):
                         return _NoOp()
                     if attr is object.__setattr__:
                         return _ObjectSetattr(self.obj)
+                    if attr is object.__delattr__:
+                        return _ObjectDelattr(self.obj)
                     if self.obj.items is not None and klass in (dict, __import__("collections").OrderedDict):
                         from ember.capture.variables.functions import BoundMethodVariable
                         return BoundMethodVariable(self.obj.items, name)
@@ -183,6 +185,16 @@ class _ObjectSetattr(VariableTracker):
     def call(self, tx, args, kwargs):
         from ember.capture.variables.base import ConstantVariable
         self.obj.object_setattr(args[0].as_constant(), args[1])
+        return ConstantVariable(None)
+
+
+class _ObjectDelattr(VariableTracker):
+    def __init__(self, obj):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        from ember.capture.variables.base import ConstantVariable
+        self.obj.object_delattr(tx, args[0].as_constant())
         return ConstantVariable(None)
 
 
