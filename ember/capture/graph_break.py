@@ -278,7 +278,9 @@ class ResumeCache:
         code = fn.__code__
         if not all(n.isidentifier() for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]):
             return fn  # a comprehension's hidden ``.0`` argument: no signature to bind it with
-        if fn.__closure__ is not None or twin:
+        if fn.__closure__ is not None or twin or "<locals>" in fn.__qualname__:
+            # (a nested function without cells is made anew by each run of its `def` too: one
+            # compiled cache for its code, as for closures, not one per function object)
             call = self._closure_twin(fn)
             if call is not None:
                 return call
