@@ -145,7 +145,8 @@ def _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, siz
             try:
                 entry = _capture(fn, bound, backend, label, (offset, e, offset_map), resumes, handled, sizes)
             except _NotBreakable as refused:
-                if _restarted(refused, e) is not None and not getattr(e, "per_call", False):
+                restart = _restarted(refused, e)
+                if restart is not None and restart.skips_frame and not getattr(e, "per_call", False):
                     # A half-run generator live across the break (a break inside its body included):
                     # as torch.compile, the frame runs as it is, the functions it calls compiled.
                     e.reason = f"{e.reason} (a suspended generator is live across the break: the frame runs " \
@@ -228,6 +229,9 @@ def _restarted(failure: BaseException, original: Unsupported | None = None) -> U
     why = original.reason if original is not None else cause.reason
     e = Unsupported(f"{cause.reason}: the call that makes it runs eagerly ({why})", id=cause.id)
     e.top_offset, e.top_opname = made_at
+    # (a half-run generator live across a break skips the frame instead; an exception object made
+    # in the frame, exception_objects.py, does not)
+    e.skips_frame = getattr(cause, "restart_skips_frame", True)
     return e
 
 

@@ -138,14 +138,17 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             except PythonException as e:
                 self.chain_exception(e)
                 if not self.handle_exception(inst, e):
+                    made_at = getattr(getattr(e, "tracker", None), "made_at", None)
                     if self.parent is None and getattr(e, "top_offset", None) is None and \
-                            getattr(e, "replayable", False):
+                            (getattr(e, "replayable", False) or made_at is not None):
                         # Uncaught in the frame: break at the instruction that raised (the graph
                         # runs what came before; the instruction, run eagerly, raises for real), as
                         # torch.compile does. Only for the program's own `raise` and a call's
                         # argument mismatch: an error of a builtin may come from state a rebuilt
                         # object does not carry (a deque's mutation count), so that frame runs eagerly.
                         e.top_offset, e.top_opname = inst.offset, inst.opname
+                        if made_at is not None:  # (eager makes it again: exception_objects.py)
+                            e.top_offset, e.top_opname = made_at
                     raise e.located(self.location(), self.source_line(), self.user_stack())
             except NestedBreakStop as stop:
                 # an inlined callee stopped at the break (nested_breaks.py): this frame stops at its call
@@ -617,6 +620,12 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
         exc = args[0]
         if isinstance(exc, ClassVariable) and issubclass(exc.value, BaseException):
             exc = exc.call(self, [], {})
+        if type(exc).__name__ == "ExceptionObjectVariable":  # one holding traced values (exception_objects.py)
+            if len(args) == 2:
+                raise unsupported("EB0011", f"raise {exc.describe()} from ...")
+            failure = PythonException(exc.real_exception)
+            failure.tracker = exc
+            raise _raised(failure, replayable=True)
         value = exc.as_constant() if exc.is_constant() else None
         if not isinstance(value, BaseException):
             raise unsupported("EB0011", f"raise {exc.describe()}")
@@ -624,7 +633,13 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             cause = args[1]
             if isinstance(cause, ClassVariable) and issubclass(cause.value, BaseException):
                 cause = cause.call(self, [], {})
-            cause = cause.as_constant() if cause.is_constant() else None
+            if type(cause).__name__ == "ExceptionObjectVariable":  # (its real one is made by eager)
+                failure = unsupported("EB0011", f"raise ... from {cause.describe()}")
+                failure.restart_at, failure.restart_skips_frame = cause.made_at, False
+                raise failure
+            if not cause.is_constant():  # (eager's TypeError for a non-exception, or an object made here)
+                raise unsupported("EB0011", f"raise ... from {args[1].describe()}")
+            cause = cause.as_constant()
             if cause is not None and not isinstance(cause, BaseException):
                 raise unsupported("EB0011", f"raise ... from {args[1].describe()}")
             value.__cause__ = cause

@@ -760,6 +760,9 @@ def _user_text(tx, kind, args, kwargs):
         # `str(fn)`: "<function f at 0x...>" names the very object: pinned by identity
         tx.guards.id_match(fn_vt.source, fn_vt.fn)
         return ConstantVariable(str(fn_vt.fn) if kind == "str" else repr(fn_vt.fn))
+    builtin_text = getattr(fn_vt, "builtin_text", None)  # (an exception made in the frame: its args)
+    if builtin_text is not None and builtin_text(kind) is not None:
+        return builtin_text(kind)
     from ember.capture.variables.user_operators import user_str
     result = user_str(tx, kind, args[0])
     return NotImplemented if result is None else result

@@ -229,6 +229,10 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
                                      **{k: v.as_constant() for k, v in kwargs.items()}))
         except Exception as e:
             raise PythonException(e) from None
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        from ember.capture.variables.exception_objects import construct_exception, traced_exception_class
+        if traced_exception_class(cls):  # (arguments the trace only has: a tensor)
+            return construct_exception(tx, cls, args, kwargs)
     from ember.capture.variables.new_module import construct_module, module_constructible
     from ember.capture.variables.new_object import check_instantiable
     if isinstance(cls, type) and cls.__new__ is object.__new__ and type(cls).__call__ is type.__call__:

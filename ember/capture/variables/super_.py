@@ -68,6 +68,10 @@ class SuperVariable(VariableTracker):
                     return BoundMethodVariable(self.obj, name)  # the base type's own method
                 from ember.capture.variables.new_object import NewObjectVariable
                 if isinstance(self.obj, NewObjectVariable):
+                    from ember.capture.variables import exception_objects as eo
+                    if isinstance(self.obj, eo.ExceptionObjectVariable) and name == "__init__" \
+                            and klass in eo.ARGS_ONLY_BASES:
+                        return eo.ExceptionInitFunction(self.obj)
                     if attr is object.__init__:
                         return _NoOp()
                     if attr is object.__setattr__:
