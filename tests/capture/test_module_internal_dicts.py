@@ -221,3 +221,70 @@ def test_instance_dict_key_deleted_then_read():
     graph break there; the answer and the dict as eager's)."""
     reset()
     _instance_dicts_equal(InstanceDictDelete, fullgraph=False)
+
+
+class BufferRegisteredInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if not hasattr(self, "running"):
+            self.register_buffer("running", torch.zeros(4))
+        self.running.add_(x.detach().mean(0))
+        return self.lin(x) + self.running
+
+
+class BuffersWrittenThenRead(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("b", torch.ones(4))
+        self.register_buffer("c", torch.ones(4))
+
+    def forward(self, x):
+        self._buffers["c"] = x.sum(0)
+        self.register_buffer("d", self.b * 3, persistent=False)
+        return x * self.b + self.c + self.d, hasattr(self, "d"), "d" in self._buffers
+
+
+class SubmoduleAddedInForward(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if not hasattr(self, "act"):
+            self.add_module("act", nn.Tanh())
+        return self.act(self.lin(x))
+
+
+def test_buffer_registered_in_forward_read_in_the_same_graph():
+    """``register_buffer`` in forward, then the buffer read: the read answers from the frame's
+    pending write (one graph; 3 before, a break at the read), a recompile once it exists (as
+    torch.compile: 2 graphs over 4 calls)."""
+    cnt = CompileCounter()
+    torch.manual_seed(0)
+    m_e, m_c = BufferRegisteredInForward(), BufferRegisteredInForward()
+    m_c.load_state_dict(m_e.state_dict())
+    compiled = compile(m_c, backend=cnt)
+    for step in range(4):
+        x = torch.randn(3, 4)
+        assert_same(compiled(x.clone()), m_e(x.clone()), f"step {step}")
+        assert_same(dict(m_c.named_buffers()), dict(m_e.named_buffers()), f"buffers step {step}")
+    assert cnt.frame_count == 2
+
+
+def test_buffers_written_and_registered_then_read():
+    cnt = CompileCounter()
+    torch.manual_seed(0)
+    m_e, m_c = BuffersWrittenThenRead(), BuffersWrittenThenRead()
+    compiled = compile(m_c, backend=cnt, fullgraph=True)
+    x = torch.randn(3, 4)
+    assert_same(compiled(x.clone()), m_e(x.clone()))
+    assert_same(dict(m_c.named_buffers()), dict(m_e.named_buffers()))
+    assert m_c._non_persistent_buffers_set == m_e._non_persistent_buffers_set == {"d"}
+    assert cnt.frame_count == 1
+
+
+def test_submodule_added_in_forward():
+    _compare(_module_case(SubmoduleAddedInForward), steps=3)

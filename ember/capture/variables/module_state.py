@@ -41,6 +41,21 @@ def check_dicts(tx, m: torch.nn.Module, kinds=MEMBER_DICTS) -> None:
                               "(the change happens after the graph)")
 
 
+def changed_member_dict(tx, m: torch.nn.Module, kind: str):
+    """The tracker of ``m``'s member dict ``kind`` once the frame changed it (a dict tracker whose
+    items are what the real dict holds after the graph), None if unchanged; a change the tracker
+    cannot answer for is refused as `check_dicts` refuses it."""
+    from ember.capture.builder import tracker_of
+    from ember.capture.variables.containers import DictVariable
+    real = m.__dict__.get(kind)
+    vt = tracker_of(tx, real) if real is not None else None
+    if vt is None or not tx.side_effects.is_mutated(vt):
+        return None
+    if type(vt) is not DictVariable or not all(isinstance(k, str) for k in vt.items):
+        check_dicts(tx, m, (kind,))
+    return vt
+
+
 def check_instance_dict(tx, m: torch.nn.Module) -> None:
     """Refuse an attribute read of ``m`` once the frame wrote into ``m.__dict__`` through a tracker
     (``self.__dict__["k"] = v``): the instance dict the read consults does not have it yet."""

@@ -335,12 +335,9 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if on_class:
             return _class_attribute(tx, self, m, name)
-        check_dicts(tx, m)
-        for kind in ("_parameters", "_buffers", "_modules"):
-            members = d.get(kind)
-            if members is not None and name in members:
-                src = ModuleMemberSource(self.source, kind, name) if self.source else None
-                return wrap(tx, members[name], src)
+        member = self._member(tx, name)
+        if member is not None:
+            return member
         _guard_absent(tx, self.source, m, name)
         hook = _static_lookup(m, "__getattr__")
         if isinstance(hook, types.FunctionType) and hook is not torch.nn.Module.__getattr__:
@@ -359,13 +356,33 @@ class NNModuleVariable(VariableTracker):
         swapped = overridden(tx, self.module, name)  # inside torch.func.functional_call
         if swapped is not None:
             return swapped
-        check_dicts(tx, self.module)
-        for kind in ("_parameters", "_buffers", "_modules"):
+        member = self._member(tx, name)
+        if member is not None:
+            return member
+        raise MissingAttribute(f"'{type(self.module).__name__}' object has no attribute '{name}'")
+
+    def _member(self, tx, name):
+        """``name`` in the module's ``_parameters``, ``_buffers`` or ``_modules`` (in that order), or
+        None. A dict the frame changed (``register_buffer`` in forward) answers from its tracker,
+        which holds what the real one will hold after the graph."""
+        from ember.capture.builder import wrap
+        from ember.capture.variables.module_state import changed_member_dict
+        d = self.module.__dict__
+        for kind in MEMBER_DICTS:
             members = d.get(kind)
-            if members is not None and name in members:
+            if members is None:
+                continue
+            changed = changed_member_dict(tx, self.module, kind)
+            if changed is not None:
+                if name in changed.items:
+                    return changed.items[name]
+                if name in members:  # deleted by the frame: no guard can say what entry found
+                    check_dicts(tx, self.module, (kind,))
+                continue
+            if name in members:
                 src = ModuleMemberSource(self.source, kind, name) if self.source else None
                 return wrap(tx, members[name], src)
-        raise MissingAttribute(f"'{type(self.module).__name__}' object has no attribute '{name}'")
+        return None
 
     def call(self, tx, args, kwargs):
         """``module(*args)``: a class's own ``__call__`` (overriding Module's) is inlined, as
