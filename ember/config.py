@@ -63,6 +63,11 @@ class Config:
     # function (capture/nested_breaks.py). False: the caller breaks at the call, and the callee
     # is compiled as a frame of its own (one more graph).
     nested_graph_breaks: bool = True
+    # A graph break is an ember.Unsupported error to the caller instead (as under fullgraph=True,
+    # but the frame may still be several graphs: a skipped frame, a recompile); torch's
+    # `torch._dynamo.error_on_graph_break(b)` decorator sets it for the function it wraps
+    # (capture/compile_settings.py), as `disable_nested_graph_breaks` sets nested_graph_breaks.
+    error_on_graph_break: bool = False
     # Verbose logging artifacts (see ember.report.logs), like TORCH_LOGS.
     logs: str = ""
     # A directory to write the structured trace into (EMBER_TRACE=dir; what TORCH_TRACE writes, for

@@ -26,6 +26,7 @@ import torch
 
 from ember import metrics
 from ember.capture import codegen
+from ember.capture.compile_settings import error_on_break
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
@@ -398,7 +399,7 @@ class FrameCache:
                 # runs eagerly and raises as in eager; other inputs still compile.
                 log_breaks.info("%s runs eagerly for these inputs: %s", self.label, e)
                 return eager_entry(self.fn, guards, without_tracebacks(e))
-            if self.fullgraph:
+            if self.fullgraph or error_on_break(e):  # (error_on_graph_break: capture/compile_settings.py)
                 raise
             without_tracebacks(e)
             self.run_eagerly_reason = f"unsupported: {e.id}: {e.reason}"

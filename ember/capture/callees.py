@@ -85,15 +85,18 @@ def _decorated_callee(vt, resumes, tx):
     """A function the frame decorated with ``torch.no_grad()`` / ``enable_grad()`` /
     ``set_grad_enabled(b)`` / ``inference_mode(b)`` (traced as such): the function compiled, called
     under the context, as torch's decorator would call it."""
+    from ember.capture.compile_settings import SettingRegionVariable, ember_settings
     from ember.capture.variables.ctx_managers import ContextWrappedFunction, InferenceModeVariable
     from ember.capture.variables.grad_modes import GradModeWrappedFunction
-    if isinstance(vt, GradModeWrappedFunction):
+    if isinstance(vt, SettingRegionVariable):  # (torch's tracing-setting decorators: ember's settings)
+        ctx = (ember_settings, vt.settings)
+    elif isinstance(vt, GradModeWrappedFunction):
         ctx = (torch.set_grad_enabled, vt.target)
     elif isinstance(vt, ContextWrappedFunction) and isinstance(vt.ctx, InferenceModeVariable):
         ctx = (torch.inference_mode, vt.ctx.mode)
     else:
         return None
-    inner = _compiled_callee(vt.fn, resumes, tx)
+    inner = _compiled_callee(vt.inner if isinstance(vt, SettingRegionVariable) else vt.fn, resumes, tx)
     return _CalledUnder(ctx, inner) if isinstance(inner, (_Rebuilt, _CalledUnder)) else None
 
 

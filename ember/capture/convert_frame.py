@@ -25,6 +25,7 @@ from ember.capture.assumptions import output_checks, rng_lines
 from ember.capture.builder import wrap
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache, breakable
+from ember.capture.compile_settings import error_on_break
 from ember.capture.nested_breaks import nested_path
 from ember.capture.residual_call import _branch_on_input_tensor, _residual_call
 from ember.capture.guards import GuardSet
@@ -104,6 +105,8 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     try:
         return _capture(fn, bound, backend, label, None, resumes, handled, sizes)
     except Unsupported as e:
+        if error_on_break(e):  # (error_on_graph_break where it broke: compile_settings.py)
+            raise
         first = e
     try:
         return _retrace_loop(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes, handled,

@@ -50,7 +50,8 @@ def compile_setting_wrapped(fn):
     """The function a decorator form of one of torch.compile's tracing settings wraps
     (``disable_nested_graph_breaks``, ``error_on_graph_break(b)``, ``patch_dynamo_config``: a
     ``with self: return func(...)`` closure in torch/_dynamo/external_utils.py), or None. Those
-    settings steer torch.compile's tracing and do nothing at run time: ember calls the function."""
+    settings steer torch.compile's tracing and do nothing at run time: ember calls the function
+    (with ember's equivalent settings: capture/compile_settings.py)."""
     if type(fn) is not types.FunctionType or not _setting_wrapper_code(fn.__code__) \
             or fn.__code__.co_freevars != ("func", "self"):
         return None
@@ -83,11 +84,14 @@ def wrapper_variable(tx, value, source):
     if func is None:
         return None
     from ember.capture.builder import wrap
+    from ember.capture.compile_settings import SettingRegionVariable, settings_of
     from ember.capture.sources import CellContentsSource
     if source is not None:
         tx.guards.id_match(source, value)
     index = value.__code__.co_freevars.index("func")
-    return wrap(tx, func, CellContentsSource(source, index, "func") if source is not None else None)
+    inner = wrap(tx, func, CellContentsSource(source, index, "func") if source is not None else None)
+    settings = settings_of(value.__closure__[value.__code__.co_freevars.index("self")].cell_contents)
+    return SettingRegionVariable(inner, settings, source) if settings else inner
 
 
 def is_generator_function(fn) -> bool:

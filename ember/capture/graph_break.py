@@ -257,7 +257,10 @@ class ResumeCache:
         from ember.capture.eager_frames import compile_setting_wrapped
         setting_of = compile_setting_wrapped(fn)
         if type(setting_of) is types.FunctionType:  # (a tracing setting of torch.compile's: its function)
-            return self.compiled_function(setting_of)
+            from ember.capture.compile_settings import RunWithSettings, settings_of
+            compiled = self.compiled_function(setting_of)
+            settings = settings_of(fn.__closure__[fn.__code__.co_freevars.index("self")].cell_contents)
+            return RunWithSettings(compiled, settings) if settings and compiled is not setting_of else compiled
         target = nonrecursive_disabled(fn)
         if target is not None:  # disable(recursive=False): its frame as it is, its callees compiled
             return fn if skipped_code(target.__code__) else self._skipped(target)

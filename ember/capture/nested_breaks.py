@@ -68,6 +68,8 @@ def direct_callee_code(fn_vt):
     if kind.__name__ == "GradModeWrappedFunction" and fn_vt.real_wrapper() is not None:
         from ember.capture.eager_frames import CONTEXT_DECORATOR_CODE
         return CONTEXT_DECORATOR_CODE  # (torch's wrapper, traced: see GradModeWrappedFunction.call)
+    if kind.__name__ == "SettingRegionVariable":  # (torch's tracing-setting wrapper: seen through)
+        return direct_callee_code(fn_vt.inner)
     return None
 
 
@@ -114,9 +116,9 @@ def arm_nested_child(parent, child) -> None:
 def nested_path(fn, e, offset: int):
     """The path of a nested break for failure ``e`` of ``fn``'s frame at ``offset``: ``[(code,
     offset), ...]`` from the frame down to the innermost frame that stops, or None (no nesting)."""
-    from ember.config import config
+    from ember.capture.compile_settings import setting
     frames = getattr(e, "nested_frames", None)
-    if not frames or not config.nested_graph_breaks or getattr(e, "top_opname", None) not in _CALL_OPS:
+    if not frames or not setting(e, "nested_graph_breaks") or getattr(e, "top_opname", None) not in _CALL_OPS:
         return None
     if [f[0] for f in frames] != list(range(len(frames), 0, -1)):
         return None  # (not one chain of frames: a failure wrapped or re-raised on the way up)

@@ -1,0 +1,112 @@
+"""torch.compile's tracing settings used by the program, as ember's own settings.
+
+``torch._dynamo.disable_nested_graph_breaks`` and ``torch._dynamo.error_on_graph_break(b)`` (and
+``patch_dynamo_config(nested_graph_breaks=...)``), as decorators, steer how torch.compile traces the
+function they wrap; ember's equivalents are ``ember.config.nested_graph_breaks`` and
+``ember.config.error_on_graph_break``. Where the trace calls such a function the settings hold
+while it traces it (`SettingRegionVariable`): a graph break inside takes them (`mark`), so that
+
+- with nesting off the break is a plain one at the frame's own instruction (no nested break
+  through any frame), as torch's check at the breaking frame makes it;
+- with ``error_on_graph_break`` the break is an ``ember.Unsupported`` error to the caller, as with
+  ``fullgraph=True`` (a program's own exception still propagates as in eager).
+
+Where such a function runs at a break (the residual calls it), ember compiles the function it wraps
+and runs it with the settings patched into ``ember.config`` (`RunWithSettings`), so the frames
+compiled while it runs honour them, as torch's wrapper patches its config at run time.
+"""
+from __future__ import annotations
+
+import types
+
+from ember.capture.variables.base import VariableTracker
+from ember.exc import Unsupported
+
+#: torch's objects behind the decorators (torch/_dynamo/decorators.py), by class name
+_CONTEXT_CLASSES = ("DynamoConfigPatchProxy", "ErrorOnGraphBreakDecoratorContextManager")
+
+
+def settings_of(ctx) -> dict | None:
+    """ember's settings for one of torch's tracing-setting objects, None for anything else (an
+    empty dict for settings ember has no equivalent of)."""
+    t = type(ctx)
+    if t.__name__ not in _CONTEXT_CLASSES or not t.__module__.startswith("torch."):
+        return None
+    if t.__name__ == "ErrorOnGraphBreakDecoratorContextManager":
+        return {"error_on_graph_break": bool(ctx.error_on_graph_break)}
+    try:
+        changes = dict(ctx.changes)
+    except Exception:  # noqa: BLE001 - a version whose patch object differs: nothing to honour
+        return {}
+    return {"nested_graph_breaks": bool(changes["nested_graph_breaks"])} if "nested_graph_breaks" in changes \
+        else {}
+
+
+def mark(e: Unsupported) -> None:
+    """Record on a graph break the settings current where it happened (the innermost region's)."""
+    if getattr(e, "break_settings", None) is None:
+        from ember.config import config
+        e.break_settings = {"nested_graph_breaks": config.nested_graph_breaks,
+                            "error_on_graph_break": config.error_on_graph_break}
+
+
+def setting(e: BaseException, name: str) -> bool:
+    """The setting ``name`` where break ``e`` happened (ember.config's where no region set it)."""
+    from ember.config import config
+    marked = getattr(e, "break_settings", None)
+    return marked[name] if marked else getattr(config, name)
+
+
+def error_on_break(e: BaseException) -> bool:
+    """Break ``e`` is an error for the caller (``error_on_graph_break`` where it happened), not a
+    graph break; a per-call failure (the program raised) is not a break."""
+    return isinstance(e, Unsupported) and not getattr(e, "per_call", False) \
+        and setting(e, "error_on_graph_break")
+
+
+class SettingRegionVariable(VariableTracker):
+    """A function wrapped by one of torch's tracing-setting decorators: called in the trace, the
+    function runs inlined with ``settings`` patched into ember.config."""
+
+    def __init__(self, inner: VariableTracker, settings: dict, source=None):
+        self.inner = inner
+        self.settings = settings
+        self.source = source
+
+    def describe(self):
+        return f"{self.inner.describe()} (with {self.settings})"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def getattr(self, tx, name):
+        return self.inner.getattr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        from ember.config import config
+        with config.patch(**self.settings):
+            try:
+                return self.inner.call(tx, args, kwargs)
+            except Unsupported as e:
+                mark(e)
+                raise
+
+
+def ember_settings(settings: dict):
+    """A context manager: ``settings`` patched into ember.config."""
+    from ember.config import config
+    return config.patch(**settings)
+
+
+class RunWithSettings:
+    """At run time: ``compiled`` (ember's compiled function a decorator wraps) called with the
+    decorator's settings patched into ember.config."""
+
+    def __init__(self, compiled, settings: dict):
+        self.compiled = compiled
+        self.settings = settings
+
+    def __call__(self, *args, **kwargs):
+        from ember.config import config
+        with config.patch(**self.settings):
+            return self.compiled(*args, **kwargs)
