@@ -42,12 +42,16 @@ def settings_of(ctx) -> dict | None:
         else {}
 
 
-def mark(e: Unsupported) -> None:
-    """Record on a graph break the settings current where it happened (the innermost region's)."""
-    if getattr(e, "break_settings", None) is None:
+def mark(e: Unsupported, trace) -> None:
+    """Record on a graph break the settings of the regions the trace is in where it happened
+    (``trace.settings``: the innermost one's value of each), if any."""
+    if getattr(e, "break_settings", None) is None and trace.settings:
         from ember.config import config
-        e.break_settings = {"nested_graph_breaks": config.nested_graph_breaks,
-                            "error_on_graph_break": config.error_on_graph_break}
+        marked = {"nested_graph_breaks": config.nested_graph_breaks,
+                  "error_on_graph_break": config.error_on_graph_break}
+        for region in trace.settings:
+            marked.update(region)
+        e.break_settings = marked
 
 
 def setting(e: BaseException, name: str) -> bool:
@@ -83,13 +87,67 @@ class SettingRegionVariable(VariableTracker):
         return self.inner.getattr(tx, name)
 
     def call(self, tx, args, kwargs):
-        from ember.config import config
-        with config.patch(**self.settings):
-            try:
-                return self.inner.call(tx, args, kwargs)
-            except Unsupported as e:
-                mark(e)
-                raise
+        tx.trace.settings.append(self.settings)
+        try:
+            return self.inner.call(tx, args, kwargs)
+        except Unsupported as e:
+            mark(e, tx.trace)
+            raise
+        finally:
+            tx.trace.settings.pop()
+
+
+class SettingContextVariable(VariableTracker):
+    """``with torch._dynamo.error_on_graph_break(b):`` / ``disable_nested_graph_breaks():`` in the
+    frame: the block is a region of ``settings`` (``real``: torch's object, made at trace time
+    from constants). A graph break inside the block leaves it for the rest of the block (which
+    runs in a resume function with the settings of its own frame)."""
+
+    rebuilt_once = True
+
+    def __init__(self, settings: dict, make, args: tuple):
+        self.settings = settings
+        self.make = make  # torch's function and its constant arguments, to make one at run time
+        self.args = args
+        self.entered = False
+
+    def describe(self):
+        return f"{self.make.__name__}{self.args!r}"
+
+    def enter(self, tx):
+        from ember.capture.variables.base import ConstantVariable
+        self.entered = True
+        tx.trace.settings.append(self.settings)
+        return ConstantVariable(None)
+
+    def exit(self, tx):
+        from ember.capture.variables.base import ConstantVariable
+        if tx.trace.settings and tx.trace.settings[-1] is self.settings:
+            tx.trace.settings.pop()
+        return ConstantVariable(None)
+
+    def reconstruct(self, plan) -> str:
+        from ember.capture import codegen
+        from ember.capture.sources import bind
+        parts = ", ".join(codegen.literal(a, plan.scope, bind) for a in self.args)
+        return f"{bind(plan.scope, self.make, 'setting_ctx')}({parts})"
+
+
+def setting_context(fn, args: list, kwargs: dict):
+    """The tracker of ``fn(*args)`` when it makes one of torch's tracing-setting context managers
+    from constants (``torch._dynamo.error_on_graph_break(True)``), else None."""
+    if kwargs or not all(a.is_constant() for a in args) or getattr(fn, "__name__", "") not in (
+            "error_on_graph_break", "disable_nested_graph_breaks"):
+        return None
+    values = tuple(a.as_constant() for a in args)
+    if fn.__name__ == "disable_nested_graph_breaks" and values not in ((), (None,)):
+        return None  # (the decorator applied to a function in the frame: not modelled)
+    try:
+        real = fn(*values)
+    except Exception:  # noqa: BLE001 - eager raises it: left to the call as it is
+        return None
+    settings = settings_of(real)
+    return None if settings is None else SettingContextVariable(settings, fn, values)
 
 
 def ember_settings(settings: dict):

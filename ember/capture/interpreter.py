@@ -157,6 +157,9 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
                 self.reached_break.inner = stop.child
                 return
             except Unsupported as e:
+                if self.trace.settings:  # (a `with torch._dynamo.error_on_graph_break(b):` block)
+                    from ember.capture.compile_settings import mark
+                    mark(e, self.trace)
                 if self.parent is not None and getattr(e, "top_offset", None) is None:
                     record_nested_frame(self, e, inst)
                 if self.parent is None and getattr(e, "top_offset", None) is None:
@@ -676,6 +679,7 @@ class _TraceState:
         self.generators: list = []
         self.dead_values: list = []     # locals of inlined frames that returned (see release_references)
         self.catch_warnings_depth = 0   # inside `with warnings.catch_warnings()` blocks
+        self.settings: list = []        # regions of torch's tracing settings (compile_settings.py)
         self.checkpoints: list = []     # open speculation checkpoints (see capture/speculation.py)
         self.translators: list = []     # every frame traced (see trace_release.py)
 

@@ -289,8 +289,10 @@ def _block_kept_by_the_graph(vt) -> bool:
     breaking instruction, which the chain's frames would not): no nesting there."""
     if type(vt).__name__ != "_WithExit":
         return False
+    from ember.capture.compile_settings import SettingContextVariable
     from ember.capture.variables.grad_modes import GradModeVariable
-    return not isinstance(vt.ctx, GradModeVariable)
+    # (a tracing-setting block does nothing at run time: compile_settings.py)
+    return not isinstance(vt.ctx, (GradModeVariable, SettingContextVariable))
 
 
 def _plain_rest(owner, offset, stack_depth, live, nulls):

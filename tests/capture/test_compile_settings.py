@@ -110,3 +110,29 @@ def test_config_error_on_graph_break():
         with pytest.raises(KeyError, match="two"):  # (the program's own exception, as in eager)
             compile(raises, backend=CompileCounter())(torch.zeros(2))
         _run(lambda x: _lenient(x) * 2, torch.zeros(3), graphs=2)  # (its region allows breaks)
+
+
+def test_context_manager_forms():
+    """``with torch._dynamo.disable_nested_graph_breaks():`` / ``error_on_graph_break(b)`` blocks
+    in the frame: the same settings for what the block traces."""
+    def not_nested(x):
+        x = x * 2
+        with torch._dynamo.disable_nested_graph_breaks():
+            x = _breaks(x)
+        return x + 1
+
+    def lenient_inside_strict_block(x):
+        with torch._dynamo.error_on_graph_break(True):
+            y = _lenient(x)
+        return y + 1
+
+    def strict_block(x):
+        x = x * 2
+        with torch._dynamo.error_on_graph_break(True):
+            x = _breaks(x)
+        return x + 1
+
+    _run(not_nested, torch.zeros(3), graphs=4)  # (2 with nesting)
+    _run(lenient_inside_strict_block, torch.zeros(3), graphs=2)
+    with pytest.raises(UNSUPPORTED):
+        compile(strict_block, backend=CompileCounter())(torch.zeros(3))

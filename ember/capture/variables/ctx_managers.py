@@ -195,8 +195,10 @@ def enter_with(tx, ctx):
     from ember.capture.variables.objects import MissingAttribute
     from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
     from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
+    from ember.capture.compile_settings import SettingContextVariable
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
-                        CatchWarningsVariable, DisableSavedHooksVariable, SdpaKernelVariable)):
+                        CatchWarningsVariable, DisableSavedHooksVariable, SdpaKernelVariable,
+                        SettingContextVariable)):
         return _WithExit(ctx), _Enter(ctx)
     from ember.capture.variables.tensor import TensorVariable
     if isinstance(ctx, TensorVariable) or ctx.is_constant():
@@ -289,7 +291,8 @@ class _WithExit(VariableTracker):
         if isinstance(self.ctx, InferenceModeVariable):  # entered for real until the residual leaves it
             from ember.capture.variables.inference_breaks import entered_block
             return f"{bind(plan.scope, entered_block, 'inference_block')}({self.ctx.mode!r})"
-        if isinstance(self.ctx, RecordFunctionVariable):
+        from ember.capture.compile_settings import SettingContextVariable
+        if isinstance(self.ctx, (RecordFunctionVariable, SettingContextVariable)):
             # A profiler label (or profiler): the part of the block after the break just runs
             # unlabelled (unprofiled).
             return bind(plan.scope, _no_exit, "no_exit")

@@ -227,6 +227,10 @@ class TorchFunctionVariable(VariableTracker):
                 raise e
             if name == "step_unsupported":  # the graph so far, then the rest of the frame eagerly (eager_rest)
                 raise unsupported("EB0028", "step_unsupported() called: the rest of the frame runs as it is")
+            from ember.capture.compile_settings import setting_context
+            ctx = setting_context(fn, args, kwargs)  # (`with torch._dynamo.error_on_graph_break(b):`)
+            if ctx is not None:
+                return ctx
             raise unsupported("EB0027", f"{module}.{name}() inside the compiled region runs eagerly")
         if name.startswith("set_") or name.startswith("_set_"):
             raise unsupported("EB0025", f"torch.{name} changes global state")
