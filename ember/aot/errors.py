@@ -46,6 +46,9 @@ _VIEW_INPLACE_REFUSALS = (
     "has been modified inplace. This view is the output of a function that returns multiple views",
     "is a view and is being modified inplace",
     "is a view and its base or another view of its base has been modified inplace",
+    # (a view made under no_grad whose base the graph wrote in place: its metadata cannot be read
+    # in grad mode; the graph run as it is makes and writes them as the program does)
+    "view was created in no_grad mode and its base or another view of its base has been modified",
 )
 
 

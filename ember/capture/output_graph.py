@@ -66,6 +66,10 @@ def _source_name(source) -> str:
     return name if isinstance(name, str) else name()
 
 
+
+#: autograd's refusal to read the metadata of a no_grad-made view whose base changed in place
+_NO_GRAD_VIEW_REBASED = "A view was created in no_grad mode and its base or another view of its base has been modified"
+
 class OutputGraph:
     def __init__(self, fake: FakeContext, guards):
         self.fake = fake
@@ -119,6 +123,11 @@ class OutputGraph:
                 pending.append(functools.partial(self.guards.tensor_match, source, real))
                 fake = self.fake.fake(real)
         except Exception as e:
+            if isinstance(e, RuntimeError) and _NO_GRAD_VIEW_REBASED in str(e):
+                # a view made under no_grad whose base was written in place since: autograd refuses
+                # to read its metadata in any mode, so it runs where the program uses it, eagerly
+                raise unsupported("EB0020", "an input is a view made under no_grad whose base was written "
+                                  "in place since (autograd refuses to describe it)") from None
             if type(real) in (torch.Tensor, torch.nn.Parameter) or isinstance(e, Unsupported):
                 raise
             # a subclass torch cannot convert (one shadowing `size` with a class attribute, ...)
