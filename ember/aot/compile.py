@@ -316,6 +316,14 @@ class _GraphAsIs:
         return pytree.tree_flatten(self.gm(*args[self.num_lifted:]))[0]
 
 
+@dataclasses.dataclass
+class _InnerProgram:
+    """What ``eager_backward_check`` reads of a program: its function, fake inputs and mode."""
+    fn: Callable
+    fake_args: list
+    fake_mode: object
+
+
 def _signature(args: list) -> tuple:
     return tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype, a.requires_grad)
                  if isinstance(a, torch.Tensor) else (type(a), a) for a in args)
@@ -372,19 +380,34 @@ class AOTCallable:
             variant = _Variant(compiled, None, [])
         else:
             variant = self._compile_layout(prog, args, layout)
+            if isinstance(variant, _GraphAsIs):
+                self.primary, self.meta, self.graphs = variant, meta, {}
+                self.variants[key] = [variant]
+                return
         self.variants[key] = [variant]
         self.primary = variant
         self.meta = variant.compiled.meta
         self.graphs = variant.compiled.graphs
 
     # ---- compiling variants ------------------------------------------------
-    def _compile_layout(self, prog, args: list, layout: InputLayout, signature=None) -> _Variant:
+    def _compile_layout(self, prog, args: list, layout: InputLayout, signature=None) -> "_Variant | _GraphAsIs":
         identity_box: list = []
         inner_fn = wrap_program(prog.fn, layout, identity_box)
         fakes = inner_fake_args(prog.fake_args, args, layout, prog.fake_mode)
         static = [layout.kept.index(i) for i in (prog.static_input_indices or []) if i in layout.kept]
+        # Eager's version checks, as for the plain program (version_check.py), on the inner one: its
+        # synthetic base is what the graph writes and saves (without them, a write into the base
+        # after the graph, through any alias, went unnoticed where eager's backward raises).
+        with tracing_patches():
+            meta = collect_metadata(inner_fn, fakes, prog.fake_mode,
+                                    keep_input_mutations=self.options["keep_inference_input_mutations"])
+        why, meta.final_saves = eager_backward_check(_InnerProgram(inner_fn, fakes, prog.fake_mode), meta)
+        if why is not None:
+            log_graphs.debug("the captured graph runs as it is for this aliasing (eager's backward "
+                             "would fail: %s)", why)
+            return _GraphAsIs(self.gm, self.num_lifted)
         compiled = _compile_program(inner_fn, fakes, prog.fake_mode, self.options, lifted=[],
-                                    out_spec_box=prog._spec_box, static_input_indices=static)
+                                    out_spec_box=prog._spec_box, static_input_indices=static, meta=meta)
         return _Variant(compiled, layout, identity_box, signature)
 
     def _compile_at_call(self, args: list, layout: InputLayout | None) -> _Variant:
