@@ -623,12 +623,10 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
         exc = args[0]
         if isinstance(exc, ClassVariable) and issubclass(exc.value, BaseException):
             exc = exc.call(self, [], {})
-        if type(exc).__name__ == "ExceptionObjectVariable":  # one holding traced values (exception_objects.py)
-            if len(args) == 2:
-                raise unsupported("EB0011", f"raise {exc.describe()} from ...")
-            failure = PythonException(exc.real_exception)
-            failure.tracker = exc
-            raise _raised(failure, replayable=True)
+        if type(exc).__name__ == "ExceptionObjectVariable" or len(args) == 2 and \
+                type(args[1]).__name__ == "ExceptionObjectVariable":
+            from ember.capture.variables.exception_objects import raise_tracked
+            raise_tracked(exc, args[1:])  # (one holding traced values: exception_objects.py)
         value = exc.as_constant() if exc.is_constant() else None
         if not isinstance(value, BaseException):
             raise unsupported("EB0011", f"raise {exc.describe()}")
@@ -636,10 +634,6 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             cause = args[1]
             if isinstance(cause, ClassVariable) and issubclass(cause.value, BaseException):
                 cause = cause.call(self, [], {})
-            if type(cause).__name__ == "ExceptionObjectVariable":  # (its real one is made by eager)
-                failure = unsupported("EB0011", f"raise ... from {cause.describe()}")
-                failure.restart_at, failure.restart_skips_frame = cause.made_at, False
-                raise failure
             if not cause.is_constant():  # (eager's TypeError for a non-exception, or an object made here)
                 raise unsupported("EB0011", f"raise ... from {args[1].describe()}")
             cause = cause.as_constant()

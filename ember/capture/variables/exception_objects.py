@@ -160,3 +160,19 @@ def construct_exception(tx, cls: type, args: list, kwargs: dict) -> ExceptionObj
             raise unsupported("EB0002", f"{cls.__name__}() takes no keyword arguments (TypeError)")
         obj.set_args(args)
     return obj
+
+
+def raise_tracked(exc, cause: list):
+    """``raise exc [from cause]`` where either is an `ExceptionObjectVariable`: the real exception
+    raised with its tracker (what a handler in the frame binds); a cause made in the frame is
+    refused (eager makes it: the break moves to where it was made)."""
+    from ember.exc import PythonException
+    if cause:
+        tracked = cause[0] if isinstance(cause[0], ExceptionObjectVariable) else exc
+        e = unsupported("EB0011", f"raise {exc.describe()} from {cause[0].describe()}")
+        e.restart_at, e.restart_skips_frame = tracked.made_at, False
+        raise e
+    failure = PythonException(exc.real_exception)
+    failure.tracker = exc
+    failure.replayable = True
+    raise failure

@@ -87,3 +87,26 @@ def check_tree(tx, m: torch.nn.Module) -> None:
     for sub in m.modules():
         check_dicts(tx, sub)
         check_members_written(tx, sub)
+
+
+def module_member_of(tx, vt, name: str):
+    """``name`` in the module's (tracker ``vt``'s) ``_parameters``, ``_buffers`` or ``_modules`` (in
+    that order), or None. A dict the frame changed (``register_buffer`` in forward) answers from
+    its tracker, which holds what the real one will hold after the graph."""
+    from ember.capture.builder import wrap
+    from ember.capture.sources import ModuleMemberSource
+    d = vt.module.__dict__
+    for kind in MEMBER_DICTS:
+        members = d.get(kind)
+        if members is None:
+            continue
+        changed = changed_member_dict(tx, vt.module, kind)
+        if changed is not None:
+            if name in changed.items:
+                return changed.items[name]
+            if name in members:  # deleted by the frame: no guard can say what entry found
+                check_dicts(tx, vt.module, (kind,))
+            continue
+        if name in members:
+            return wrap(tx, members[name], ModuleMemberSource(vt.source, kind, name) if vt.source else None)
+    return None

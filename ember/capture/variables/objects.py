@@ -20,7 +20,7 @@ from ember.capture.variables.deferred_calls import deferred_call
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
 from ember.capture.variables.instance_lookup import tracked_instance_dict, type_attribute
 from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, check_instance_dict,
-                                                  check_members_written, check_tree)
+                                                  check_members_written, check_tree, module_member_of)
 from ember.exc import PythonException
 from ember.capture.variables.module_listings import _LISTINGS, _listing_prefix, listing_keys  # noqa: F401
 from ember.capture.variables.functional_call import overridden
@@ -335,7 +335,7 @@ class NNModuleVariable(VariableTracker):
             return BoundMethodVariable(self, name)
         if on_class:
             return _class_attribute(tx, self, m, name)
-        member = self._member(tx, name)
+        member = module_member_of(tx, self, name)
         if member is not None:
             return member
         _guard_absent(tx, self.source, m, name)
@@ -356,33 +356,10 @@ class NNModuleVariable(VariableTracker):
         swapped = overridden(tx, self.module, name)  # inside torch.func.functional_call
         if swapped is not None:
             return swapped
-        member = self._member(tx, name)
+        member = module_member_of(tx, self, name)
         if member is not None:
             return member
         raise MissingAttribute(f"'{type(self.module).__name__}' object has no attribute '{name}'")
-
-    def _member(self, tx, name):
-        """``name`` in the module's ``_parameters``, ``_buffers`` or ``_modules`` (in that order), or
-        None. A dict the frame changed (``register_buffer`` in forward) answers from its tracker,
-        which holds what the real one will hold after the graph."""
-        from ember.capture.builder import wrap
-        from ember.capture.variables.module_state import changed_member_dict
-        d = self.module.__dict__
-        for kind in MEMBER_DICTS:
-            members = d.get(kind)
-            if members is None:
-                continue
-            changed = changed_member_dict(tx, self.module, kind)
-            if changed is not None:
-                if name in changed.items:
-                    return changed.items[name]
-                if name in members:  # deleted by the frame: no guard can say what entry found
-                    check_dicts(tx, self.module, (kind,))
-                continue
-            if name in members:
-                src = ModuleMemberSource(self.source, kind, name) if self.source else None
-                return wrap(tx, members[name], src)
-        return None
 
     def call(self, tx, args, kwargs):
         """``module(*args)``: a class's own ``__call__`` (overriding Module's) is inlined, as
