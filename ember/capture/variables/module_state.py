@@ -51,7 +51,7 @@ def changed_member_dict(tx, m: torch.nn.Module, kind: str):
     vt = tracker_of(tx, real) if real is not None else None
     if vt is None or not tx.side_effects.is_mutated(vt):
         return None
-    if type(vt) is not DictVariable or not all(isinstance(k, str) for k in vt.items):
+    if not isinstance(vt, DictVariable) or not all(isinstance(k, str) for k in vt.items):  # (a lazy one: completed)
         check_dicts(tx, m, (kind,))
     return vt
 
