@@ -41,7 +41,7 @@ from ember.aot.saved import plan_saved
 from ember.aot.schemas import OutputKind
 from ember.aot.runtime import CompiledGraph, LazyBackward, _draws_random_numbers, boxed, make_autograd_function
 from ember.exc import internal_error
-from ember.aot.grad_mode import graph_enables_grad
+from ember.aot.grad_mode import graph_enables_grad, graph_in_inference_mode
 from ember.aot.overlap import check_self_overlapping_writes
 from ember.aot.trace import trace_inference, trace_joint
 
@@ -196,6 +196,7 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         # A graph that turns grad mode on inside (see grad_mode.py) must be applied with grad mode on,
         # or autograd.Function would not connect its outputs even though the graph computes grads.
         compiled.enables_grad = graph_enables_grad(fn)
+        compiled.inference_mode = graph_in_inference_mode(fn)
         compiled.no_grad_inputs = _no_grad_inputs(parts.bw)
         if plan is not None and plan.groups:
             compiled.set_groups(plan.groups, plan.partial_inputs,
@@ -208,6 +209,7 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         with metrics.timed("backend_compile"):
             fw = boxed(options["inference_compiler"](fw_gm, _placeholder_vals(fw_gm)))
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
+        compiled.inference_mode = graph_in_inference_mode(fn)
         compiled.graphs = {"inference": fw_gm}
     return compiled
 

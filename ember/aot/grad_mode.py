@@ -18,6 +18,24 @@ def graph_enables_grad(fn) -> bool:
                for gm in _graph_modules(fn) for n in gm.graph.nodes)
 
 
+def graph_in_inference_mode(fn) -> bool:
+    """True if all of ``fn``'s graph runs in one ``torch.inference_mode()`` region (a compiled
+    ``@torch.inference_mode()`` function: the first op enters it, the last leaves it). Eager's
+    results there are inference tensors; the traced graph has no such region, so the compiled
+    one must run inside the mode for its results to be inference tensors too (else an in-place
+    write to one outside the mode, or saving it for backward, works where eager raises)."""
+    gms = _graph_modules(fn)
+    if len(gms) != 1:
+        return False
+    ops = [n for n in gms[0].graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    if len(ops) < 3:
+        return False
+    first, last = ops[0], ops[-1]
+    enter, leave = torch.autograd.grad_mode._enter_inference_mode, torch.autograd.grad_mode._exit_inference_mode
+    return (first.target is enter and bool(first.args) and first.args[0] is True and last.target is leave
+            and not any(n.target in (enter, leave) for n in ops[1:-1]))
+
+
 def _graph_modules(fn, depth: int = 4) -> list:
     """The GraphModules ``fn`` is, is bound to, or closes over -- through the closures of the
     functions it closes over too (the program wrapped for a synthetic-base layout closes over the

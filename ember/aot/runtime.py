@@ -577,6 +577,8 @@ class CompiledGraph:
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
         self._simple_spec = out_spec is None
         self.enables_grad = False  # set by the compiler for graphs with set_grad_enabled(True) inside
+        #: the whole graph is one inference_mode region (set by the compiler; see grad_mode.py)
+        self.inference_mode = False
         #: inputs whose gradient the backward graph never computes (set by the compiler)
         self.no_grad_inputs: tuple = ()
         #: per group of outputs with their own autograd node: (inputs, owned returns); see set_groups
@@ -607,7 +609,8 @@ class CompiledGraph:
             if self.groups and self._needs_groups(fn_args):
                 apply = self._apply_grouped
             try:
-                with _no_ambient_autocast():
+                with _no_ambient_autocast(), torch.inference_mode() if self.inference_mode and \
+                        not torch.is_inference_mode_enabled() else contextlib.nullcontext():
                     if self.enables_grad and not torch.is_grad_enabled():
                         with torch.enable_grad():
                             returns = apply(*fn_args)
@@ -619,7 +622,8 @@ class CompiledGraph:
             written = self._written_in_graph
             if written:
                 versions = [_version_or_none(args[i]) for i in written]
-            with _no_ambient_autocast():
+            with _no_ambient_autocast(), torch.inference_mode() if self.inference_mode and \
+                    not torch.is_inference_mode_enabled() else contextlib.nullcontext():
                 returns = self.forward(list(args))  # a boxed callee may clear its list
             if written:
                 _bump_versions([args[i] for i, v in zip(written, versions) if v is not None and args[i]._version == v])

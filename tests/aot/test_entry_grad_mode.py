@@ -125,3 +125,24 @@ def test_entry_grad_mode_matches_eager(fn, via, outer_grad):
             assert got_grad is None
         else:
             torch.testing.assert_close(got_grad, expected_grad)
+
+
+@pytest.mark.parametrize("param_grad", [True, False])
+def test_a_compiled_inference_mode_function_returns_inference_tensors(param_grad):
+    # @torch.inference_mode() def generate(...): eager's results are inference tensors (writing one
+    # in place outside the mode, or saving it for backward, raises). The AOT graph has no
+    # inference-mode region: its results were normal tensors, and those programs ran on.
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 2).requires_grad_(param_grad)
+
+    @torch.inference_mode()
+    def generate(x):
+        y = net(x) * 2
+        return y, y.is_inference()
+
+    compiled = ember.compile(generate, backend="aot_eager")
+    for fn in (generate, compiled):
+        y, flag = fn(torch.randn(2, 4))
+        assert flag and y.is_inference() and not y.requires_grad
+        with pytest.raises(RuntimeError, match="[Ii]nference"):
+            y.add_(1)
