@@ -100,6 +100,18 @@ def _failing_op(exc: BaseException) -> str | None:
     return None
 
 
+_ENTER_INFERENCE = torch.autograd.grad_mode._enter_inference_mode
+_EXIT_INFERENCE = torch.autograd.grad_mode._exit_inference_mode
+
+
+class _InferenceRegion:
+    """What a traced ``_enter_inference_mode`` returns: the grad mode to restore at its exit."""
+    __slots__ = ("grad_enabled",)
+
+    def __init__(self, grad_enabled: bool):
+        self.grad_enabled = grad_enabled
+
+
 class LocatingInterpreter(torch.fx.Interpreter):
     """Runs a GraphModule node by node; an exception names the node and its source line.
 
@@ -113,6 +125,20 @@ class LocatingInterpreter(torch.fx.Interpreter):
         self.extra_traceback = False  # our error already names the node
         from ember.aot.data_writes import DataWrites
         self.data_writes = DataWrites()  # writes through Tensor.data: hidden from autograd
+
+    def call_function(self, target, args, kwargs):
+        # An inference_mode region traces as the grad mode it sets (inference_mode(True): grad off,
+        # (False): on): functionalizing a write inside real inference mode fails ("Cannot set
+        # version_counter for inference tensor", a KV cache written in a compiled decode step), and
+        # the traced graph has no mode of its own anyway (see ember.aot.grad_mode for its results).
+        if target is _ENTER_INFERENCE:
+            previous = torch.is_grad_enabled()
+            torch._C._set_grad_enabled(not args[0])
+            return _InferenceRegion(previous)
+        if target is _EXIT_INFERENCE and isinstance(args[0], _InferenceRegion):
+            torch._C._set_grad_enabled(args[0].grad_enabled)
+            return None
+        return super().call_function(target, args, kwargs)
 
     def run_node(self, n: torch.fx.Node):
         try:

@@ -146,3 +146,40 @@ def test_a_compiled_inference_mode_function_returns_inference_tensors(param_grad
         assert flag and y.is_inference() and not y.requires_grad
         with pytest.raises(RuntimeError, match="[Ii]nference"):
             y.add_(1)
+
+
+@pytest.mark.parametrize("decorated", [True, False])
+def test_an_input_written_inside_inference_mode_compiles(decorated):
+    # A decode step writing its KV cache (a normal tensor) inside inference_mode: functionalizing
+    # the write in real inference mode failed ("Cannot set version_counter for inference tensor"),
+    # and the frame ran eagerly with a warning (strict: the error).
+    def make():
+        torch.manual_seed(0)
+        net = torch.nn.Linear(4, 3)
+        cache = torch.zeros(2, 5, 3)
+
+        def body(x, pos):
+            y = net(x)
+            cache[:, pos] = y
+            return cache[:, :pos + 1].mean(1)
+
+        if decorated:
+            return torch.inference_mode()(body), cache
+
+        def step(x, pos):
+            with torch.inference_mode():
+                out = body(x, pos)
+            return out * 2
+        return step, cache
+
+    def run(compiled):
+        fn, cache = make()
+        fn = ember.compile(fn, backend="aot_eager") if compiled else fn
+        torch.manual_seed(1)
+        outs = [fn(torch.randn(2, 4), pos) for pos in range(3)]
+        return outs, [o.is_inference() for o in outs], cache.clone(), cache.is_inference()
+
+    want, got = run(False), run(True)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1:2] == want[1:2] and got[3] == want[3]
+    torch.testing.assert_close(got[2], want[2])
