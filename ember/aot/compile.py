@@ -41,7 +41,7 @@ from ember.aot.saved import plan_saved
 from ember.aot.schemas import OutputKind
 from ember.aot.runtime import CompiledGraph, LazyBackward, _draws_random_numbers, boxed, make_autograd_function
 from ember.exc import internal_error
-from ember.aot.grad_mode import graph_enables_grad, graph_in_inference_mode
+from ember.aot.grad_mode import graph_enables_grad, graph_in_inference_mode, inference_region_outputs
 from ember.aot.overlap import check_self_overlapping_writes
 from ember.aot.trace import trace_inference, trace_joint
 
@@ -197,6 +197,7 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
         # or autograd.Function would not connect its outputs even though the graph computes grads.
         compiled.enables_grad = graph_enables_grad(fn)
         compiled.inference_mode = graph_in_inference_mode(fn)
+        compiled.set_inference_outputs(inference_region_outputs(fn))
         compiled.no_grad_inputs = _no_grad_inputs(parts.bw)
         if plan is not None and plan.groups:
             compiled.set_groups(plan.groups, plan.partial_inputs,
@@ -210,6 +211,7 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
             fw = boxed(options["inference_compiler"](fw_gm, _placeholder_vals(fw_gm)))
         compiled = CompiledGraph(meta, lifted=lifted, out_spec=out_spec, forward=fw)
         compiled.inference_mode = graph_in_inference_mode(fn)
+        compiled.set_inference_outputs(inference_region_outputs(fn))
         compiled.graphs = {"inference": fw_gm}
     return compiled
 

@@ -36,6 +36,31 @@ def graph_in_inference_mode(fn) -> bool:
             and not any(n.target in (enter, leave) for n in ops[1:-1]))
 
 
+def inference_region_outputs(fn) -> tuple:
+    """Positions of ``fn``'s graph outputs (a flat tuple) that an op inside an
+    ``inference_mode(True)`` region made: eager's are inference tensors (see
+    ``CompiledGraph.inference_outputs``)."""
+    gms = _graph_modules(fn)
+    if len(gms) != 1:
+        return ()
+    enter, leave = torch.autograd.grad_mode._enter_inference_mode, torch.autograd.grad_mode._exit_inference_mode
+    modes, inside = [False], set()
+    for n in gms[0].graph.nodes:
+        if n.op == "call_function" and n.target is enter:
+            modes.append(bool(n.args and n.args[0]))
+        elif n.op == "call_function" and n.target is leave:
+            if len(modes) > 1:
+                modes.pop()
+        elif n.op in ("call_function", "call_method", "call_module") and modes[-1]:
+            inside.add(n)
+        elif n.op == "output":
+            outs = n.args[0]
+            if not isinstance(outs, (tuple, list)) or any(isinstance(o, (tuple, list, dict)) for o in outs):
+                return ()  # (positions are those of the flat outputs)
+            return tuple(i for i, o in enumerate(outs) if o in inside)
+    return ()
+
+
 def _graph_modules(fn, depth: int = 4) -> list:
     """The GraphModules ``fn`` is, is bound to, or closes over -- through the closures of the
     functions it closes over too (the program wrapped for a synthetic-base layout closes over the

@@ -579,6 +579,8 @@ class CompiledGraph:
         self.enables_grad = False  # set by the compiler for graphs with set_grad_enabled(True) inside
         #: the whole graph is one inference_mode region (set by the compiler; see grad_mode.py)
         self.inference_mode = False
+        #: user outputs an op inside an inference_mode region made (see set_inference_outputs)
+        self.inference_outputs: tuple = ()
         #: inputs whose gradient the backward graph never computes (set by the compiler)
         self.no_grad_inputs: tuple = ()
         #: per group of outputs with their own autograd node: (inputs, owned returns); see set_groups
@@ -641,9 +643,31 @@ class CompiledGraph:
         with torch.enable_grad() if self.enables_grad and not torch.is_grad_enabled() else contextlib.nullcontext():
             k = self._apply_mutations(args, returns)
             try:
-                return self._user_outputs(args, returns, k)
+                outs = self._user_outputs(args, returns, k)
+                return self._as_inference_tensors(outs) if self.inference_outputs else outs
             except Exception as e:
                 raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
+
+    def set_inference_outputs(self, positions: tuple) -> None:
+        """The user outputs (flat positions) an op inside an inference_mode region made: eager's
+        are inference tensors, the traced graph's are not (it has no mode of its own). Those that
+        are fresh tensors (no alias of an input or another output) are returned as inference
+        tensors on the same storage."""
+        self.inference_outputs = tuple(i for i in positions if i < len(self.meta.output_info)
+                                       and self.meta.output_info[i].kind is OutputKind.NON_ALIAS)
+
+    def _as_inference_tensors(self, outs: list) -> list:
+        if torch.is_inference_mode_enabled():
+            return outs  # (made in inference mode already)
+        outs = list(outs)
+        for i in self.inference_outputs:
+            o = outs[i]
+            if isinstance(o, torch.Tensor) and type(o) is torch.Tensor and not o.is_inference() \
+                    and not o.requires_grad:
+                with torch.inference_mode():
+                    t = torch.empty(0, dtype=o.dtype, device=o.device)
+                    outs[i] = t.set_(o.untyped_storage(), o.storage_offset(), o.size(), o.stride())
+        return outs
 
     def set_groups(self, groups: tuple, partial_inputs: tuple, tangent_positions: list) -> None:
         """Outputs whose gradients reach different inputs (see ``ember.aot.saved.output_groups``):

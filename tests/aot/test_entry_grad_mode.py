@@ -183,3 +183,30 @@ def test_an_input_written_inside_inference_mode_compiles(decorated):
     torch.testing.assert_close(got[0], want[0])
     assert got[1:2] == want[1:2] and got[3] == want[3]
     torch.testing.assert_close(got[2], want[2])
+
+
+def test_results_made_inside_an_inference_mode_region_are_inference_tensors():
+    # torch.compile returns normal tensors here (so did ember): an in-place write to `pred`
+    # outside the mode ran on where eager raises, and `pred.is_inference()` read False
+    def make():
+        torch.manual_seed(0)
+        net = torch.nn.Linear(4, 1)
+
+        def f(x):
+            with torch.inference_mode():
+                pred = net(x)
+                both = pred * 2
+            loss = (net(x) - pred.clone()).pow(2).sum()
+            return loss, pred, both, x.view(-1)
+        return f
+
+    torch.manual_seed(1)
+    x = torch.randn(3, 4)
+    want = make()(x)
+    got = ember.compile(make(), backend="aot_eager")(x)
+    for w, g in zip(want, got):
+        torch.testing.assert_close(g, w)
+        assert (g.is_inference(), g.requires_grad) == (w.is_inference(), w.requires_grad)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        got[1].add_(1)
+    got[0].backward()
