@@ -651,10 +651,11 @@ class CompiledGraph:
     def set_inference_outputs(self, positions: tuple) -> None:
         """The user outputs (flat positions) an op inside an inference_mode region made: eager's
         are inference tensors, the traced graph's are not (it has no mode of its own). Those that
-        are fresh tensors (no alias of an input or another output) are returned as inference
+        are fresh tensors (no alias of an input or of another output) are returned as inference
         tensors on the same storage."""
-        self.inference_outputs = tuple(i for i in positions if i < len(self.meta.output_info)
-                                       and self.meta.output_info[i].kind is OutputKind.NON_ALIAS)
+        self.inference_outputs = tuple(i for i in positions if i < len(self.meta.output_info) and
+                                       self.meta.output_info[i].kind in (OutputKind.NON_ALIAS,
+                                                                         OutputKind.UNSAFE_VIEW_ALIAS))
 
     def _as_inference_tensors(self, outs: list) -> list:
         if torch.is_inference_mode_enabled():

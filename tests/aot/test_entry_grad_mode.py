@@ -194,14 +194,16 @@ def test_results_made_inside_an_inference_mode_region_are_inference_tensors():
 
         def f(x):
             with torch.inference_mode():
-                pred = net(x)
+                pred = net(x)      # (of a 3-d x: a view of the matmul's result)
                 both = pred * 2
+                with torch.inference_mode(False):
+                    normal = both + 1
             loss = (net(x) - pred.clone()).pow(2).sum()
-            return loss, pred, both, x.view(-1)
+            return loss, pred, both, normal, x.view(-1)
         return f
 
     torch.manual_seed(1)
-    x = torch.randn(3, 4)
+    x = torch.randn(2, 3, 4)
     want = make()(x)
     got = ember.compile(make(), backend="aot_eager")(x)
     for w, g in zip(want, got):
