@@ -30,7 +30,7 @@ from ember.capture.compile_settings import error_on_break
 from ember.capture.convert_frame import CacheEntry, capture, eager_entry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache
-from ember.capture.torch_config import recompile_limit
+from ember.torch_config import fail_on_recompile_limit_hit, recompile_limit
 from ember.capture import stance, trace_hooks
 from ember import trace_log
 from ember.config import config
@@ -320,7 +320,7 @@ class FrameCache:
         if self.entries:
             limit = recompile_limit()
             if len(self.entries) >= limit:
-                if self.fullgraph or config.fail_on_recompile_limit_hit:  # (each such call raises)
+                if self.fullgraph or fail_on_recompile_limit_hit():  # (each such call raises)
                     why = "fullgraph=True" if self.fullgraph else "config.fail_on_recompile_limit_hit"
                     raise FailOnRecompileLimitHit(
                         f"Hard failure due to {why}: {self.label} hit config.recompile_limit "

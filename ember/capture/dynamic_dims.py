@@ -287,7 +287,7 @@ class FrameSizes:
 
     @property
     def dynamic(self):
-        from ember.capture.torch_config import effective_dynamic
+        from ember.torch_config import effective_dynamic
         return effective_dynamic(self.requested_dynamic)
 
     symbolic = False  # whether the current compile traces with a ShapeEnv

@@ -291,7 +291,7 @@ class ResumeCache:
         if hit is None:
             # A closure made anew on every call is a new function each time: past the recompile
             # limit of function objects for one code, the others run as they are.
-            from ember.capture.torch_config import recompile_limit
+            from ember.torch_config import recompile_limit
             made = self._per_code.get(fn.__code__, 0)
             if made >= recompile_limit():
                 return fn

@@ -30,7 +30,7 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
-from ember.capture.torch_config import specialize_float, specialize_int
+from ember.torch_config import specialize_float, specialize_int
 from ember.capture.sources import ModuleMemberSource
 from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
                                        _writes_to_self_overlapping, check_inplace_cast)

@@ -59,22 +59,21 @@ def one_graph(on: bool):
 def scalar_outputs_captured() -> bool:
     """Whether ``.item()`` of a computed tensor is an unbacked symbol (config.capture_scalar_outputs,
     or a fullgraph trace) rather than a graph break."""
-    from ember.config import config
-    return config.capture_scalar_outputs or getattr(_ONE_GRAPH, "on", False)
+    from ember.torch_config import capture_scalar_outputs
+    return capture_scalar_outputs() or getattr(_ONE_GRAPH, "on", False)
 
 
 def dynamic_output_shapes_captured() -> bool:
     """Whether an op whose output size depends on data (``x[x > 0]``, ``nonzero``) gets an unbacked
     size (config.capture_dynamic_output_shape_ops, or a fullgraph trace, as torch.compile) rather
     than a graph break."""
-    from ember.config import config
-    return config.capture_dynamic_output_shape_ops or getattr(_ONE_GRAPH, "on", False)
+    from ember.torch_config import capture_dynamic_output_shape_ops
+    return capture_dynamic_output_shape_ops() or getattr(_ONE_GRAPH, "on", False)
 
 
 def data_dependent_capture() -> bool:
     """Whether traces put data-dependent values in the graph as unbacked symbols (a config flag)."""
-    from ember.config import config
-    return scalar_outputs_captured() or config.capture_dynamic_output_shape_ops
+    return scalar_outputs_captured() or dynamic_output_shapes_captured()
 
 
 def is_data_dependent_guard(error: BaseException) -> bool:

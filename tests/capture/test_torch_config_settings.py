@@ -1,6 +1,6 @@
 """A program tuned for torch.compile through ``torch._dynamo.config`` (recompile_limit, its alias
 cache_size_limit, automatic_dynamic_shapes, assume_static_by_default, specialize_int,
-specialize_float) recompiles under ember as those settings say (capture/torch_config.py); ember
+specialize_float, fail_on_recompile_limit_hit) recompiles under ember as those settings say (ember/torch_config.py); ember
 ignored them (8 entries, automatic dynamic shapes, symbolic ints and floats whatever was set).
 The expected counts are torch.compile's (EMBER_TEST_REFERENCE=torch checks them)."""
 import warnings
@@ -73,3 +73,32 @@ def test_specialize_int_and_float():
     with dynamo_config.patch(specialize_float=True):
         assert _count(scale, floats) == 5
     assert _count(scale, floats) == 2
+
+
+def test_fail_on_recompile_limit_hit_from_torch_config():
+    reset()
+    cnt = CompileCounter()
+    compiled = compile(double, backend=cnt)
+    with dynamo_config.patch(recompile_limit=1, fail_on_recompile_limit_hit=True):
+        compiled(torch.ones(2))
+        with pytest.raises(Exception) as info:
+            compiled(torch.ones(2, dtype=torch.float64))
+    assert "recompile" in type(info.value).__name__.lower() or "limit" in str(info.value).lower()
+    assert cnt.frame_count == 1
+
+
+def item_in_arithmetic(x):
+    return x * (x.sum().item() + 1)
+
+
+def mask_select(x):
+    return x[x > 0].sum() * 2
+
+
+@pytest.mark.parametrize("fn, name, without", [(item_in_arithmetic, "capture_scalar_outputs", 3),
+                                               (mask_select, "capture_dynamic_output_shape_ops", 2)])
+def test_data_dependent_capture_from_torch_config(fn, name, without):
+    x = torch.randn(5)
+    with dynamo_config.patch(**{name: True}):
+        assert _count(fn, [(x,), (x * 2,)]) == 1
+    assert _count(fn, [(x,), (x * 2,)]) == without  # a graph break (and the value baked in after it)

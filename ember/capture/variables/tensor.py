@@ -14,9 +14,9 @@ import operator
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
-from ember.config import config
 from ember.fake.symbolic import has_symbols, plain, scalar_outputs_captured
 from ember.fake.snapshot import version_of
+from ember.torch_config import capture_scalar_outputs
 
 _INT_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
@@ -386,7 +386,7 @@ class TensorVariable(VariableTracker):
                 return ListVariable([build(index + (i,)) for i in range(real.shape[len(index)])])
             return build(())
         if name in ("item", "tolist") and not args and not kwargs and self._unbacked_scalars(tx) \
-                and (name == "item" or config.capture_scalar_outputs or not self.fake.is_floating_point()):
+                and (name == "item" or capture_scalar_outputs() or not self.fake.is_floating_point()):
             # (under fullgraph alone, as torch: .tolist() of a float tensor stays unsupported)
             # config.capture_scalar_outputs: the value is an unbacked symbol of the graph (a branch
             # on it breaks; passing it on to ops or out of the frame does not)

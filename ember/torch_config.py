@@ -2,7 +2,8 @@
 
 A program (or a test) that tunes torch.compile sets ``torch._dynamo.config.recompile_limit``
 (alias ``cache_size_limit``), ``automatic_dynamic_shapes``, ``assume_static_by_default``,
-``specialize_int`` or ``specialize_float``; ember
+``specialize_int``, ``specialize_float``, ``fail_on_recompile_limit_hit``,
+``capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops``; ember
 compiling the same program reads those user settings so that its recompiles follow them. This
 module only reads plain values from the config module when the program has imported it (it never
 imports it, and calls nothing of Dynamo); ember's own ``ember.config`` wins where it was changed
@@ -64,3 +65,21 @@ def specialize_float() -> bool:
 def specialize_int() -> bool:
     """Int arguments stay constants even when their value changes (torch's ``specialize_int``)."""
     return _read("specialize_int", False) is True
+
+
+def fail_on_recompile_limit_hit() -> bool:
+    """A call past the recompile limit raises (instead of running eagerly): ember's setting or torch's."""
+    from ember.config import config
+    return config.fail_on_recompile_limit_hit or _read("fail_on_recompile_limit_hit", False) is True
+
+
+def capture_scalar_outputs() -> bool:
+    """``.item()`` / ``.tolist()`` of a computed tensor are unbacked symbols: ember's or torch's setting."""
+    from ember.config import config
+    return config.capture_scalar_outputs or _read("capture_scalar_outputs", False) is True
+
+
+def capture_dynamic_output_shape_ops() -> bool:
+    """Data-dependent output sizes (``nonzero``, ``x[mask]``) are unbacked: ember's or torch's setting."""
+    from ember.config import config
+    return config.capture_dynamic_output_shape_ops or _read("capture_dynamic_output_shape_ops", False) is True
