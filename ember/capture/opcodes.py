@@ -392,8 +392,8 @@ class OpcodeMixin:
                 self.push(self.output.call_function(torch.select, [obj, ConstantVariable(0), index], {}))
                 return
             self.push(self.output.call_function(operator.getitem, [obj, index], {}))
-        elif not isinstance(obj, (ListVariable, DictVariable, SizeVariable)) and obj.is_constant() \
-                and index.is_constant() and not holds_symbols(obj):
+        elif not isinstance(obj, (ListVariable, DictVariable, SizeVariable)) and not getattr(obj, "lazy", False) \
+                and obj.is_constant() and index.is_constant() and not holds_symbols(obj):
             try:
                 self.push(wrap_constant(obj.as_constant()[index.as_constant()]))
             except Exception as e:

@@ -194,3 +194,52 @@ def test_list_index_out_of_range_raises_as_eager():
     fn = ember.compile(lambda x, lst: x * lst[5], backend="eager")
     with pytest.raises(IndexError):
         fn(torch.rand(2), [1, 2])
+
+
+# Tuples from outside (arguments, *args): ``t[i]`` / ``len(t)`` wrap and guard the items read only.
+TUPLE_CALLS = [(1, 2), (1, 3), (1, 2.5), (1, "s"), (1, 2, 3), (2, 2), (1, None)]
+
+
+def _run_tuple(fn, calls, star=False):
+    ember.reset()
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    compiled = ember.compile(fn, backend=backend)
+    for t in calls:
+        x = torch.rand(3)
+        got, want = (compiled(x, *t), fn(x, *t)) if star else (compiled(x, t), fn(x, t))
+        torch.testing.assert_close(got, want)
+    return len(graphs)
+
+
+def _star_first(x, *args):
+    return x * args[0]
+
+
+# graphs over TUPLE_CALLS: torch.compile 2.13 makes 3, 3 and 2 (ember, reading every item: 7, -, 5)
+@pytest.mark.parametrize("fn, graphs", [
+    (lambda x, t: x * t[0], 3),    # lengths 2 and 3, then t[0] == 2: dynamic
+    (lambda x, t: x * t[-2], 3),   # t[-2]: t[0] at length 2, t[1] at length 3
+    (lambda x, t: x * len(t), 2),
+])
+def test_tuple_reads_guard_only_what_they_read(fn, graphs):
+    assert _run_tuple(fn, TUPLE_CALLS) == graphs
+
+
+def test_star_args_read_by_index():
+    assert _run_tuple(_star_first, TUPLE_CALLS, star=True) == 3  # torch.compile: 3
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x, t: x * sum(v for v in t if isinstance(v, int)),
+    lambda x, t: x * t[1:][0] if len(t) > 2 else x * t[0],
+    lambda x, t: x * (t == (1, 2)),
+    lambda x, t: x.view(-1, 1) * torch.tensor(t[:2] if isinstance(t[1], int) else (0, 0)).view(1, -1),
+    lambda x, t: x * max(t[0], 2),
+])
+def test_tuple_access_patterns_answer_as_eager(fn):
+    _run_tuple(fn, [(1, 2), (1, 3), (3, 2, 1), (2, 5)])

@@ -192,10 +192,55 @@ def _never_equal_to_tensor(a, b) -> bool:
 
 class TupleVariable(BaseSequence):
     python_cls = tuple
+    # A plain tuple from outside (an argument, ``*args``) is read lazily: ``t[i]`` (a constant index)
+    # wraps, and guards, only that item; anything else wraps them all (see `lazy_tuple`).
+    _pending = None  # (tx, value, source) while items are unread
+    _read = None     # index -> tracker of the items read so far
 
     def __init__(self, items, source=None, tuple_type: type | None = None):
         super().__init__(items, source)
         self.tuple_type = tuple_type  # a namedtuple / torch.return_types class, or None
+
+    @property
+    def items(self):
+        if self._pending is not None:
+            tx, value, source = self._pending
+            self._items = [self._item(i) for i in range(len(value))]
+            self._pending = None
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = value
+
+    def _item(self, i: int):
+        tx, value, source = self._pending
+        if i not in self._read:
+            from ember.capture.builder import wrap
+            from ember.capture.sources import ItemSource
+            self._read[i] = wrap(tx, value[i], ItemSource(source, i))
+        return self._read[i]
+
+    def _lazy_read(self, name, args, kwargs):
+        """``len(t)``, ``t[i]`` (a constant index in range) of unread items, or None."""
+        if self._pending is None or kwargs:
+            return None
+        n = len(self._pending[1])
+        if name == "__len__" and not args:
+            return ConstantVariable(n)  # (its length is guarded when it is wrapped)
+        if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
+                and type(args[0].value) is int and -n <= args[0].value < n:
+            return self._item(args[0].value % n)
+        return None
+
+    def truth(self, tx):
+        if self._pending is not None:
+            return bool(self._pending[1])
+        return super().truth(tx)
+
+    @property
+    def lazy(self) -> bool:
+        return self._pending is not None
 
     def python_type(self):
         return self.tuple_type or tuple
@@ -248,6 +293,9 @@ class TupleVariable(BaseSequence):
         return super().getattr(tx, name)
 
     def call_method(self, tx, name, args, kwargs):
+        read = self._lazy_read(name, args, kwargs)
+        if read is not None:
+            return read
         fields = getattr(self.tuple_type, "_fields", None)
         if fields and name == "_replace":
             items = list(self.items)
@@ -797,3 +845,12 @@ from ember.capture.variables.iterators import IteratorVariable, ListIteratorVari
 # Sets live in their own module; re-exported here, where every tracker module imports containers
 # from (sets.py imports this module, so it must not be imported before it).
 from ember.capture.variables.sets import SetVariable  # noqa: E402,F401
+
+
+def lazy_tuple(tx, value: tuple, source) -> TupleVariable:
+    """The tracker of a plain tuple from outside whose type and length are guarded already: its
+    items wrapped (and guarded) as the trace reads them (`TupleVariable.items`)."""
+    vt = TupleVariable([], source)
+    vt._pending = (tx, value, source)
+    vt._read = {}
+    return vt
