@@ -121,11 +121,15 @@ class SavedPlan:
         """Whether the backward for ``present`` runs a use of a saved tensor that an earlier
         backward (without retain_graph) for the tangents in ``consumed`` already ran: eager's
         node for it has freed its saved tensors."""
+        if not consumed:
+            return False
         return any(m & present and m & consumed for masks in self.use_masks for m in masks)
 
     def freed_after(self, consumed: int) -> list[int]:
         """Positions in ``deferred`` whose tensor no later backward may use once the tangents in
         ``consumed`` were backpropagated without retain_graph."""
+        if consumed == self.all_tangents:
+            return list(range(len(self.deferred)))
         return [k for k, i in enumerate(self.deferred) if all(m & consumed for m in self.use_masks[i])]
 
 
