@@ -267,7 +267,7 @@ def _wrap(tx, value, source) -> VariableTracker:
             guards.type_match(source, value)
             guards.length(source, len(value))
             if t is tuple:
-                from ember.capture.variables.containers import lazy_tuple
+                from ember.capture.variables.lazy_items import lazy_tuple
                 return lazy_tuple(tx, value, source)
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         if t is list:

@@ -21,8 +21,8 @@ from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.fake.symbolic import has_symbols
 from ember.capture.variables.containers import (BaseSequence, DictVariable, IteratorVariable, ListVariable,
-                                                SetVariable, TupleVariable, dict_equal)
-from ember.capture.variables.dict_views import view_set_operation
+                                                SetVariable, TupleVariable)
+from ember.capture.variables.dict_views import dict_equal, view_set_operation
 from ember.capture.variables.mapping_proxy import proxy_operands
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase

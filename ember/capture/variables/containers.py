@@ -16,6 +16,7 @@ from typing import Any
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException, Unsupported
+from ember.capture.variables.lazy_items import LazyTupleItems
 
 
 def _all_constant(items) -> bool:
@@ -190,57 +191,11 @@ def _never_equal_to_tensor(a, b) -> bool:
         and t.python_type() in (torch.Tensor, torch.nn.Parameter)
 
 
-class TupleVariable(BaseSequence):
+class TupleVariable(LazyTupleItems, BaseSequence):
     python_cls = tuple
-    # A plain tuple from outside (an argument, ``*args``) is read lazily: ``t[i]`` (a constant index)
-    # wraps, and guards, only that item; anything else wraps them all (see `lazy_tuple`).
-    _pending = None  # (tx, value, source) while items are unread
-    _read = None     # index -> tracker of the items read so far
-
     def __init__(self, items, source=None, tuple_type: type | None = None):
         super().__init__(items, source)
         self.tuple_type = tuple_type  # a namedtuple / torch.return_types class, or None
-
-    @property
-    def items(self):
-        if self._pending is not None:
-            tx, value, source = self._pending
-            self._items = [self._item(i) for i in range(len(value))]
-            self._pending = None
-        return self._items
-
-    @items.setter
-    def items(self, value):
-        self._items = value
-
-    def _item(self, i: int):
-        tx, value, source = self._pending
-        if i not in self._read:
-            from ember.capture.builder import wrap
-            from ember.capture.sources import ItemSource
-            self._read[i] = wrap(tx, value[i], ItemSource(source, i))
-        return self._read[i]
-
-    def _lazy_read(self, name, args, kwargs):
-        """``len(t)``, ``t[i]`` (a constant index in range) of unread items, or None."""
-        if self._pending is None or kwargs:
-            return None
-        n = len(self._pending[1])
-        if name == "__len__" and not args:
-            return ConstantVariable(n)  # (its length is guarded when it is wrapped)
-        if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
-                and type(args[0].value) is int and -n <= args[0].value < n:
-            return self._item(args[0].value % n)
-        return None
-
-    def truth(self, tx):
-        if self._pending is not None:
-            return bool(self._pending[1])
-        return super().truth(tx)
-
-    @property
-    def lazy(self) -> bool:
-        return self._pending is not None
 
     def python_type(self):
         return self.tuple_type or tuple
@@ -743,6 +698,7 @@ class DictVariable(VariableTracker):
             other = dict_operand(args[0])
             if other is None:
                 return ConstantVariable(NotImplemented)
+            from ember.capture.variables.dict_views import dict_equal
             return ConstantVariable(dict_equal(self, other) == (name == "__eq__"))
         if name == "__iter__" and not args and not kwargs:
             return self.iter(tx)
@@ -770,30 +726,6 @@ def dict_operand(vt) -> DictVariable | None:
         return vt.mapping
     items = getattr(vt, "items", None)
     return items if isinstance(items, DictVariable) and getattr(vt, "dict_base", None) is not None else None
-
-
-def dict_equal(a: DictVariable, b: DictVariable) -> bool:
-    """``a == b`` for two dicts: same keys (in the same order when both are OrderedDicts) and values
-    equal, identity first as CPython compares them; a value comparison involving anything but
-    constants (a tensor's ``==`` is data) is a break."""
-    if len(a.items) != len(b.items) or a.items.keys() != b.items.keys():
-        return False
-    if issubclass(a.dict_cls, collections.OrderedDict) and issubclass(b.dict_cls, collections.OrderedDict) \
-            and list(a.items) != list(b.items):
-        return False
-    for k, va in a.items.items():
-        vb = b.items[k]
-        if va is vb:
-            continue
-        if not (va.is_constant() and vb.is_constant()):
-            raise unsupported("EB0038", f"comparing dict values {va.describe()} and {vb.describe()}")
-        try:
-            same = va.as_constant() == vb.as_constant()
-        except Exception as e:
-            raise PythonException(e) from None
-        if not same:
-            return False
-    return True
 
 
 def set_key(vt: VariableTracker):
@@ -846,11 +778,3 @@ from ember.capture.variables.iterators import IteratorVariable, ListIteratorVari
 # from (sets.py imports this module, so it must not be imported before it).
 from ember.capture.variables.sets import SetVariable  # noqa: E402,F401
 
-
-def lazy_tuple(tx, value: tuple, source) -> TupleVariable:
-    """The tracker of a plain tuple from outside whose type and length are guarded already: its
-    items wrapped (and guarded) as the trace reads them (`TupleVariable.items`)."""
-    vt = TupleVariable([], source)
-    vt._pending = (tx, value, source)
-    vt._read = {}
-    return vt

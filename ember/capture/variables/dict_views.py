@@ -245,3 +245,27 @@ def view_set_operation(fn, a: VariableTracker, b: VariableTracker) -> VariableTr
         raise unsupported("EB0038", f"operator {fn.__name__} on {a.describe()} and {b.describe()}")
     from ember.capture.variables.builtins import wrap_constant
     return wrap_constant(result)
+
+
+def dict_equal(a, b) -> bool:
+    """``a == b`` for two dicts: same keys (in the same order when both are OrderedDicts) and values
+    equal, identity first as CPython compares them; a value comparison involving anything but
+    constants (a tensor's ``==`` is data) is a break."""
+    if len(a.items) != len(b.items) or a.items.keys() != b.items.keys():
+        return False
+    if issubclass(a.dict_cls, collections.OrderedDict) and issubclass(b.dict_cls, collections.OrderedDict) \
+            and list(a.items) != list(b.items):
+        return False
+    for k, va in a.items.items():
+        vb = b.items[k]
+        if va is vb:
+            continue
+        if not (va.is_constant() and vb.is_constant()):
+            raise unsupported("EB0038", f"comparing dict values {va.describe()} and {vb.describe()}")
+        try:
+            same = va.as_constant() == vb.as_constant()
+        except Exception as e:
+            raise PythonException(e) from None
+        if not same:
+            return False
+    return True
