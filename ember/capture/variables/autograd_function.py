@@ -526,8 +526,7 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
             raise unsupported("EB0046", "ctx.mark_non_differentiable of a tensor that is not an output")
         non_diff.append(hits[0])
 
-    # 2. backward, traced once for its guards (and to know it is traceable), then dropped. Under no_grad,
-    # or with no input requiring grad, eager records no node: its backward never runs, whatever it does
+    # 2. backward, traced once for its guards, then dropped (not where eager records no node: no grad needed)
     if grad_on and any(ctx.needs_input_grad):
         _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
 
