@@ -256,9 +256,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     # the backward was planned (and may be compiled) with nondeterministic kernels: run under
     # use_deterministic_algorithms(True) it would silently break that promise, so it refuses (as torch)
     deterministic = torch.are_deterministic_algorithms_enabled()
+    # A prunable plan defers every saved tensor (see ember.aot.saved): in deferred mode ``ctx.deferred``
+    # holds them all, by position, and nothing goes through save_for_backward.
     deferred = plan.deferred if plan is not None else ()
-    kept = [k for k in range(num_saved_tensors) if k not in set(deferred)] if deferred else None
-    # (a prunable plan defers every saved tensor: see ember.aot.saved)
+    kept = () if deferred else None
     defers = plan is not None and bool(plan.dep)
     rebase = plan.rebase if plan is not None else ()
 
@@ -300,8 +301,6 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
         # through save_for_backward: the hooks must see them all)
         ctx.deferred_mode = defers and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
         if ctx.deferred_mode:
-            if kept:
-                ctx.save_for_backward(*[saved[k] for k in kept])
             ctx.deferred = [saved[k] if saved[k] is None else saved[k].detach() for k in deferred]
             ctx.deferred_versions = [t._version if t is not None else 0 for t in ctx.deferred]
             ctx.consumed = 0  # tangents backpropagated without retain_graph
@@ -380,13 +379,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             t, v = values[k], ctx.deferred_versions[k]
             if t is not None and t._version != v:
                 raise _modified_in_place(t, v)
-        saved = [None] * num_saved_tensors
-        if kept:
-            for k, t in zip(kept, ctx.saved_tensors):
-                saved[k] = t
-        if values is not None:
-            for k, t in zip(deferred, values):
-                saved[k] = t
+        saved = list(values) if values is not None else [None] * num_saved_tensors
         if values is not None and not torch._C._autograd._get_current_graph_task_keep_graph():
             ctx.consumed |= present
             for k in plan.freed_after(ctx.consumed):
@@ -611,8 +604,7 @@ class CompiledGraph:
             if self.groups and self._needs_groups(fn_args):
                 apply = self._apply_grouped
             try:
-                with _no_ambient_autocast(), torch.inference_mode() if self.inference_mode and \
-                        not torch.is_inference_mode_enabled() else contextlib.nullcontext():
+                with _no_ambient_autocast(), self._inference_region():
                     if self.enables_grad and not torch.is_grad_enabled():
                         with torch.enable_grad():
                             returns = apply(*fn_args)
@@ -624,8 +616,7 @@ class CompiledGraph:
             written = self._written_in_graph
             if written:
                 versions = [_version_or_none(args[i]) for i in written]
-            with _no_ambient_autocast(), torch.inference_mode() if self.inference_mode and \
-                    not torch.is_inference_mode_enabled() else contextlib.nullcontext():
+            with _no_ambient_autocast(), self._inference_region():
                 returns = self.forward(list(args))  # a boxed callee may clear its list
             if written:
                 _bump_versions([args[i] for i, v in zip(written, versions) if v is not None and args[i]._version == v])
@@ -647,6 +638,12 @@ class CompiledGraph:
                 return self._as_inference_tensors(outs) if self.inference_outputs else outs
             except Exception as e:
                 raise self._internal_error(e, "epilogue", bool(self._mutated)) from None
+
+    def _inference_region(self):
+        """A graph that is one inference_mode region runs inside the mode (see grad_mode.py)."""
+        if self.inference_mode and not torch.is_inference_mode_enabled():
+            return torch.inference_mode()
+        return contextlib.nullcontext()
 
     def set_inference_outputs(self, positions: tuple) -> None:
         """The user outputs (flat positions) an op inside an inference_mode region made: eager's
@@ -713,7 +710,7 @@ class CompiledGraph:
                 results.append(self._grouped_function.apply(*node_args))
         finally:
             _GROUP.run = previous
-        return tuple(results[k][r] for r, k in enumerate(self._owner)) + tuple(results[0][len(self._owner):])
+        return tuple(results[k][r] for r, k in enumerate(self._owner))
 
     def _internal_error(self, e: BaseException, where: str, may_have_mutated: bool) -> BaseException:
         """An error in ember's code after the graph ran (the graph's own errors propagate as they

@@ -103,7 +103,6 @@ def new_shape_env():
     """A ShapeEnv for one trace. Data-dependent scalars (``.item()``) and sizes (``nonzero``) are
     unbacked symbols where ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
     say so (fake tensors raise otherwise: a graph break, as in static tracing)."""
-    from ember.config import config
     return _shape_env_class()(allow_scalar_outputs=scalar_outputs_captured(),
                               allow_dynamic_output_shape_ops=dynamic_output_shapes_captured())
 

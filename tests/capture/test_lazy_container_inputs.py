@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import ember
+from ember_test_helpers import CompileCounter
 
 CALLS = [{"a": 1, "b": 2}, {"a": 1, "b": 3}, {"a": 1, "b": 2, "c": 1}, {"b": 2, "a": 1},
          {"a": 1, "b": 2.5}, {"a": 2, "zz": 3}, {"a": 1, "t": torch.ones(3)}, {"a": 1, "n": {"m": 2}},
@@ -89,15 +90,14 @@ def _compared(x, d):
     return x + (d == {"a": 1, "b": 2})
 
 
-def _run(fn, calls):
+def _counted(fn):
     ember.reset()
-    graphs = []
+    counter = CompileCounter()
+    return ember.compile(fn, backend=counter), counter
 
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
 
-    compiled = ember.compile(fn, backend=backend)
+def _run(fn, calls):
+    compiled, counter = _counted(fn)
     for d in calls:
         x = torch.rand(3)
         d_eager, d_ember = copy.copy(d), copy.copy(d)
@@ -113,7 +113,7 @@ def _run(fn, calls):
             want, got = want[1], got[1]
         torch.testing.assert_close(got, want)
         assert d_eager.keys() == d_ember.keys()
-    return len(graphs)
+    return counter.frame_count
 
 
 # graphs over CALLS: torch.compile 2.13 makes 2, 2, 3 and 6 (its len() also guards the keys)
@@ -152,20 +152,13 @@ LIST_CALLS = [[1, 2], [1, 3], [1, 2.5], [1, "s"], [1, 2, 3], [2, 2], [1, None]]
 
 
 def _run_list(fn, calls):
-    ember.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    compiled = ember.compile(fn, backend=backend)
+    compiled, counter = _counted(fn)
     for lst in calls:
         x = torch.rand(3)
         a, b = list(lst), list(lst)
         torch.testing.assert_close(compiled(x, a), fn(x, b))
         assert a == b
-    return len(graphs)
+    return counter.frame_count
 
 
 # graphs over LIST_CALLS: torch.compile 2.13 makes 3, 2, 7 and 6
@@ -201,19 +194,12 @@ TUPLE_CALLS = [(1, 2), (1, 3), (1, 2.5), (1, "s"), (1, 2, 3), (2, 2), (1, None)]
 
 
 def _run_tuple(fn, calls, star=False):
-    ember.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    compiled = ember.compile(fn, backend=backend)
+    compiled, counter = _counted(fn)
     for t in calls:
         x = torch.rand(3)
         got, want = (compiled(x, *t), fn(x, *t)) if star else (compiled(x, t), fn(x, t))
         torch.testing.assert_close(got, want)
-    return len(graphs)
+    return counter.frame_count
 
 
 def _star_first(x, *args):

@@ -9,6 +9,7 @@ import io
 import torch
 
 import ember
+from ember_test_helpers import CompileCounter
 
 SINK = io.StringIO()
 
@@ -26,17 +27,12 @@ def _loop_with_defs(x, n, vary):
 
 def _graphs(vary):
     ember.reset()
-    graphs = []
-
-    def backend(gm, example_inputs):
-        graphs.append(gm)
-        return gm.forward
-
-    compiled = ember.compile(_loop_with_defs, backend=backend)
+    counter = CompileCounter()
+    compiled = ember.compile(_loop_with_defs, backend=counter)
     for n in (3, 4):
         x = torch.rand(3)
         torch.testing.assert_close(compiled(x, n, vary), _loop_with_defs(x, n, vary))
-    return len(graphs)
+    return counter.frame_count
 
 
 def test_same_defaults_one_graph():

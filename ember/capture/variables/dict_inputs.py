@@ -21,11 +21,7 @@ import torch
 from ember.capture.sources import AttrSource, CallSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, unsupported
 from ember.capture.variables.containers import DictVariable
-
-
-def wrap(tx, value, source):
-    from ember.capture.builder import wrap as _wrap
-    return _wrap(tx, value, source)
+from ember.capture.variables.lazy import _wrap as wrap
 
 
 def wrap_dict(tx, value, source, t, wrapped: dict | None = None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ember.capture.sources import CallSource, ItemSource
 from ember.capture.variables.base import ConstantVariable
 from ember.capture.variables.containers import IteratorVariable, ListVariable
+from ember.capture.variables.lazy_items import index_read
 
 
 def _wrap(tx, value, source):
@@ -110,17 +111,14 @@ class LazyListVariable(ListVariable):
         """``lst[i]`` (a constant int in range) and ``len(lst)`` of a list not yet read whole: the
         length guarded (as torch.compile does for any access), only the item read wrapped (and
         guarded), so a later item changing type does not recompile. None: not such a read."""
-        if self._items is not None or self.appended or kwargs:
+        if self._items is not None or self.appended:
             return None
         n = len(self._value)
-        if name == "__len__" and not args:
-            tx.guards.length(self.source, n)
-            return ConstantVariable(n)
-        if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
-                and type(args[0].value) is int and -n <= args[0].value < n:
-            tx.guards.length(self.source, n)
-            return self._item(tx, args[0].value % n)
-        return None
+        read = index_read(n, name, args, kwargs)
+        if read is None:
+            return None
+        tx.guards.length(self.source, n)
+        return ConstantVariable(n) if read == "len" else self._item(tx, read)
 
     def truth(self, tx):
         if self._items is None and not self.appended:

@@ -10,6 +10,19 @@ from __future__ import annotations
 from ember.capture.variables.base import ConstantVariable
 
 
+def index_read(n: int, name: str, args, kwargs):
+    """For a sequence of ``n`` items not read yet: ``"len"`` for ``len(seq)``, the index for
+    ``seq[i]`` (a constant int in range), or None for any other call (which reads it whole)."""
+    if kwargs:
+        return None
+    if name == "__len__" and not args:
+        return "len"
+    if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
+            and type(args[0].value) is int and -n <= args[0].value < n:
+        return args[0].value % n
+    return None
+
+
 class LazyTupleItems:
     """Mixed into ``TupleVariable`` (before ``BaseSequence``): ``items`` as a property."""
 
@@ -38,15 +51,13 @@ class LazyTupleItems:
 
     def _lazy_read(self, name, args, kwargs):
         """``len(t)``, ``t[i]`` (a constant index in range) of unread items, or None."""
-        if self._pending is None or kwargs:
+        if self._pending is None:
             return None
         n = len(self._pending[1])
-        if name == "__len__" and not args:
-            return ConstantVariable(n)  # (its length is guarded when it is wrapped)
-        if name == "__getitem__" and len(args) == 1 and type(args[0]) is ConstantVariable \
-                and type(args[0].value) is int and -n <= args[0].value < n:
-            return self._item(args[0].value % n)
-        return None
+        read = index_read(n, name, args, kwargs)
+        if read is None:
+            return None
+        return ConstantVariable(n) if read == "len" else self._item(read)  # (its length is guarded already)
 
     def truth(self, tx):
         if self._pending is not None:

@@ -42,7 +42,32 @@ class _Opaque:
     __hash__ = object.__hash__
 
 
-class _UserOrdered:
+class _ComparedByCmp:
+    """The six comparisons, each answered by ``self._cmp(operator.<op>, other)``."""
+    __slots__ = ()
+
+    def __lt__(self, other):
+        return self._cmp(operator.lt, other)
+
+    def __le__(self, other):
+        return self._cmp(operator.le, other)
+
+    def __gt__(self, other):
+        return self._cmp(operator.gt, other)
+
+    def __ge__(self, other):
+        return self._cmp(operator.ge, other)
+
+    def __eq__(self, other):
+        return self._cmp(operator.eq, other)
+
+    def __ne__(self, other):
+        return self._cmp(operator.ne, other)
+
+    __hash__ = object.__hash__
+
+
+class _UserOrdered(_ComparedByCmp):
     """Stands for an object whose class compares in Python (``__lt__`` ...): each comparison the
     real sort (or tuple comparison) makes runs that method traced, in the very order CPython's
     algorithm makes it."""
@@ -69,28 +94,8 @@ class _UserOrdered:
             raise _NeedsData()
         return result.truth(self.tx) if not isinstance(result.as_constant(), bool) else result.as_constant()
 
-    def __lt__(self, other):
-        return self._cmp(operator.lt, other)
 
-    def __le__(self, other):
-        return self._cmp(operator.le, other)
-
-    def __gt__(self, other):
-        return self._cmp(operator.gt, other)
-
-    def __ge__(self, other):
-        return self._cmp(operator.ge, other)
-
-    def __eq__(self, other):
-        return self._cmp(operator.eq, other)
-
-    def __ne__(self, other):
-        return self._cmp(operator.ne, other)
-
-    __hash__ = object.__hash__
-
-
-class _SymbolicOrdered:
+class _SymbolicOrdered(_ComparedByCmp):
     """Stands for a symbolic int or float (an argument made dynamic, a size): each comparison the
     real algorithm makes is a symbolic comparison (a guard on that outcome, not on the value)."""
     __slots__ = ("tx", "vt")
@@ -107,26 +112,6 @@ class _SymbolicOrdered:
         else:
             return NotImplemented  # (its own reflected comparison, or eager's TypeError)
         return self.tx.binary_op(fn, self.vt, other_vt).truth(self.tx)
-
-    def __lt__(self, other):
-        return self._cmp(operator.lt, other)
-
-    def __le__(self, other):
-        return self._cmp(operator.le, other)
-
-    def __gt__(self, other):
-        return self._cmp(operator.gt, other)
-
-    def __ge__(self, other):
-        return self._cmp(operator.ge, other)
-
-    def __eq__(self, other):
-        return self._cmp(operator.eq, other)
-
-    def __ne__(self, other):
-        return self._cmp(operator.ne, other)
-
-    __hash__ = object.__hash__
 
 
 def comparable(vt, memo: dict, tx=None) -> object:
