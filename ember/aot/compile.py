@@ -259,31 +259,49 @@ def _unview_traced_views(meta, fw: torch.fx.GraphModule) -> None:
     functionalization regenerates ``y`` as a view of the updated flat tensor). Returned from
     the autograd.Function as a view, autograd would forbid mutating it in place ("a view
     created inside a custom Function"): they are returned as ``_unsafe_view``s instead,
-    with the saved-tensor rebasing that comes with that kind (see ember.aot.saved)."""
+    with the saved-tensor rebasing that comes with that kind (see ember.aot.saved).
+    The same holds for an intermediate base (``y`` not returned, ``y[1:]`` returned: the
+    wrapper regenerates that view from ``y``, which must be a base as in eager)."""
     from ember.aot.saved import _alias_classes, _is_alias_op
     out = next(n for n in reversed(fw.graph.nodes) if n.op == "output").args[0]
     returns = out[:meta.num_forward_returns]
+    n_mut, n_out = meta.num_mutated_inputs, meta.num_outputs
     cls = None
-    for j, info in enumerate(meta.output_info):
-        node = returns[meta.num_mutated_inputs + j]
-        if info.kind is not OutputKind.NON_ALIAS or not info.is_tensor or not isinstance(node, torch.fx.Node) \
-                or not _is_alias_op(node) or node.target is operator.getitem:
-            continue
+
+    def fresh_view(pos: int, regenerated_from_it: set) -> bool:
+        nonlocal cls
+        node = returns[pos]
+        if not isinstance(node, torch.fx.Node) or not _is_alias_op(node) or node.target is operator.getitem:
+            return False
         cls = cls or _alias_classes(fw)
         root = cls[node]
         # (outputs the wrapper regenerates as views of this one do not count)
-        views_of_it = {meta.num_mutated_inputs + k for k, o in enumerate(meta.output_info)
-                       if o.kind is OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT and o.base_idx == j}
         others = {cls[r] for k, r in enumerate(returns)
-                  if isinstance(r, torch.fx.Node) and k != meta.num_mutated_inputs + j and k not in views_of_it}
-        if root.op != "placeholder" and root is not node and root not in others:
+                  if isinstance(r, torch.fx.Node) and k != pos and k not in regenerated_from_it}
+        return root.op != "placeholder" and root is not node and root not in others
+
+    for j, info in enumerate(meta.output_info):
+        if info.kind is not OutputKind.NON_ALIAS or not info.is_tensor:
+            continue
+        views_of_it = {n_mut + k for k, o in enumerate(meta.output_info)
+                       if o.kind is OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT and o.base_idx == j}
+        if fresh_view(n_mut + j, views_of_it):
             meta.output_info[j] = dataclasses.replace(info, kind=OutputKind.UNSAFE_VIEW_ALIAS)
+    unview = []
+    for b in range(meta.num_intermediate_bases):
+        views_of_it = {n_mut + k for k, o in enumerate(meta.output_info)
+                       if o.kind in (OutputKind.ALIAS_OF_INTERMEDIATE, OutputKind.ALIAS_OF_INTERMEDIATE_SAVE_AS_OUTPUT)
+                       and o.base_idx == b}
+        if fresh_view(n_mut + n_out + b, views_of_it):
+            unview.append(b)
+    meta.unview_bases = tuple(unview)
 
 
 def _unsafe_view_returns(meta) -> list[int]:
     """Forward-return positions the wrapper turns into ``_unsafe_view``s (see runtime.py)."""
     return [meta.num_mutated_inputs + j for j, o in enumerate(meta.output_info)
-            if o.kind is OutputKind.UNSAFE_VIEW_ALIAS]
+            if o.kind is OutputKind.UNSAFE_VIEW_ALIAS] \
+        + [meta.num_mutated_inputs + meta.num_outputs + b for b in meta.unview_bases]
 
 
 class _Variant:

@@ -237,7 +237,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     opaque += [False] * meta.num_intermediate_bases
     nondiff = [not m for m in mask]
     unsafe_view = [False] * n_mut + [o.kind is OutputKind.UNSAFE_VIEW_ALIAS for o in meta.output_info] \
-        + [False] * meta.num_intermediate_bases
+        + [b in meta.unview_bases for b in range(meta.num_intermediate_bases)]
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
 

@@ -140,6 +140,9 @@ class ViewAndMutationMeta:
     #: input position -> forward returns whose gradient reaches an eager op that saved the
     #: input's final value (``ember.aot.version_check``); the runtime checks its version
     final_saves: dict = field(default_factory=dict)
+    #: intermediate bases the traced forward makes as a view of an intermediate it does not
+    #: return: returned as ``_unsafe_view`` (see ``ember.aot.compile._unview_traced_views``)
+    unview_bases: tuple = ()
 
     # ---- derived ---------------------------------------------------------
     @property
