@@ -128,6 +128,12 @@ def choose_saved(parts: JointParts) -> list:
     live = [p for p in parts.mutable_inputs if not p.meta.get("ember_fw_mutated")]
     if live:
         backward_only |= _descendants(live) - set(live) - ancestors(parts.fw_returns + parts.fw_copies)
+    pinned: set = set()
+    if parts.live_reads:  # (a ctx attribute's live read, likewise)
+        backward_only |= _descendants([u for u, _ in parts.live_reads]) - ancestors(parts.fw_returns + parts.fw_copies)
+        # what the forward computes from such an input is saved, never recomputed: recomputed, it would
+        # read the input's later value (or check its version), where eager kept the forward's result
+        pinned = _descendants([p for _, p in parts.live_reads])
     g = nx.DiGraph()
     g.add_node("source")
     g.add_node("sink")
@@ -135,7 +141,7 @@ def choose_saved(parts: JointParts) -> list:
         if n in backward_only:
             g.add_edge(n.name + "_in", "sink", capacity=math.inf)
         else:
-            if n.op == "placeholder" or not recomputable(n):
+            if n.op == "placeholder" or not recomputable(n) or n in pinned:
                 g.add_edge("source", n.name + "_in", capacity=math.inf)
             g.add_edge(n.name + "_in", n.name + "_out", capacity=_capacity(n))
         for a in n.all_input_nodes:

@@ -29,7 +29,8 @@ saved as a ``clone`` taken in the forward: the backward must see the value the
 forward read, not the one the mutation left. A primal that only the backward
 mutates is not saved at all: the backward reads it through its mutable input,
 as eager's backward reads a tensor kept on ``ctx`` when it runs (after an
-earlier call's backward wrote to it).
+earlier call's backward wrote to it). So is a primal a custom Function's backward reads as a
+ctx attribute (``JointParts.live_reads``), after the mutable inputs.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ class PartitionResult:
     bw: torch.fx.GraphModule
     num_saved_tensors: int
     num_saved_symints: int
-    #: inputs the backward mutates, passed after the saved SymInts (no version check)
+    #: inputs the backward mutates or reads live, passed after the saved SymInts (no version check)
     num_unversioned: int = 0
     saved_names: list[str] = field(default_factory=list)
     recomputed: int = 0
@@ -90,6 +91,9 @@ class JointParts:
     fw_copies: list   # copy_ nodes tagged must_be_in_forward
     bw_copies: list   # copy_ nodes tagged must_be_in_backward
     mutable_inputs: list  # destinations of bw_copies (primals), unique, in order
+    #: (backward node, primal): the node reads the primal as a custom Function's ctx attribute (see
+    #: ``strip_live_markers``): live, unversioned
+    live_reads: list = field(default_factory=list)
 
     def skip_edge(self, user: torch.fx.Node, inp: torch.fx.Node) -> bool:
         return user in self._bw_copy_set and inp is user.args[0]
@@ -109,8 +113,33 @@ def split_joint(joint: torch.fx.GraphModule, num_primals: int, num_fw_returns: i
     for n in bw_copies:
         if n.args[0] not in mutable:
             mutable.append(n.args[0])
+    strip_live_markers(joint)
+    primals = set(phs[:num_primals])
+    live_reads = [(n, p) for n in joint.graph.nodes for p in n.meta.get(LIVE_FROM, ())
+                  if p in primals and p not in mutable and p in n.all_input_nodes]
     return JointParts(joint, phs[:num_primals], phs[num_primals:], outs[:num_fw_returns], outs[num_fw_returns:],
-                      fw_copies, bw_copies, mutable)
+                      fw_copies, bw_copies, mutable, live_reads)
+
+
+LIVE_FROM = "ember_live_from"
+
+
+def strip_live_markers(joint: torch.fx.GraphModule) -> None:
+    """A custom Function's backward reads an input kept as a ctx attribute through a same-shape
+    ``aten.view`` annotated ``ember_live_read`` (capture/variables/generated_function.py). Each
+    marker goes (Inductor's joint passes would drop it as a no-op), its users read the primal
+    directly and record it in ``node.meta[LIVE_FROM]``. Run before any joint pass; idempotent."""
+    primals = set(joint.graph.find_nodes(op="placeholder"))
+    for n in list(joint.graph.nodes):
+        if not (n.op == "call_function" and n.target is aten.view.default
+                and n.meta.get("custom", {}).get("ember_live_read") and n.args[0] in primals):
+            continue
+        if any(u.op == "output" for u in n.users):
+            continue  # (returned as a gradient: left as a view, saved as any other read)
+        for u in n.users:
+            u.meta[LIVE_FROM] = (*u.meta.get(LIVE_FROM, ()), n.args[0])
+        n.replace_all_uses_with(n.args[0])
+        joint.graph.erase_node(n)
 
 
 def forward_random_ops(parts: JointParts) -> list:
@@ -150,7 +179,7 @@ def _build(joint: torch.fx.GraphModule, inputs: list, body: set, outputs: list, 
         if n in body and n not in env and n.op != "placeholder" and n.op != "output":
             if arg_override is not None and n in arg_override:
                 repl = arg_override[n]
-                env[n] = g.node_copy(n, lambda x, repl=repl: extra[x] if x is repl else env[x])
+                env[n] = g.node_copy(n, lambda x, repl=repl: extra[x] if x in repl else env[x])
             else:
                 env[n] = g.node_copy(n, lambda x: env[x])
     results = []
@@ -249,6 +278,15 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
     # its version, which those writes bump
     live = [n for n in saved_tensors
             if n in parts.mutable_inputs and not n.meta.get("ember_fw_mutated")]
+    # a primal a custom Function's backward reads as a ctx attribute (``ctx.w = w``) is handed to the
+    # backward as it is (eager's backward reads it live, with no version check); it is saved only if
+    # other backward nodes need the forward's view of it
+    markers = [(u, p) for u, p in parts.live_reads if u in bw_body]
+    live_prims = list(dict.fromkeys(p for _, p in markers))
+    live += [p for p in live_prims if all((u, p) in markers for u in p.users if u in bw_body)]
+    override: dict = {c: (c.args[0],) for c in parts.bw_copies}
+    for u, p in markers:
+        override[u] = (*override.get(u, ()), p)
     if live:
         saved_tensors = [n for n in saved_tensors if n not in live]
         saved = [n for n in saved if n not in live]
@@ -258,18 +296,19 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
         if n.op == "placeholder" and n.meta.get("ember_mutated"):
             clones[len(parts.fw_returns) + k] = (lambda g, env, n=n: g.call_function(aten.clone.default, (env[n],)))
     fw = _build(parts.joint, parts.primals, fw_nodes | set(parts.primals),
-                parts.fw_returns + saved_tensors + saved_syms + parts.mutable_inputs, "EmberForward",
+                parts.fw_returns + saved_tensors + saved_syms + parts.mutable_inputs + live_prims, "EmberForward",
                 output_override=clones)
     mutable_names = [n.name + "_mutable" for n in parts.mutable_inputs]
-    bw_inputs = saved_tensors + saved_syms + parts.mutable_inputs + parts.tangents
-    names = ([n.name for n in saved_tensors + saved_syms] + mutable_names + [n.name for n in parts.tangents])
+    bw_inputs = saved_tensors + saved_syms + parts.mutable_inputs + live_prims + parts.tangents
+    names = ([n.name for n in saved_tensors + saved_syms] + mutable_names + [n.name + "_live" for n in live_prims]
+             + [n.name for n in parts.tangents])
     bw = _build(parts.joint, bw_inputs, bw_body | set(saved) | set(parts.tangents), parts.grads, "EmberBackward",
-                input_names=names, arg_override={c: c.args[0] for c in parts.bw_copies})
+                input_names=names, arg_override=override)
     for n in bw.graph.nodes:
         if n.op == "placeholder" and n.name in mutable_names:
             n.meta["ember_role"] = "mutable_input"
     recomputed = sum(1 for n in bw_body if n in fw_nodes and n not in saved and n.op != "placeholder")
-    return PartitionResult(fw, bw, len(saved_tensors), len(saved_syms), len(parts.mutable_inputs),
+    return PartitionResult(fw, bw, len(saved_tensors), len(saved_syms), len(parts.mutable_inputs) + len(live_prims),
                            [n.name for n in saved], recomputed)
 
 

@@ -19,7 +19,7 @@ import torch.fx
 from ember.aot.compile import GraphAsIsCallable, aot_compile, nop
 from ember.aot.errors import AOTCompileError
 from ember.aot.mincut import min_cut_partition
-from ember.aot.partition import default_partition
+from ember.aot.partition import default_partition, strip_live_markers
 from ember.backends.registry import register_backend
 from ember.config import config
 from ember.locking import compile_lock
@@ -193,6 +193,7 @@ class _InductorCompilers:
         from torch._inductor.fx_passes.joint_graph import joint_graph_passes
         vals = [n.meta.get("val") for n in joint.graph.nodes if n.op == "placeholder"]
         with _inductor_config(self.mode, self.options), _inductor_context(vals):
+            strip_live_markers(joint)  # (before the passes: they would drop the markers as no-op views)
             joint = joint_graph_passes(joint)
         return min_cut_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
 

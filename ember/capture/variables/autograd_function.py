@@ -41,6 +41,7 @@ import torch.fx as fx
 
 from ember.capture.subgraph import GradDisabled, Region, extract
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.generated_function import _apply_of, _make_function
 from ember.capture.variables.tensor import TensorVariable
 from ember.fake.snapshot import version_of
 from ember.fake.symbolic import has_symbols
@@ -383,21 +384,6 @@ def _resolve_ref(ref, ref_of):
     if ref[0] == "obj":
         return ("obj", ref[1], {k: _resolve_ref(r, ref_of) for k, r in ref[2].items()})
     return ref
-
-
-def _ref_value(ref, values):
-    kind = ref[0]
-    if kind == "const":
-        return ref[1]
-    if kind == "copy":
-        return copy.deepcopy(ref[1])
-    if kind == "obj":
-        from ember.capture.variables.new_object import rebuild
-        return rebuild(ref[1], {k: _ref_value(r, values) for k, r in ref[2].items()}, None)
-    if kind == "seq":
-        items = [_ref_value(r, values) for r in ref[2]]
-        return ref[1](items) if ref[1] in (tuple, torch.Size) else ref[1](*items)
-    return values[ref[1]]
 
 
 def check_ctx_containers(tx, broke: bool) -> None:
@@ -746,55 +732,3 @@ def drop_unused_bodies(graph: fx.Graph) -> None:
     for n in toggles:
         if n.meta["ember_fn_body"] not in live:
             graph.erase_node(n)
-
-
-def _apply_of(wrapper):
-    """``wrapper.apply`` as a plain function fx names by itself (a bound ``apply`` reports torch's module,
-    and fx would write it as ``torch.autograd.function.apply``)."""
-    def apply(*args):
-        return wrapper.apply(*args)
-    apply.__name__ = apply.__qualname__ = f"{wrapper.__name__.lower()}_apply"
-    apply.__module__ = __name__
-    apply.ember_function = wrapper
-    return apply
-
-
-def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, attr_refs, non_diff,
-                   materialize, n_args, n_user_outs, out_positions, dirty_outs=None):
-    """An ``autograd.Function`` named like ``fn_cls`` (autograd's messages name it) taking the user's
-    arguments plus one list of the outside tensors forward reads."""
-    def forward(ctx, *inputs):
-        values = gm(*inputs[:-1], *inputs[-1])
-        outs = list(values[:n_out])
-        if dirty_outs:  # (the graph changed these inputs in place: they are the outputs, as in eager)
-            for k, i in dirty_outs.items():
-                outs[k] = inputs[i]
-            ctx.mark_dirty(*{id(inputs[i]): inputs[i] for i in dirty_outs.values()}.values())
-        if saved_refs is not None:
-            ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
-        for name, ref in attr_refs.items():
-            setattr(ctx, name, _ref_value(ref, values))
-        if non_diff:
-            ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
-        if not materialize:
-            ctx.set_materialize_grads(False)
-        return tuple(outs) if out_is_tuple else outs[0]
-
-    def backward(ctx, *grads):
-        full = [None] * n_user_outs
-        for pos, g in zip(out_positions, grads):
-            full[pos] = g
-        ctx.needs_input_grad = ctx.needs_input_grad[:n_args]  # (not the list of outside tensors)
-        result = backward_fn(ctx, *full)
-        if not isinstance(result, tuple):
-            result = (result,)
-        if len(result) > n_args and all(r is None for r in result[n_args:]):
-            result = result[:n_args]  # (eager drops extra gradients that are None)
-        if len(result) != n_args:
-            raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
-                               f"gradients (expected {n_args}, got {len(result)})")
-        return (*result, None)
-
-    return type(fn_cls.__name__, (torch.autograd.Function,),
-                {"forward": staticmethod(forward), "backward": staticmethod(backward),
-                 "__module__": __name__, "__qualname__": f"ember.{fn_cls.__qualname__}"})

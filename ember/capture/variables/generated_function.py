@@ -1,0 +1,105 @@
+"""The ``autograd.Function`` ember generates for a traced ``MyFunction.apply`` (see
+``autograd_function.py``): its forward runs the copied forward graph and stores on ``ctx`` what the
+user's forward stored; its backward calls the user's backward.
+
+A tensor argument the user's forward kept as a ctx *attribute* (``ctx.w = w``, not
+``save_for_backward``) is read by eager's backward live: no version check, the value it has
+when backward runs. When an AOT backend traces the backward, such a read is marked (an
+``aten.view`` node annotated ``ember_live_read``): the partitioner hands the input to the backward
+unversioned instead of saving it (``ember.aot.partition``)."""
+from __future__ import annotations
+
+import copy
+
+import torch
+
+#: the annotation (``node.meta["custom"]``) of a backward's live read of a ctx attribute
+LIVE_READ = "ember_live_read"
+
+
+def _ref_value(ref, values):
+    kind = ref[0]
+    if kind == "const":
+        return ref[1]
+    if kind == "copy":
+        return copy.deepcopy(ref[1])
+    if kind == "obj":
+        from ember.capture.variables.new_object import rebuild
+        return rebuild(ref[1], {k: _ref_value(r, values) for k, r in ref[2].items()}, None)
+    if kind == "seq":
+        items = [_ref_value(r, values) for r in ref[2]]
+        return ref[1](items) if ref[1] in (tuple, torch.Size) else ref[1](*items)
+    return values[ref[1]]
+
+
+
+def _apply_of(wrapper):
+    """``wrapper.apply`` as a plain function fx names by itself (a bound ``apply`` reports torch's module,
+    and fx would write it as ``torch.autograd.function.apply``)."""
+    def apply(*args):
+        return wrapper.apply(*args)
+    apply.__name__ = apply.__qualname__ = f"{wrapper.__name__.lower()}_apply"
+    apply.__module__ = __name__
+    apply.ember_function = wrapper
+    return apply
+
+
+def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, attr_refs, non_diff,
+                   materialize, n_args, n_user_outs, out_positions, dirty_outs=None):
+    """An ``autograd.Function`` named like ``fn_cls`` (autograd's messages name it) taking the user's
+    arguments plus one list of the outside tensors forward reads."""
+    def forward(ctx, *inputs):
+        values = gm(*inputs[:-1], *inputs[-1])
+        outs = list(values[:n_out])
+        if dirty_outs:  # (the graph changed these inputs in place: they are the outputs, as in eager)
+            for k, i in dirty_outs.items():
+                outs[k] = inputs[i]
+            ctx.mark_dirty(*{id(inputs[i]): inputs[i] for i in dirty_outs.values()}.values())
+        if saved_refs is not None:
+            ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
+        for name, ref in attr_refs.items():
+            setattr(ctx, name, _ref_value(ref, values))
+        ctx.ember_live = [name for name in attr_refs
+                          if any(getattr(ctx, name) is a for a in inputs[:n_args] if isinstance(a, torch.Tensor))]
+        if non_diff:
+            ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
+        if not materialize:
+            ctx.set_materialize_grads(False)
+        return tuple(outs) if out_is_tuple else outs[0]
+
+    def backward(ctx, *grads):
+        full = [None] * n_user_outs
+        for pos, g in zip(out_positions, grads):
+            full[pos] = g
+        ctx.needs_input_grad = ctx.needs_input_grad[:n_args]  # (not the list of outside tensors)
+        _mark_live_reads(ctx)
+        result = backward_fn(ctx, *full)
+        if not isinstance(result, tuple):
+            result = (result,)
+        if len(result) > n_args and all(r is None for r in result[n_args:]):
+            result = result[:n_args]  # (eager drops extra gradients that are None)
+        if len(result) != n_args:
+            raise RuntimeError(f"function {fn_cls.__name__}Backward returned an incorrect number of "
+                               f"gradients (expected {n_args}, got {len(result)})")
+        return (*result, None)
+
+    return type(fn_cls.__name__, (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward),
+                 "__module__": __name__, "__qualname__": f"ember.{fn_cls.__qualname__}"})
+
+
+def _mark_live_reads(ctx) -> None:
+    """While an AOT backend traces the backward (functional tensors), give each input kept as a ctx
+    attribute to the user's backward through an annotated alias (see the module's docstring)."""
+    names = getattr(ctx, "ember_live", ())
+    if not names:
+        return
+    from torch._subclasses.functional_tensor import FunctionalTensor
+    annotate = getattr(torch.fx.traceback, "annotate", None)
+    if annotate is None:
+        return
+    for name in names:
+        t = getattr(ctx, name)
+        if isinstance(t, FunctionalTensor):
+            with annotate({LIVE_READ: True}):
+                setattr(ctx, name, torch.ops.aten.view.default(t, t.shape))  # (alias decomposes away)
