@@ -489,7 +489,10 @@ class OpcodeMixin:
                          for v in container.value)
         elif isinstance(container, DictVariable) and container.dict_cls is dict:  # (keys only: a value may be a symbol)
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
-        elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)):
+        elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)) \
+                and not dynamic_number(item) \
+                and not any(dynamic_number(i) for i in getattr(container, "items", ()) or ()):
+            # (a dynamic size inside: compared item by item below, a guard per comparison)
             result = item.as_constant() in container.as_constant()
         elif _iterated_for_contains(container):
             # a class without __contains__: Python iterates it (identity first, then ==)

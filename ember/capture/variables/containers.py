@@ -97,7 +97,8 @@ class BaseSequence(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "__contains__":
             return ConstantVariable(_contains(self.items, args[0], tx))
-        if name in ("index", "count") and _all_constant(self.items) and _all_constant(args):
+        if name in ("index", "count") and _all_constant(self.items) and _all_constant(args) \
+                and not _any_dynamic_number([*self.items, *args]):
             return ConstantVariable(getattr(self.as_constant(), name)(*[a.as_constant() for a in args]))
         if name == "count" and len(args) == 1 and not kwargs:
             return ConstantVariable(_find(self.items, args[0], f"{self.python_cls.__name__}.count", tx, count=True))
@@ -142,9 +143,27 @@ class BaseSequence(VariableTracker):
 def _contains(items, needle, tx=None) -> bool:
     """``needle in items`` as CPython runs it: item by item, identity first, then ``==``. An ``==``
     that involves a tensor gives a tensor whose truth depends on data (or raises): a break."""
-    if needle.is_constant() and _all_constant(items):
+    if needle.is_constant() and _all_constant(items) and not _any_dynamic_number([needle, *items]):
         return needle.as_constant() in [i.as_constant() for i in items]
     return _find(items, needle, "`in`", tx) >= 0
+
+
+def _any_dynamic_number(vts) -> bool:
+    from ember.capture.variables.symbolic import dynamic_number
+    return any(dynamic_number(v) for v in vts)
+
+
+def _number_equal(tx, a, b):
+    """``a == b`` for a dynamic size and a number (or two sizes): a guard on that relation, not on
+    the size's value (None: not such a pair)."""
+    from ember.capture.variables.symbolic import dynamic_number, symbolic_operation
+    if tx is None or not (dynamic_number(a) or dynamic_number(b)):
+        return None
+    if not all(dynamic_number(v) or type(v) is ConstantVariable and type(v.value) in (int, float, bool)
+               for v in (a, b)):
+        return None
+    result = symbolic_operation(tx, operator.eq, [a, b])
+    return None if result is None else bool(result.truth(tx))
 
 
 def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
@@ -159,6 +178,8 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
         for i, item in enumerate(items):
             if item is needle:
                 equal = True
+            elif (number_equal := _number_equal(tx, item, needle)) is not None:
+                equal = number_equal
             elif tx is not None and (_user_class(item) is not None or _user_class(needle) is not None) and \
                     (result := user_compare(tx, operator.eq, item, needle)) is not None:
                 if not result.is_constant():

@@ -1,0 +1,46 @@
+"""A dynamic int (an argument that changed, so automatic dynamic made it a symbol) looked up in a
+tuple or list: ``index`` / ``count`` / ``in`` / ``remove`` compare it item by item, a guard on each
+comparison made (``n != 2``), never on its value (which recompiled for every new ``n``, as the
+whole container was folded to a constant). Outputs equal eager's; graphs: one static, one
+dynamic, and one more only for a value that changes a comparison (``n == 2``), as torch.compile."""
+import pytest
+import torch
+
+from ember_test_helpers import REFERENCE, CompileCounter, compile
+
+
+def tuple_index(x, n):
+    return x + (n, 2).index(2)
+
+
+def tuple_count(x, n):
+    return x + (n, 2, 2).count(2)
+
+
+def list_index(x, n):
+    return x * [n, 3, 2].index(2)
+
+
+def list_remove(x, n):
+    items = [n, 2, 4]
+    items.remove(2)
+    return x + len(items) + items.index(4)
+
+
+def in_list_of_sizes(x, n):
+    return x + (1 if 2 in [n, n + 1] else 0)
+
+
+@pytest.mark.parametrize("fn", [tuple_index, tuple_count, list_index, list_remove, in_list_of_sizes])
+def test_dynamic_int_compared_not_specialised(fn):
+    if REFERENCE and fn is in_list_of_sizes:
+        pytest.skip("torch.compile 2.13 answers this one wrongly: `2 in [n, n + 1]` stays False for n = 2 and 1")
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter)
+    values = [5, 6, 7, 8, 2, 9, 1]
+    for n in values:
+        x = torch.arange(3.0)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    # static 5; dynamic from 6 on (guards n != 2, n + 1 != 2); n == 2 and n == 1 change a comparison
+    expected = {in_list_of_sizes: 4}.get(fn, 3)
+    assert counter.frame_count == expected, (REFERENCE, counter.frame_count)
