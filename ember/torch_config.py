@@ -4,7 +4,8 @@ A program (or a test) that tunes torch.compile sets ``torch._dynamo.config.recom
 (alias ``cache_size_limit``), ``automatic_dynamic_shapes``, ``assume_static_by_default``,
 ``specialize_int``, ``specialize_float``, ``fail_on_recompile_limit_hit``,
 ``capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops``; ember
-compiling the same program reads those user settings so that its recompiles follow them. This
+compiling the same program reads those user settings so that its recompiles follow them. The
+callables a program marked with ``torch._dynamo.disallow_in_graph`` break the graph under ember too. This
 module only reads plain values from the config module when the program has imported it (it never
 imports it, and calls nothing of Dynamo); ember's own ``ember.config`` wins where it was changed
 from its default.
@@ -83,3 +84,21 @@ def capture_dynamic_output_shape_ops() -> bool:
     """Data-dependent output sizes (``nonzero``, ``x[mask]``) are unbacked: ember's or torch's setting."""
     from ember.config import config
     return config.capture_dynamic_output_shape_ops or _read("capture_dynamic_output_shape_ops", False) is True
+
+
+def disallowed_in_graph(fn) -> bool:
+    """The program marked ``fn`` with ``torch._dynamo.disallow_in_graph(fn)`` (or
+    ``torch.compiler.disallow_in_graph``): a call of it is a graph break, as under torch.compile.
+    Read from the plain id set that registration fills (None until anything was registered);
+    nothing of Dynamo is called.
+
+        torch._dynamo.disallow_in_graph(torch.sub)   # ember: torch.sub(...) runs eagerly, between graphs
+    """
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(getattr(rules, "_disallowed_callable_ids", None), "function_ids", None)
+    if not ids:
+        return False
+    try:
+        return id(fn) in ids
+    except Exception:  # noqa: BLE001 — a release that keeps another kind of collection there
+        return False

@@ -102,3 +102,27 @@ def test_data_dependent_capture_from_torch_config(fn, name, without):
     with dynamo_config.patch(**{name: True}):
         assert _count(fn, [(x,), (x * 2,)]) == 1
     assert _count(fn, [(x,), (x * 2,)]) == without  # a graph break (and the value baked in after it)
+
+
+def add_sub_add(x):
+    y = torch.add(x, 1)
+    y = torch.sub(y, 3)
+    return torch.mul(torch.ops.aten.cos(y), 2)
+
+
+@pytest.mark.parametrize("marked", [torch.sub, torch.ops.aten.cos])
+def test_disallow_in_graph_breaks_there(marked):
+    """``torch._dynamo.disallow_in_graph(fn)``: a call of fn is a graph break under ember too (it
+    was put in the graph); the mark lifted, one graph again."""
+    import torch._dynamo
+    x = torch.randn(4)
+    torch._dynamo.disallow_in_graph(marked)
+    try:
+        assert _count(add_sub_add, [(x,)]) == 2
+        cnt = CompileCounter()
+        reset()
+        with pytest.raises(ember.Unsupported if not REFERENCE else Exception):
+            compile(add_sub_add, backend=cnt, fullgraph=True)(x)
+    finally:
+        torch._dynamo.allow_in_graph(marked)
+    assert _count(add_sub_add, [(x,)]) == 1
