@@ -5,7 +5,8 @@ A program (or a test) that tunes torch.compile sets ``torch._dynamo.config.recom
 ``specialize_int``, ``specialize_float``, ``fail_on_recompile_limit_hit``,
 ``capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops``; ember
 compiling the same program reads those user settings so that its recompiles follow them. The
-callables a program marked with ``torch._dynamo.disallow_in_graph`` break the graph under ember too. This
+callables a program marked with ``torch._dynamo.disallow_in_graph`` break the graph under ember
+too, and those marked ``allow_in_graph`` are one graph node each. This
 module only reads plain values from the config module when the program has imported it (it never
 imports it, and calls nothing of Dynamo); ember's own ``ember.config`` wins where it was changed
 from its default.
@@ -86,19 +87,40 @@ def capture_dynamic_output_shape_ops() -> bool:
     return config.capture_dynamic_output_shape_ops or _read("capture_dynamic_output_shape_ops", False) is True
 
 
-def disallowed_in_graph(fn) -> bool:
-    """The program marked ``fn`` with ``torch._dynamo.disallow_in_graph(fn)`` (or
-    ``torch.compiler.disallow_in_graph``): a call of it is a graph break, as under torch.compile.
-    Read from the plain id set that registration fills (None until anything was registered);
-    nothing of Dynamo is called.
-
-        torch._dynamo.disallow_in_graph(torch.sub)   # ember: torch.sub(...) runs eagerly, between graphs
-    """
+def _registered(registry: str, fn) -> bool:
+    """``fn`` is in one of the id sets that ``torch._dynamo.allow_in_graph`` /
+    ``disallow_in_graph`` fill (plain data, None until anything was registered); nothing of
+    Dynamo is called."""
     rules = sys.modules.get("torch._dynamo.trace_rules")
-    ids = getattr(getattr(rules, "_disallowed_callable_ids", None), "function_ids", None)
+    ids = getattr(getattr(rules, registry, None), "function_ids", None)
     if not ids:
         return False
     try:
         return id(fn) in ids
     except Exception:  # noqa: BLE001 — a release that keeps another kind of collection there
         return False
+
+
+def disallowed_in_graph(fn) -> bool:
+    """The program marked ``fn`` with ``torch._dynamo.disallow_in_graph(fn)``: a call of it is a
+    graph break, as under torch.compile.
+
+        torch._dynamo.disallow_in_graph(torch.sub)   # ember: torch.sub(...) runs eagerly, between graphs
+    """
+    return _registered("_disallowed_callable_ids", fn)
+
+
+def allowed_in_graph(fn) -> bool:
+    """The program marked ``fn`` with ``torch.compiler.allow_in_graph(fn)`` (or the
+    ``torch._dynamo`` spelling): a call of it is one graph node, run on fake tensors while
+    tracing, its body never traced (a ``graph_break()`` in it is no break).
+
+        @torch.compiler.allow_in_graph
+        def fused(x): ...                            # ember: one call_function node
+
+    torch's own registrations (``torch.nn.attention.bias`` allows the flash-attention checks, which
+    answer Python bools) are Dynamo's business: ember traces torch's code as it always did."""
+    module = getattr(fn, "__module__", None)
+    if not isinstance(module, str) or module == "torch" or module.startswith("torch."):
+        return False
+    return _registered("_allowed_callable_ids", fn)

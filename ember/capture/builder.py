@@ -21,6 +21,7 @@ import torch
 
 from ember.capture.dynamic_dims import named_dynamic
 from ember.capture.eager_frames import wrapper_variable
+from ember.torch_config import allowed_in_graph
 from ember.capture.variables.random_draws import is_random_draw
 from ember.capture.sources import (AttrSource, CallSource, CellContentsSource, ConstSource, FreeCellSource, GlobalSource, ItemSource,
                                    LocalSource)
@@ -441,6 +442,11 @@ def _wrap(tx, value, source) -> VariableTracker:
         if source is not None:
             guards.id_match(source, value)
         return FunctorchTransformVariable(value, source)  # torch.func.grad and kin: one node
+
+    if callable(value) and not is_torch_callable(value) and allowed_in_graph(value):
+        if source is not None:  # (torch.compiler.allow_in_graph(fn): one node, never traced)
+            guards.id_match(source, value)
+        return TorchFunctionVariable(value, source)
 
     found = wrapper_variable(tx, value, source)  # (a SkippedFrame, a tracing setting's wrapper)
     if found is not None:

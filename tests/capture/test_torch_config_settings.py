@@ -126,3 +126,52 @@ def test_disallow_in_graph_breaks_there(marked):
     finally:
         torch._dynamo.allow_in_graph(marked)
     assert _count(add_sub_add, [(x,)]) == 1
+
+
+class _Scaler:
+    """A callable object a program allows in the graph (named, as torch.compile needs)."""
+
+    __name__ = "scaler"
+
+    def __call__(self, x):
+        torch._dynamo.graph_break()  # (never traced: the object is one node)
+        return x * 3
+
+
+class _Holder:
+    @staticmethod
+    def inner(x):
+        return torch.mul(x, 2)
+
+    @staticmethod
+    @torch._dynamo.allow_in_graph
+    def fused(x):
+        torch._dynamo.graph_break()  # (never traced: the function is one node)
+        return _Holder.inner(x).sin()
+
+
+_scaler = torch._dynamo.allow_in_graph(_Scaler())
+
+
+def uses_allowed(x):
+    return _Holder.fused(x + 1) + _scaler(x)
+
+
+def test_allow_in_graph_is_one_node():
+    """``torch.compiler.allow_in_graph(fn)``: fn (a function read off a class, or a callable
+    object) is one call_function node, run on fake tensors while tracing; ember traced its body
+    and broke at the graph_break() in it (fullgraph=True raised)."""
+    x = torch.randn(4)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    reset()
+    out = compile(uses_allowed, backend=backend, fullgraph=True)(x)
+    assert_same(out, uses_allowed(x))
+    assert len(graphs) == 1
+    targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+    assert _Holder.fused in targets and _scaler in targets
+    assert torch.sin not in targets  # (the body stays inside the one call)

@@ -11,6 +11,7 @@ import torch
 from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException
+from ember.torch_config import allowed_in_graph
 
 
 class CellVariable(VariableTracker):
@@ -149,6 +150,8 @@ class UserFunctionVariable(VariableTracker):
                      for i, c in enumerate(cells))
 
     def call(self, tx, args, kwargs):
+        if allowed_in_graph(self.fn):  # `torch.compiler.allow_in_graph(fn)`: one node, its body never traced
+            return tx.output.call_function(self.fn, args, kwargs)
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
         if self.fn in WARNING_FILTER_FUNCTIONS:
             return call_warning_filter(tx, self.fn)

@@ -14,7 +14,7 @@ import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.exc import Unsupported
-from ember.torch_config import disallowed_in_graph
+from ember.torch_config import allowed_in_graph, disallowed_in_graph
 
 _REFUSED = {
     torch.manual_seed: "torch.manual_seed changes global RNG state",
@@ -136,8 +136,10 @@ class TorchFunctionVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         fn = self.fn
-        if disallowed_in_graph(fn):  # `torch._dynamo.disallow_in_graph(torch.sub)`: the program's request
+        if disallowed_in_graph(fn) and not _is_compiler_api(getattr(fn, "__module__", None) or ""):  # `torch._dynamo.disallow_in_graph(torch.sub)`: the program's request
             raise unsupported("EB0029", f"{getattr(fn, '__qualname__', fn)} is marked disallow_in_graph: it runs eagerly")
+        if allowed_in_graph(fn):  # the program's `allow_in_graph(fn)`: one node
+            return tx.output.call_function(fn, args, kwargs)
         if fn in _CONSTANT_ANSWERS:
             if fn in _COMPILING_QUERIES:
                 tx.output.observes_compiling = True  # (the frame is then never skipped: cache.py)
