@@ -582,7 +582,8 @@ def _set_item_by_value(v) -> bool:
     """A set item a guard on the set's equality pins: a scalar constant, or an object compared by
     identity (a function, a builtin, a class)."""
     return type(v) in (str, int, float, bool, type(None), complex, bytes) or _identity_key(v) or \
-        isinstance(v, types.BuiltinFunctionType)
+        isinstance(v, (types.BuiltinFunctionType, torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+    # (torch ops compare by identity and hash their C handle: {aten.mm.default} of a checkpoint policy)
 
 
 def _identity_object(k) -> bool:
