@@ -26,3 +26,23 @@ def test_set_of_ops_is_an_input():
     for ops in calls:
         assert_same(compiled(x, ops), pick(x, ops))
     assert cnt.frame_count == 3  # (the same items again: no recompile)
+
+
+def lookup(x, table):
+    f = table.get(torch.ops.aten.mm.default)
+    y = x.sin() if f is None else f(x)
+    names = [str(op) for op in table]  # (iterating the keys)
+    return y, names, torch.ops.aten.cos in table
+
+
+def test_dict_keyed_by_ops_is_an_input():
+    """A decomposition-style table ``{op: fn}`` passed in: its keys are ops (EB0035 before)."""
+    reset()
+    cnt = CompileCounter()
+    compiled = compile(lookup, backend=cnt, fullgraph=True)
+    x = torch.randn(3)
+    calls = [{torch.ops.aten.mm.default: torch.cos}, {torch.ops.aten.cos: torch.sin},
+             {torch.ops.aten.mm.default: torch.cos}]
+    for table in calls:
+        assert_same(compiled(x, table), lookup(x, table))
+    assert cnt.frame_count == 2

@@ -38,7 +38,8 @@ def wrap_dict(tx, value, source, t, wrapped: dict | None = None):
     from ember.capture.variables.new_object import pybind11_enum_value
     for k in value:
         if not (isinstance(k, (str, int, float, bool, type(None), enum.Enum, tuple, bytes, complex, frozenset,
-                               torch.device)) or _identity_key(k) or (_tensor_key(k) and source is not None)
+                               torch.device, torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+                or _identity_key(k) or (_tensor_key(k) and source is not None)
                 or pybind11_enum_value(k) is not None or _weak_identity_key(k)):
             raise unsupported("EB0035", f"dict with a key of type {type(k).__name__}")
     items, keys = {}, {}
