@@ -123,4 +123,7 @@ def allowed_in_graph(fn) -> bool:
     module = getattr(fn, "__module__", None)
     if not isinstance(module, str) or module == "torch" or module.startswith("torch."):
         return False
-    return _registered("_allowed_callable_ids", fn)
+    # (nonstrict_trace and leaf_function register in the same set, with their own meaning:
+    # ember handles those wrappers itself, variables/nonstrict.py)
+    return _registered("_allowed_callable_ids", fn) and not _registered("_nonstrict_trace_callable_ids", fn) \
+        and not _registered("_leaf_function_ids", fn)
