@@ -7,7 +7,7 @@ user's ``backward``. ember does the same in three steps:
    disabled. Its operations land in the frame's graph as nodes ``R``; what it stores on the ctx
    (saved tensors, attributes, non-differentiable outputs, materialize flag) is recorded.
 2. ``backward`` is inlined once on stand-in gradients to check that it is traceable and to install
-   the guards it needs (the globals it reads); its nodes are then dropped.
+   the guards it needs (the globals it reads); its nodes are then dropped (autograd_backward.py).
 3. ``R`` is copied into a GraphModule that a generated ``autograd.Function`` runs in its forward;
    its backward calls the user's backward with a ctx rebuilt from what step 1 recorded. The graph
    calls that Function's ``apply``: the eager backend runs it as is, AOT traces through it (the
@@ -44,8 +44,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, unsu
 from ember.capture.variables.generated_function import _apply_of, _make_function
 from ember.capture.variables.tensor import TensorVariable
 from ember.fake.snapshot import version_of
-from ember.fake.symbolic import has_symbols
-from ember.exc import PythonException, Unsupported
+from ember.exc import Unsupported
 
 _CTX_METHODS = ("save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty",
                 "save_for_forward")
@@ -514,7 +513,8 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
 
     # 2. backward, traced once for its guards, then dropped (not where eager records no node: no grad needed)
     if grad_on and any(ctx.needs_input_grad):
-        _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
+        from ember.capture.variables.autograd_backward import check_backward
+        check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
 
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]
@@ -597,109 +597,6 @@ def _dirty_arguments(ctx, args, tensor_args, layouts) -> list:
             raise unsupported("EB0047", "ctx.mark_dirty of a graph input that does not require grad (it would gain history)")
         dirty += [i for i in hits if i not in dirty]
     return dirty
-
-
-def _check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
-    from ember.capture.variables.functions import UserFunctionVariable
-    # read through the class (as forward was): patching Fn.backward later must recompile
-    name = "vjp" if backward_fn is fn_cls.vjp and backward_fn is not fn_cls.backward else "backward"
-    fn_vt = tx.getattr(cls_vt, name)
-    wrapped = getattr(backward_fn, "__wrapped__", None)  # once_differentiable's body
-    if wrapped is not None:
-        fn_vt = UserFunctionVariable(wrapped)
-    inputs_before = len(tx.output.placeholders)
-    bctx = copy.copy(ctx)  # what backward assigns on ctx must not reach the forward's record
-    bctx.attrs = dict(ctx.attrs)
-    from ember.capture.speculation import Checkpoint
-    cp = Checkpoint(tx)
-    region = Region(tx, [])
-    try:
-        try:
-            with GradDisabled():
-                grads = [tx.output.call_function(torch.zeros_like, [o], {}) if isinstance(o, TensorVariable)
-                         else ConstantVariable(None) for o in out_items]
-                result = fn_vt.call(tx, [bctx, *grads], {})
-        except PythonException as e:  # eager raises it in backward(), not here: run the call eagerly
-            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward raised {type(e.exc).__name__} "
-                              "while tracing") from None
-        region.check_pure(f"{fn_cls.__qualname__}.backward")
-        _check_backward_reads(fn_cls, region, ctx, grads)
-    except Unsupported:
-        cp.restore()
-        raise
-    # Backward runs later, not here: its nodes go, and what it changed in place on the fake tensors
-    # (``x.t_()`` of a saved input) is undone, or the rest of the frame would see x transposed.
-    if not cp.restore():
-        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward changes a view's autograd state "
-                          "(cannot be undone while tracing)")
-    if len(tx.output.placeholders) != inputs_before:
-        # AOT would run the real backward on fake tensors, where a real tensor from outside cannot go
-        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
-    from ember.capture.variables.containers import TupleVariable
-    items = list(result.items) if isinstance(result, TupleVariable) else [result]  # (eager: not a tuple -> (r,))
-    n_in = len(ctx.needs_input_grad)
-    if len(items) > n_in and all(i.is_constant() and i.as_constant() is None for i in items[n_in:]):
-        items = items[:n_in]  # (eager drops extra gradients that are None)
-    if len(items) > n_in and not ctx.materialize:
-        return  # (the extra gradients may be None at run time, as eager needs: the generated Function checks)
-    if len(items) != n_in:
-        # eager's error at backward time; an AOT backend would meet it while compiling: run the call eagerly
-        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
-    for k, (grad, arg) in enumerate(zip(items, args)):
-        # gradients autograd rejects (eager raises at backward time, an AOT backend while compiling)
-        if grad.is_constant() and grad.as_constant() is None:
-            continue
-        if not isinstance(grad, TensorVariable):
-            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a {grad.describe()} as a gradient")
-        if not isinstance(arg, TensorVariable):
-            raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a gradient for argument {k}, "
-                              "which is not a tensor")
-        want, got = arg.fake.shape, grad.fake.shape
-        if not (has_symbols(want) or has_symbols(got)) and tuple(want) != tuple(got):
-            try:
-                torch.broadcast_shapes(want, got)
-                expandable = torch.broadcast_shapes(want, got) == tuple(got)
-            except RuntimeError:
-                expandable = False
-            if not expandable:  # (a gradient the input's shape expands to is summed down, as eager does)
-                raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a gradient of shape {tuple(got)} "
-                                  f"for an input of shape {tuple(want)}")
-
-
-def _check_backward_reads(fn_cls, region, ctx, grads) -> None:
-    """Backward may read only its gradients and what ctx holds. A tensor the frame already has (a global
-    or closure tensor forward read too, a module's parameter) is a real tensor when AOT traces the user's
-    backward on fake ones (it cannot be handed in): the call runs eagerly, as torch.compile breaks on a
-    backward reading a lifted free variable."""
-    known = {n for v in [*(ctx.saved or []), *ctx.attrs.values()] for n in _graph_nodes_in(v)}
-    stand_ins = {g.node for g in grads if isinstance(g, TensorVariable)}  # (zeros_like of the outputs)
-    body = region.nodes()
-    inside = set(body)
-    for n in body:
-        if n in stand_ins:
-            continue
-        for i in n.all_input_nodes:
-            if i not in inside and i not in known and isinstance(i.meta.get("example_value"), torch.Tensor):
-                raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward reads tensors from outside the Function")
-
-
-def _graph_nodes_in(vt, depth=0) -> list:
-    """The graph values (tensors, symbolic numbers) a ctx attribute holds, in containers and objects too."""
-    from ember.capture.variables.containers import BaseSequence, DictVariable
-    from ember.capture.variables.new_object import NewObjectVariable
-    node = getattr(vt, "node", None)
-    if isinstance(node, fx.Node):
-        return [node]
-    if depth > 8:
-        return []
-    if isinstance(vt, BaseSequence):
-        return [n for i in vt.items for n in _graph_nodes_in(i, depth + 1)]
-    items = getattr(vt, "items", None)
-    if isinstance(vt, DictVariable) and isinstance(items, dict):
-        return [n for i in items.values() for n in _graph_nodes_in(i, depth + 1)]
-    if isinstance(vt, NewObjectVariable):
-        return [n for i in vt.attrs.values() for n in _graph_nodes_in(i, depth + 1)]
-    return []
 
 
 def _mark_body(output, body, grad_on):
