@@ -428,47 +428,47 @@ class OpcodeMixin:
     def COMPARE_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        fn = _COMPARE_OPS[inst.argval]
+        self.push(self.compare_op(_COMPARE_OPS[inst.argval], a, b))
+
+    def compare_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+        """``a < b`` and the like (``fn``: operator.lt, ...), also as ``operator.lt(a, b)``."""
         a, b = proxy_operands(fn, a, b)  # `mp == d`: the proxy's dict
         if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
-            self.push(numpy_binary(self, fn, a, b))
-        elif isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
-            self.push(self.output.call_function(fn, [a, b], {}))
-        elif (symbolic := _first_not_none(symbolic_operation(self, fn, [a, b]),  # `x.size(0) > 3`
+            return numpy_binary(self, fn, a, b)
+        if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+            return self.output.call_function(fn, [a, b], {})
+        if (symbolic := _first_not_none(symbolic_operation(self, fn, [a, b]),  # `x.size(0) > 3`
                                           lambda: symbolic_sequence_operation(self, fn, a, b))) is not None:
-            self.push(symbolic)
-        elif (viewed := view_set_operation(fn, a, b)) is not None:
-            self.push(viewed)
-        elif a.is_constant() and b.is_constant():
+            return symbolic
+        if (viewed := view_set_operation(fn, a, b)) is not None:
+            return viewed
+        if a.is_constant() and b.is_constant():
             try:
-                self.push(ConstantVariable(fn(a.as_constant(), b.as_constant())))
+                return ConstantVariable(fn(a.as_constant(), b.as_constant()))
             except Exception as e:
                 raise PythonException(e) from None  # eager raises this very exception
-        elif isinstance(a, SetVariable) and isinstance(b, SetVariable):
-            self.push(a.call_method(self, f"__{fn.__name__}__", [b], {}))
-        elif _plain_sequence(a) and _plain_sequence(b):
+        if isinstance(a, SetVariable) and isinstance(b, SetVariable):
+            return a.call_method(self, f"__{fn.__name__}__", [b], {})
+        if _plain_sequence(a) and _plain_sequence(b):
             # lexicographic, identity first per item (heapq's `(priority, tensor)` entries): decided
             # without data unless two different non-constant items meet
             from ember.capture.variables.ordering import comparable, ordered
             memo: dict = {}
             ca, cb = comparable(a, memo, self), comparable(b, memo, self)
-            self.push(ConstantVariable(ordered(lambda: fn(ca, cb), "comparing sequences")))
-        elif fn in (operator.eq, operator.ne) and isinstance(da := _dict_items_of(a, ("__eq__", "__ne__")) or a,
+            return ConstantVariable(ordered(lambda: fn(ca, cb), "comparing sequences"))
+        if fn in (operator.eq, operator.ne) and isinstance(da := _dict_items_of(a, ("__eq__", "__ne__")) or a,
                                                               DictVariable) \
                 and isinstance(db := _dict_items_of(b, ("__eq__", "__ne__")) or b, DictVariable):
-            self.push(ConstantVariable(dict_equal(da, db) == (fn is operator.eq)))
-        elif (user := _user_compare(self, fn, a, b)) is not None:  # a class's Python __eq__/__lt__/...
-            self.push(user)
-        elif fn in (operator.eq, operator.ne):
+            return ConstantVariable(dict_equal(da, db) == (fn is operator.eq))
+        if (user := _user_compare(self, fn, a, b)) is not None:  # a class's Python __eq__/__lt__/...
+            return user
+        if fn in (operator.eq, operator.ne):
             same = self.compare_identity(a, b, False).as_constant()
             if not same and _comparable_by_identity(a) and _comparable_by_identity(b):
-                self.push(ConstantVariable(fn is operator.ne))
-            elif same:
-                self.push(ConstantVariable(fn is operator.eq))
-            else:
-                raise unsupported("EB0038", f"comparing {a.describe()} with {b.describe()}")
-        else:
-            raise unsupported("EB0038", f"comparing {a.describe()} with {b.describe()}")
+                return ConstantVariable(fn is operator.ne)
+            if same:
+                return ConstantVariable(fn is operator.eq)
+        raise unsupported("EB0038", f"comparing {a.describe()} with {b.describe()}")
 
     def IS_OP(self, inst):
         b = self.pop()
@@ -513,27 +513,29 @@ class OpcodeMixin:
         self._unary(operator.invert)
 
     def _unary(self, fn):
-        v = self.pop()
+        self.push(self.unary_op(fn, self.pop()))
+
+    def unary_op(self, fn, v: VariableTracker) -> VariableTracker:
+        """``-v``, ``+v``, ``~v`` (``fn``: operator.neg, pos or invert), also as ``operator.neg(v)``."""
         if isinstance(v, RandomValueVariable) and (derived := derived_value(self, fn, [v])) is not None:
-            self.push(derived)  # `-random.uniform(0, 1)`
-        elif isinstance(v, NumpyNdarrayVariable):
-            self.push(numpy_unary(self, fn, v))
-        elif isinstance(v, TensorVariable):
-            self.push(self.output.call_function(fn, [v], {}))
-        elif (symbolic := symbolic_operation(self, fn, [v])) is not None:
-            self.push(symbolic)
-        elif v.is_constant():
+            return derived  # `-random.uniform(0, 1)`
+        if isinstance(v, NumpyNdarrayVariable):
+            return numpy_unary(self, fn, v)
+        if isinstance(v, TensorVariable):
+            return self.output.call_function(fn, [v], {})
+        if (symbolic := symbolic_operation(self, fn, [v])) is not None:
+            return symbolic
+        if v.is_constant():
             try:
                 result = fn(v.as_constant())
             except Exception as e:  # (`-"a"`) eager raises this very exception
                 raise PythonException(e) from None
-            self.push(ConstantVariable(result))
-        else:
-            from ember.capture.variables.user_operators import user_unary_op
-            result = user_unary_op(self, fn, v)  # `__neg__` of a user class
-            if result is None:
-                raise unsupported("EB0038", f"{fn.__name__} of {v.describe()}")
-            self.push(result)
+            return ConstantVariable(result)
+        from ember.capture.variables.user_operators import user_unary_op
+        result = user_unary_op(self, fn, v)  # `__neg__` of a user class
+        if result is None:
+            raise unsupported("EB0038", f"{fn.__name__} of {v.describe()}")
+        return result
 
     def UNARY_NOT(self, inst):
         self.push(ConstantVariable(not self.pop().truth(self)))

@@ -55,6 +55,7 @@ _TENSOR_OPERATORS = {
 
 
 _ITEM_OPERATORS = {operator.getitem, operator.setitem, operator.delitem}
+_COMPARISONS = {operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne}
 
 
 # operator functions that mutate their first argument when it is mutable (`operator.isub(s, t)`)
@@ -181,6 +182,11 @@ class BuiltinVariable(VariableTracker):
                 return tx.binary_op(operator.iadd, args[0], args[1])
             if fn is not operator.iconcat and len(args) == 2:
                 return tx.binary_op(fn, args[0], args[1])
+        if fn in (operator.neg, operator.pos, operator.invert) and len(args) == 1 and not kwargs \
+                and not args[0].is_constant():
+            return tx.unary_op(fn, args[0])  # (as `-v`: a user class's __neg__ too)
+        if fn in (operator.truth, operator.not_) and len(args) == 1 and not kwargs and not args[0].is_constant():
+            return ConstantVariable(args[0].truth(tx) != (fn is operator.not_))  # (as `not v`)
         if fn in (operator.is_, operator.is_not) and len(args) == 2 and not kwargs:
             # before folding: a constant list's as_constant() is a new list each time (`is` on copies)
             return tx.compare_identity(args[0], args[1], fn is operator.is_not)
@@ -206,6 +212,8 @@ class BuiltinVariable(VariableTracker):
             name = {operator.getitem: "__getitem__", operator.setitem: "__setitem__",
                     operator.delitem: "__delitem__"}[fn]
             return args[0].call_method(tx, name, list(args[1:]), {})
+        if fn in _COMPARISONS and len(args) == 2 and not kwargs:
+            return tx.compare_op(fn, args[0], args[1])  # (as `a < b`: a user class's __lt__ too)
         if fn in _TENSOR_OPERATORS and len(args) == 2:
             return tx.binary_op(fn, args[0], args[1])
         if fn is math.sqrt or getattr(fn, "__module__", None) == "math":
