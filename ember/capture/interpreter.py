@@ -363,13 +363,13 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             return wrap(self, g[name], GlobalSource(g, name, top=g is self.top_globals))
         b = g.get("__builtins__", __builtins__)
         b = b.__dict__ if isinstance(b, types.ModuleType) else b
-        if name in b:
-            # a global of that name defined later shadows the builtin
-            self.guards.not_in_dict(ConstSource(g, f"<globals of {g.get('__name__', '?')}>"), name)
-            # ... and the builtin itself may be monkeypatched (`builtins.isinstance = patched`)
+        # a global of that name defined later shadows the builtin (or ends the NameError below)
+        self.guards.not_in_dict(ConstSource(g, f"<globals of {g.get('__name__', '?')}>"), name)
+        if name in b:  # ... and the builtin itself may be monkeypatched (`builtins.isinstance = patched`)
             self.guards.id_match(GlobalSource(b, name, top=False), b[name])
             return wrap(self, b[name], None)
-        raise unsupported("EB0002", f"name {name!r} is not defined (NameError)")
+        self.guards.not_in_dict(ConstSource(b, "<builtins>"), name)
+        raise _raised(PythonException(NameError(f"name {name!r} is not defined", name=name)), replayable=True)
 
     def STORE_GLOBAL(self, inst):
         g = self.globals

@@ -15,6 +15,7 @@ from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, Sym
                                               symbolic_sequence_operation)
 from ember.capture.variables.random_draws import RandomValueVariable, derived_value, random_operands
 from ember.capture.assumptions import assume_branch
+from ember.capture.eager_errors import unpack_error
 from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
@@ -205,7 +206,7 @@ class OpcodeMixin:
         seq = self.pop()
         items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else seq.items
         if len(items) != inst.arg:
-            raise unsupported("EB0002", f"unpacking {len(items)} values into {inst.arg} names (ValueError)")
+            raise unpack_error(seq, len(items), inst.arg, None)
         for item in reversed(items):
             self.push(item)
 
@@ -214,7 +215,7 @@ class OpcodeMixin:
         items = seq.iter(self).unpack(self) if not isinstance(seq, BaseSequence) else list(seq.items)
         before, after = inst.arg & 0xFF, inst.arg >> 8
         if len(items) < before + after:
-            raise unsupported("EB0002", "not enough values to unpack (ValueError)")
+            raise unpack_error(seq, len(items), before, after)
         middle = ListVariable(items[before:len(items) - after])
         for item in reversed(items[len(items) - after:]):
             self.push(item)

@@ -227,8 +227,10 @@ class NewObjectVariable(VariableTracker):
             raise unsupported("EB0032", f"assigning {name} of a {self.cls.__qualname__} object made in the frame")
         attr = _lookup(self.cls, name)
         if isinstance(attr, property):
-            if attr.fset is None:
-                raise unsupported("EB0002", f"property {name!r} has no setter (AttributeError)")
+            if attr.fset is None:  # (eager's error: a handler in the frame may catch it)
+                failure = PythonException(AttributeError(f"property {name!r} of {self.cls.__name__!r} object has no setter"))
+                failure.replayable = True  # (uncaught: the assignment, run eagerly, raises it again)
+                raise failure
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(attr.fset).call(tx, [self, value], {})
             return
