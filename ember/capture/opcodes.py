@@ -427,8 +427,7 @@ class OpcodeMixin:
         obj.call_method(self, "__delitem__", [index], {})
 
     def COMPARE_OP(self, inst):
-        b = self.pop()
-        a = self.pop()
+        b, a = self.pop(), self.pop()
         self.push(self.compare_op(_COMPARE_OPS[inst.argval], a, b))
 
     def compare_op(self, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
@@ -505,16 +504,13 @@ class OpcodeMixin:
         self.push(ConstantVariable(result != bool(inst.arg)))
 
     def UNARY_NEGATIVE(self, inst):
-        self._unary(operator.neg)
+        self.push(self.unary_op(operator.neg, self.pop()))
 
     def UNARY_POSITIVE(self, inst):
-        self._unary(operator.pos)
+        self.push(self.unary_op(operator.pos, self.pop()))
 
     def UNARY_INVERT(self, inst):
-        self._unary(operator.invert)
-
-    def _unary(self, fn):
-        self.push(self.unary_op(fn, self.pop()))
+        self.push(self.unary_op(operator.invert, self.pop()))
 
     def unary_op(self, fn, v: VariableTracker) -> VariableTracker:
         """``-v``, ``+v``, ``~v`` (``fn``: operator.neg, pos or invert), also as ``operator.neg(v)``."""
