@@ -18,6 +18,7 @@ from its default.
 from __future__ import annotations
 
 import sys
+import types
 
 _DEFAULT_RECOMPILE_LIMIT = 8  # (ember's default and torch's)
 
@@ -118,10 +119,16 @@ def allowed_in_graph(fn) -> bool:
         @torch.compiler.allow_in_graph
         def fused(x): ...                            # ember: one call_function node
 
-    torch's own registrations (``torch.nn.attention.bias`` allows the flash-attention checks, which
-    answer Python bools) are Dynamo's business: ember traces torch's code as it always did."""
+    torch's own functions it registers (``torch.nn.attention.bias`` allows the flash-attention
+    checks, which answer Python bools) are Dynamo's business: ember traces torch's code as it
+    always did. torch's registered callable objects are nodes (the C++ autograd functions in a
+    graph torch's compiled autograd made, ``torch._dynamo.compiled_autograd.ops.validate_outputs``,
+    which no trace can enter)."""
     module = getattr(fn, "__module__", None)
-    if not isinstance(module, str) or module == "torch" or module.startswith("torch."):
+    if not isinstance(module, str):
+        return False
+    if (module == "torch" or module.startswith("torch.")) and \
+            isinstance(fn, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
         return False
     # (nonstrict_trace and leaf_function register in the same set, with their own meaning:
     # ember handles those wrappers itself, variables/nonstrict.py)

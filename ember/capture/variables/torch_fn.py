@@ -72,6 +72,14 @@ def _is_compiler_api(module: str) -> bool:
     return parts[0] == "torch" and len(parts) > 1 and parts[1] in ("compiler", "_dynamo")
 
 
+# torch/_dynamo/external_utils.py functions that keep no compiler state: ordinary Python over
+# their arguments (call_accumulate_grad calls the compiled-autograd AccumulateGrad op, a node, and
+# sets .grad; the final-callbacks stub does nothing). call_backward (it enters a Function's
+# backward through a stand-in ctx) stays a break.
+_EXTERNAL_HELPERS = frozenset({"unwrap_maybe_dynamic_int", "call_hook", "call_accumulate_grad",
+                               "normalize_as_list", "untyped_storage_size", "_exec_final_callbacks_stub"})
+
+
 def _checkpoint():
     import torch.utils.checkpoint
     return torch.utils.checkpoint.checkpoint
@@ -214,6 +222,11 @@ class TorchFunctionVariable(VariableTracker):
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
             raise unsupported("EB0027", f"{module}.{name} is the other compiler's internals (runs eagerly)")
+        if module == "torch._dynamo.external_utils" and name in _EXTERNAL_HELPERS:
+            # plain Python helpers a graph of torch's compiled autograd calls (``call_hook(hook,
+            # grad)``, ``unwrap_maybe_dynamic_int(sizes[0])``): traced as Python
+            from ember.capture.variables.functions import UserFunctionVariable
+            return UserFunctionVariable(fn, self.source).call(tx, args, kwargs)
         if _is_compiler_api(module):
             # the compiler's own API (graph_break, mark_dynamic, disable, ...): never a graph op
             if name == "is_compiling":

@@ -1,0 +1,68 @@
+"""The backward graph torch's compiled autograd makes (``torch._dynamo.compiled_autograd._enable``
+with ember as its compiler) compiles whole under ember: the helpers that graph calls
+(``call_hook``, ``call_accumulate_grad``, ``unwrap_maybe_dynamic_int`` in
+torch/_dynamo/external_utils.py) are traced as the plain Python they are, and the C++ autograd
+functions it names (``compiled_autograd.ops.validate_outputs``, ``SinBackward0``, which torch
+registers with allow_in_graph) are one node each. ember refused the helpers as "the other
+compiler's internals" (EB0027), so with fullgraph=True the backward raised. The gradients must
+be eager's."""
+import functools
+
+import pytest
+import torch
+from torch._dynamo import compiled_autograd
+
+from ember_test_helpers import CompileCounter, assert_same, compile, reset
+
+
+class Holder:
+    def __init__(self, val):
+        self.val = val
+
+
+def input_hook(x, obj):
+    y = x.sin()
+    x.register_hook(lambda grad: grad + obj.val)
+    return y.sin()
+
+
+def intermediate_hooks(x, obj):
+    y = x.mul(2)
+    y.register_hook(functools.partial(lambda g, k: g * k, k=3))
+    y.register_hook(lambda g: g + obj.val)
+    return y.cos().sum()
+
+
+def post_accumulate(x, w):
+    def hook(p):
+        p.grad.mul_(2)
+    x.register_post_accumulate_grad_hook(hook)
+    return (x * w).sum()
+
+
+def _grads(fn, make_args, backward_compiler=None, forward_compiler=None):
+    args = make_args()
+    run = forward_compiler(fn) if forward_compiler else fn
+    if backward_compiler is None:
+        run(*args).sum().backward()
+    else:
+        with compiled_autograd._enable(backward_compiler):
+            run(*args).sum().backward()
+    return [a.grad for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+
+
+@pytest.mark.parametrize("fn, make_args", [
+    (input_hook, lambda: (torch.ones(4, requires_grad=True), Holder(torch.tensor(88.0)))),
+    (intermediate_hooks, lambda: (torch.randn(4, requires_grad=True), Holder(2.0))),
+    (post_accumulate, lambda: (torch.randn(3, requires_grad=True), torch.randn(3))),
+], ids=["input_hook", "intermediate_hooks", "post_accumulate"])
+def test_compiled_autograd_graph_compiles_whole(fn, make_args):
+    reset()
+    torch.manual_seed(0)
+    expected = _grads(fn, make_args)
+    fw, bw = CompileCounter(), CompileCounter()
+    torch.manual_seed(0)
+    actual = _grads(fn, make_args, backward_compiler=lambda gm: compile(gm, backend=bw, fullgraph=True),
+                    forward_compiler=lambda f: compile(f, backend=fw, fullgraph=True))
+    assert_same(actual, expected)
+    assert fw.frame_count == 1 and bw.frame_count == 1
