@@ -16,7 +16,7 @@ from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, Sym
 from ember.capture.variables.random_draws import RandomValueVariable, derived_value, random_operands
 from ember.capture.assumptions import assume_branch
 from ember.capture.eager_errors import unpack_error
-from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
+from ember.capture.variables.base import (ConstantVariable, is_none as _is_none, VariableTracker, concat_strings, derived_lazy,
                                           format_value, unsupported)
 from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
@@ -565,7 +565,7 @@ class OpcodeMixin:
 
     def _pop_jump_none(self, inst, when_none: bool):
         v = use_tensors(self.pop())[0]  # (as `x is None`: IS_OP)
-        is_none = v.is_constant() and v.as_constant() is None
+        is_none = _is_none(v)
         if is_none == when_none:
             self.jump_to(inst.argval)
 

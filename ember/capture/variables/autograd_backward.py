@@ -12,7 +12,7 @@ import torch
 import torch.fx as fx
 
 from ember.capture.subgraph import GradDisabled, Region
-from ember.capture.variables.base import ConstantVariable, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, unsupported
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
 from ember.fake.symbolic import has_symbols, plain
@@ -61,7 +61,7 @@ def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
     from ember.capture.variables.containers import TupleVariable
     items = list(result.items) if isinstance(result, TupleVariable) else [result]  # (eager: not a tuple -> (r,))
     n_in = len(ctx.needs_input_grad)
-    if len(items) > n_in and all(i.is_constant() and i.as_constant() is None for i in items[n_in:]):
+    if len(items) > n_in and all(is_none(i) for i in items[n_in:]):
         items = items[:n_in]  # (eager drops extra gradients that are None)
     if len(items) > n_in and not ctx.materialize:
         return  # (the extra gradients may be None at run time, as eager needs: the generated Function checks)
@@ -70,7 +70,7 @@ def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
         raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns {len(items)} gradients for {n_in} inputs")
     for k, (grad, arg) in enumerate(zip(items, args)):
         # gradients autograd rejects (eager raises at backward time, an AOT backend while compiling)
-        if grad.is_constant() and grad.as_constant() is None:
+        if is_none(grad):
             continue
         if not isinstance(grad, TensorVariable):
             raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward returns a {grad.describe()} as a gradient")

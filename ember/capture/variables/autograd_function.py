@@ -40,7 +40,7 @@ import torch
 import torch.fx as fx
 
 from ember.capture.subgraph import GradDisabled, Region, extract
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.generated_function import _apply_of, _make_function
 from ember.capture.variables.tensor import TensorVariable
 from ember.fake.snapshot import version_of
@@ -103,7 +103,7 @@ class FunctionCtxVariable(VariableTracker):
             raise unsupported("EB0046", f"ctx.{name} with keyword arguments")
         if name == "save_for_backward":
             for a in args:
-                if not (isinstance(a, TensorVariable) or a.is_constant() and a.as_constant() is None):
+                if not (isinstance(a, TensorVariable) or is_none(a)):
                     raise unsupported("EB0046", "ctx.save_for_backward of a value that is not a tensor or None")
             self.saved = list(args)
             return ConstantVariable(None)

@@ -206,6 +206,14 @@ class LazyGuardedConstant(ConstantVariable):
         return f"Constant({type(ConstantVariable.value.__get__(self)).__name__} from {self.source.name()})"
 
 
+def is_none(vt: VariableTracker) -> bool:
+    """``vt is None``, without pinning a number's value: a dynamic size or a lazily guarded int is
+    known by its (guarded) type never to be None (``if bsz is not None:`` must not guard the size)."""
+    if isinstance(vt, ConstantVariable):
+        return vt.python_type() is type(None)
+    return vt.is_constant() and vt.as_constant() is None
+
+
 def format_value(value, conversion: int, spec: str) -> str:
     """What FORMAT_VALUE computes (conversion 1: str, 2: repr, 3: ascii)."""
     value = str(value) if conversion == 1 else repr(value) if conversion == 2 else ascii(value) \

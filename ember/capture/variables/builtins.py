@@ -21,7 +21,7 @@ import torch
 from ember.capture.variables.symbolic import (VALUE_TEXT_BUILTINS, SymNodeVariable, dynamic_number, is_number,
                                               symbolic_conversion, symbolic_operation, symbolic_prod)
 from ember.fake.symbolic import has_symbols, has_unbacked
-from ember.capture.variables.base import derived_lazy
+from ember.capture.variables.base import is_none, derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.frame_builtins import frame_dir, frame_exc_info, frame_exception, frame_locals, frame_vars
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
@@ -371,7 +371,7 @@ def _map(tx, fn, *iterables):
 
 def _filter(tx, fn, iterable):
     from ember.capture.variables.generators import FilterIterator
-    if fn.is_constant() and fn.as_constant() is None:
+    if is_none(fn):
         fn = None
     return FilterIterator(fn, iterable.iter(tx))
 
@@ -449,7 +449,7 @@ def _minmax(pick):
     def handler(tx, *args, **kwargs):
         items = args if len(args) > 1 else _iter_items(tx, args[0])
         key = kwargs.pop("key", None)
-        if key is not None and not (key.is_constant() and key.as_constant() is None):
+        if key is not None and not is_none(key):
             keys = _key_values(tx, items, key, f"{pick.__name__}(key=...)")
             if not items:
                 if "default" in kwargs:

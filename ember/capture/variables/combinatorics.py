@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 
-from ember.capture.variables.base import VariableTracker, unsupported
+from ember.capture.variables.base import is_none, VariableTracker, unsupported
 
 
 def _items(tx, vt: VariableTracker) -> list:
@@ -58,7 +58,7 @@ def construct_combinatoric(tx, cls, args: list, kwargs: dict):
         # (only a builtin or torch function: calling it ahead of time has no side effect to reorder)
         items = _items(tx, args[0])
         acc = kwargs.get("initial")
-        out = [] if acc is None or (acc.is_constant() and acc.as_constant() is None) else [acc]
+        out = [] if acc is None or is_none(acc) else [acc]
         acc = out[0] if out else None
         for item in items:
             if acc is None:

@@ -16,7 +16,7 @@ import types
 
 import torch
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.builtins import (_HANDLERS, _PURE_BUILTINS, BuiltinVariable, _constants, _dict, _iter_items,
                                               wrap_constant)
 from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
@@ -119,7 +119,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
         factory = args[0] if args else ConstantVariable(None)
         d = _dict(tx, *args[1:], **kwargs)
         d = DictVariable(d.items, d.keys, dict_cls=collections.defaultdict)
-        d.default_factory = None if factory.is_constant() and factory.as_constant() is None else factory
+        d.default_factory = None if is_none(factory) else factory
         return d
     if cls in (operator.itemgetter, operator.attrgetter, operator.methodcaller):
         from ember.capture.variables.operator_getters import OperatorGetterVariable

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 
-from ember.capture.variables.base import VariableTracker, unsupported
+from ember.capture.variables.base import is_none, VariableTracker, unsupported
 
 _GUARDED_NAMES = frozenset({"_parameters", "_buffers", "_modules", "__dict__", "state_dict", "_named_members",
                             "get_parameter", "get_buffer", "register_parameter", "register_buffer", "_apply",
@@ -129,7 +129,7 @@ def _trace(tx, fn, args, kwargs):
         owner = module.get_submodule(path) if path else module
         mine[id(owner)][1][leaf] = value
     call_args = a["args"]
-    if call_args is None or call_args.is_constant() and call_args.as_constant() is None:
+    if call_args is None or is_none(call_args):
         call_args = []
     elif isinstance(call_args, TupleVariable) and call_args.tuple_type is None:
         call_args = list(call_args.items)

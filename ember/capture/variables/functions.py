@@ -9,7 +9,7 @@ import types
 import torch
 
 from ember.capture.sources import AttrSource, CellContentsSource, ItemSource
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException
 from ember.torch_config import allowed_in_graph
 
@@ -342,8 +342,8 @@ class FunctionGetVariable(VariableTracker):
             raise unsupported("EB0033", f"calling {self.describe()} with {len(args)} arguments"
                                         f"{' and keywords' if kwargs else ''}")
         obj = args[0]
-        if obj.is_constant() and obj.as_constant() is None:
-            if len(args) == 1 or (args[1].is_constant() and args[1].as_constant() is None):
+        if is_none(obj):
+            if len(args) == 1 or is_none(args[1]):
                 raise PythonException(TypeError("__get__(None, None) is invalid"))
             return self.func  # read from the class: the function itself
         return UserMethodVariable(self.func, obj)

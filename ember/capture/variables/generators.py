@@ -33,7 +33,7 @@ break makes the capture break where it is made instead (a real generator).
 """
 from __future__ import annotations
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException, Unsupported
 
 _MAX_ITEMS = 100_000
@@ -153,7 +153,7 @@ class GeneratorVariable(IteratorBase):
             if throw is not None:
                 self.state = "done"
                 raise PythonException(throw)
-            if send is not None and not (send.is_constant() and send.as_constant() is None):
+            if send is not None and not is_none(send):
                 raise PythonException(TypeError("can't send non-None value to a just-started generator"))
             child.ip = 0
         elif throw is not None:

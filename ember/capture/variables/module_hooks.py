@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from ember.capture.sources import AttrSource, CallSource, ConstSource
-from ember.capture.variables.base import ConstantVariable, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, unsupported
 from ember.capture.variables.module_state import HOOK_DICTS, check_dicts, check_global_hooks
 
 
@@ -86,7 +86,7 @@ def call_with_hooks(tx, module_vt, args, kwargs):
         hook_vt = wrap(tx, hook, hook_src)
         if key in pre_kw:
             result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), _kwargs_dict(kwargs)], {})
-            if not (result.is_constant() and result.as_constant() is None):
+            if not is_none(result):
                 from ember.capture.variables.containers import DictVariable
                 if not (isinstance(result, TupleVariable) and len(result.items) == 2
                         and isinstance(result.items[1], DictVariable)):
@@ -96,7 +96,7 @@ def call_with_hooks(tx, module_vt, args, kwargs):
                 kwargs = {k: v for k, v in new_kwargs.items.items()}
             continue
         result = hook_vt.call(tx, [module_vt, TupleVariable(list(args))], {})
-        if not (result.is_constant() and result.as_constant() is None):
+        if not is_none(result):
             args = list(result.items) if isinstance(result, TupleVariable) else [result]
     forward = module_vt.getattr(tx, "forward")
     out = forward.call(tx, list(args), kwargs)
@@ -106,7 +106,7 @@ def call_with_hooks(tx, module_vt, args, kwargs):
             result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), _kwargs_dict(kwargs), out], {})
         else:
             result = hook_vt.call(tx, [module_vt, TupleVariable(list(args)), out], {})
-        if not (result.is_constant() and result.as_constant() is None):
+        if not is_none(result):
             out = result
     return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 
-from ember.capture.variables.base import unsupported
+from ember.capture.variables.base import is_none, unsupported
 from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.exc import PythonException, Unsupported
 from ember.fake.symbolic import has_symbols
@@ -156,7 +156,7 @@ def _key_values(tx, items, key, what: str) -> list:
 def order_by_keys(tx, items, key, reverse, what: str) -> list[int]:
     """The stable order ``sorted(items, key=key, reverse=reverse)`` puts the items in, as indices.
     ``key`` None: the items themselves are compared."""
-    if key is None or (key.is_constant() and key.as_constant() is None):
+    if key is None or is_none(key):
         memo: dict = {}
         keys = [comparable(i, memo, tx) for i in items]
     else:

@@ -13,7 +13,7 @@ import operator
 
 import torch
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.fake.symbolic import has_symbols, plain, scalar_outputs_captured
 from ember.fake.snapshot import version_of
 from ember.torch_config import capture_scalar_outputs
@@ -308,7 +308,7 @@ class TensorVariable(VariableTracker):
         if name == "data" and self.real is not None and self.reads_input() and isinstance(value, TensorVariable):
             return self._set_data(tx, value)
         if name == "grad" and self.real is not None and self.source is not None:
-            if not (isinstance(value, TensorVariable) or (value.is_constant() and value.as_constant() is None)):
+            if not (isinstance(value, TensorVariable) or is_none(value)):
                 raise unsupported("EB0024", f"assigning {value.describe()} to Tensor.grad")
             tx.side_effects.store_attr(self, self.real, "grad", value)  # replayed after the graph
             return

@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.fake.snapshot import version_of
 
 _METHODS = ("register_hook", "register_post_accumulate_grad_hook")
@@ -148,7 +148,7 @@ def _trace_hook_into_graph(tx, tensor, hook) -> None:
                 except PythonException as e:
                     raise unsupported("EB0024", f"a tensor hook raised {type(e.exc).__name__} while tracing it") from None
             region.check_pure("a tensor hook")
-            if out.is_constant() and out.as_constant() is None:
+            if is_none(out):
                 outputs = []
             elif isinstance(out, TensorVariable):
                 g = out.fake
