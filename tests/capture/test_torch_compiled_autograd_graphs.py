@@ -66,3 +66,38 @@ def test_compiled_autograd_graph_compiles_whole(fn, make_args):
                     forward_compiler=lambda f: compile(f, backend=fw, fullgraph=True))
     assert_same(actual, expected)
     assert fw.frame_count == 1 and bw.frame_count == 1
+
+
+def _square(t):
+    return t * t
+
+
+def _square_wrapped(grad):
+    from torch._dynamo._trace_wrapped_higher_order_op import trace_wrapped
+    return trace_wrapped(grad, fn=_square)  # (eager: _square(grad) under no_grad)
+
+
+def wrapped_call(x):
+    return _square_wrapped(x) * 3 + x
+
+
+def hooked_by_wrapped(x, y):
+    x.register_hook(_square_wrapped)
+    return x + y
+
+
+def test_trace_wrapped_is_its_function_under_no_grad():
+    """``trace_wrapped(t, fn=f)``: f(t) with grad off, traced (EB0027 before)."""
+    reset()
+    x = torch.randn(3, requires_grad=True)
+    out = compile(wrapped_call, fullgraph=True)(x)
+    assert_same(out, wrapped_call(x))
+
+
+def test_trace_wrapped_hook_in_a_compiled_autograd_graph():
+    reset()
+    make = lambda: (torch.tensor([0.5, 0.5], requires_grad=True), torch.tensor([0.5, 1.5], requires_grad=True))  # noqa: E731
+    expected = _grads(hooked_by_wrapped, make)
+    actual = _grads(hooked_by_wrapped, make, backward_compiler=lambda gm: compile(gm, fullgraph=True),
+                    forward_compiler=lambda f: compile(f))
+    assert_same(actual, expected)

@@ -222,6 +222,12 @@ class TorchFunctionVariable(VariableTracker):
         module = getattr(fn, "__module__", None) or ""
         if module.startswith("torch._C._dynamo"):  # Dynamo's own C hooks (its tests' `unsupported`)
             raise unsupported("EB0027", f"{module}.{name} is the other compiler's internals (runs eagerly)")
+        if module == "torch._dynamo._trace_wrapped_higher_order_op" and name == "trace_wrapped" and "fn" in kwargs:
+            # `trace_wrapped(grad, fn=f)` (a backward hook's body kept for compiled autograd):
+            # eager runs f(grad) under no_grad
+            from ember.capture.variables.grad_modes import GradModeWrappedFunction
+            rest = {k: v for k, v in kwargs.items() if k != "fn"}
+            return GradModeWrappedFunction(False, kwargs["fn"]).call(tx, list(args), rest)
         if module == "torch._dynamo.external_utils" and name in _EXTERNAL_HELPERS:
             # plain Python helpers a graph of torch's compiled autograd calls (``call_hook(hook,
             # grad)``, ``unwrap_maybe_dynamic_int(sizes[0])``): traced as Python
