@@ -30,7 +30,7 @@ from ember.capture.exception_state import ExceptionStateMixin
 from ember.capture.opcodes import OpcodeMixin
 from ember.capture.opcodes_py312 import Py312OpcodeMixin
 from ember.capture.sources import AttrSource, ConstSource, GlobalSource
-from ember.capture.variables.base import is_none, NULL, ConstantVariable, NullVariable, VariableTracker, unsupported
+from ember.capture.variables.base import is_none, unpinned_number, NULL, ConstantVariable, NullVariable, VariableTracker, unsupported
 from ember.capture.variables.builtins import BuiltinVariable
 from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
@@ -750,8 +750,7 @@ def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
         return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
     for x, y in ((a, b), (b, a)):
         # `n is None` of a dynamic size or a lazily guarded number: its type answers, not its value
-        if type(y) is ConstantVariable and y.value is None and isinstance(x, ConstantVariable) \
-                and type(x) is not ConstantVariable and x.python_type() in (int, float):
+        if type(y) is ConstantVariable and y.value is None and unpinned_number(x):
             return False
     (known_a, ra), (known_b, rb) = _object_of(a), _object_of(b)
     if known_a and known_b:

@@ -16,8 +16,8 @@ from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, Sym
 from ember.capture.variables.random_draws import RandomValueVariable, derived_value, random_operands
 from ember.capture.assumptions import assume_branch
 from ember.capture.eager_errors import unpack_error
-from ember.capture.variables.base import (ConstantVariable, is_none as _is_none, VariableTracker, concat_strings, derived_lazy,
-                                          format_value, unsupported)
+from ember.capture.variables.base import (ConstantVariable, VariableTracker, concat_strings, derived_lazy,
+                                          format_value, is_none as _is_none, unpinned_number, unsupported)
 from ember.exc import PythonException
 from ember.capture.variables.builtins import wrap_constant
 from ember.fake.symbolic import has_symbols
@@ -442,6 +442,8 @@ class OpcodeMixin:
             return symbolic
         if (viewed := view_set_operation(fn, a, b)) is not None:
             return viewed
+        if fn in (operator.eq, operator.ne) and (unpinned_number(a) and _is_none(b) or unpinned_number(b) and _is_none(a)):
+            return ConstantVariable(fn is operator.ne)  # `n == None`: by the number's type, not its value
         if a.is_constant() and b.is_constant():
             try:
                 return ConstantVariable(fn(a.as_constant(), b.as_constant()))
@@ -683,7 +685,6 @@ class OpcodeMixin:
 
     def GET_LEN(self, inst):
         self.push(self.stack[-1].call_method(self, "__len__", [], {}))
-
 
 
 _MATCH_SELF = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)

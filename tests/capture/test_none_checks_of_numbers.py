@@ -1,4 +1,5 @@
-"""``n is None`` / ``n is not None`` of an int argument (``if bsz is not None:``, XLNet's positional
+"""``n is None`` / ``n is not None`` (and ``n == None``, ``callable(n)``, ``hasattr(n, "shape")``,
+``getattr(n, "shape", None)``) of an int argument (``if bsz is not None:``, XLNet's positional
 embedding): the int's type answers (it is guarded anyway), not its value. Pinning the value made
 every new batch size recompile once the size was dynamic (HF XLNet under changing batch sizes:
 a third graph where torch.compile has two). Outputs equal eager's; graphs as torch.compile's (fewer where only `is None` reads the int)."""
@@ -51,3 +52,34 @@ def test_is_none_of_an_int_does_not_pin_its_value(fn):
         x = torch.arange(3.0)
         torch.testing.assert_close(compiled(x, n), fn(x, n))
     assert counter.frame_count == graphs, (REFERENCE, counter.frame_count)
+
+
+TYPE_ONLY = {
+    "eq_none": lambda x, n: x * 2 if n == None else x * 3,  # noqa: E711
+    "ne_none": lambda x, n: x * 2 if n != None else x * 3,  # noqa: E711
+    "callable": lambda x, n: x * 2 if callable(n) else x * 3,
+    "hasattr": lambda x, n: x * 2 if hasattr(n, "shape") else x * 3,
+    "getattr_default": lambda x, n: x * 2 if getattr(n, "shape", None) is None else x * 3,
+    "float_hasattr": lambda x, n: x * 2 if hasattr(n, "real") else x * 3,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TYPE_ONLY))
+def test_type_questions_of_an_int_do_not_pin_its_value(name):
+    fn = TYPE_ONLY[name]
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter)
+    for n in [6, 7, 8, 9, 10, 2.5, 3.5]:
+        x = torch.arange(3.0)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    if REFERENCE:
+        return  # (torch.compile pins the int: a graph per value until automatic dynamic, then one more)
+    assert counter.frame_count == 2, counter.frame_count  # one for any int, one for any float
+
+
+def test_missing_attribute_of_an_int_raises_as_eager():
+    def fn(x, n):
+        return x + n.shape[0]
+    compiled = compile(fn, backend=CompileCounter())
+    with pytest.raises(AttributeError, match="'int' object has no attribute 'shape'"):
+        compiled(torch.ones(2), 3)

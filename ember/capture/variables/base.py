@@ -141,6 +141,9 @@ class ConstantVariable(VariableTracker):
 
     def getattr(self, tx, name):
         from ember.capture.variables.builtins import constant_attribute
+        if unpinned_number(self) and not hasattr(self.python_type(), name):
+            from ember.capture.variables.objects import MissingAttribute  # (`getattr(n, "shape", None)`)
+            raise MissingAttribute(f"'{self.python_type().__name__}' object has no attribute '{name}'")
         if name == "__traceback__" and isinstance(self.value, BaseException):
             # an exception the trace raised has no frames to show (eager's has a traceback)
             # (no graph break can help: the frame must raise it eagerly, so the frame runs eagerly)
@@ -212,6 +215,14 @@ def is_none(vt: VariableTracker) -> bool:
     if isinstance(vt, ConstantVariable):
         return vt.python_type() is type(None)
     return vt.is_constant() and vt.as_constant() is None
+
+
+def unpinned_number(vt: VariableTracker) -> bool:
+    """An int or float whose value reading would pin it (a dynamic size, a lazily guarded argument):
+    what depends only on its type (``n is None``, ``n == None``, ``callable(n)``, ``hasattr(n, "shape")``)
+    is answered from the type."""
+    return isinstance(vt, ConstantVariable) and type(vt) is not ConstantVariable \
+        and vt.python_type() in (int, float)
 
 
 def format_value(value, conversion: int, spec: str) -> str:

@@ -21,7 +21,7 @@ import torch
 from ember.capture.variables.symbolic import (VALUE_TEXT_BUILTINS, SymNodeVariable, dynamic_number, is_number,
                                               symbolic_conversion, symbolic_operation, symbolic_prod)
 from ember.fake.symbolic import has_symbols, has_unbacked
-from ember.capture.variables.base import is_none, derived_lazy
+from ember.capture.variables.base import is_none, unpinned_number, derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.frame_builtins import frame_dir, frame_exc_info, frame_exception, frame_locals, frame_vars
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
@@ -325,6 +325,8 @@ def _getattr(tx, obj, name, *default):
 
 
 def _hasattr(tx, obj, name):
+    if unpinned_number(obj):  # (an int or float has only its class's attributes: no value read)
+        return ConstantVariable(hasattr(obj.python_type(), name.as_constant()))
     try:
         tx.getattr(obj, name.as_constant())
         return ConstantVariable(True)
@@ -564,6 +566,8 @@ def _any_all(pick):
 def _callable(tx, obj):
     """``callable(obj)``: whether its type defines ``__call__`` (never the instance's attributes, nor a
     class's ``__getattr__``)."""
+    if unpinned_number(obj):
+        return ConstantVariable(False)
     if obj.is_constant():
         return NotImplemented
     try:
