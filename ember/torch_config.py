@@ -124,6 +124,10 @@ def allowed_in_graph(fn) -> bool:
     always did. torch's registered callable objects are nodes (the C++ autograd functions in a
     graph torch's compiled autograd made, ``torch._dynamo.compiled_autograd.ops.validate_outputs``,
     which no trace can enter)."""
+    if isinstance(fn, types.MethodType) or type(fn).__module__.startswith("ember."):
+        # (a bound method is made anew at every read: its id says nothing; ember's own callables,
+        # such as the callee a break's residual code binds, are never the program's)
+        return False
     module = getattr(fn, "__module__", None)
     if not isinstance(module, str):
         return False

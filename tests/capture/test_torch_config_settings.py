@@ -175,3 +175,48 @@ def test_allow_in_graph_is_one_node():
     targets = [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert _Holder.fused in targets and _scaler in targets
     assert torch.sin not in targets  # (the body stays inside the one call)
+
+
+import dataclasses  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pair:
+    x: torch.Tensor
+    y: torch.Tensor
+    k: int = 5
+
+
+@torch._dynamo.allow_in_graph
+def _pair_sum(p):
+    return p.x + p.y + p.k
+
+
+def pair_through_allowed(x, y):
+    return _pair_sum(_Pair(x, y)) * 2
+
+
+def test_allow_in_graph_with_an_argument_no_node_takes():
+    """A dataclass object argument: no graph node can take it, so the function is traced as
+    Python (the same values); ember raised EB0030 under fullgraph=True."""
+    reset()
+    x, y = torch.randn(3), torch.randn(3)
+    assert_same(compile(pair_through_allowed, fullgraph=True)(x, y), pair_through_allowed(x, y))
+
+
+def marks_then_calls(x):
+    @torch._dynamo.allow_in_graph
+    def local(t):
+        return t.sin() * 2
+    return local(x) + 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_allow_in_graph_applied_in_the_frame(backend):
+    """The mark made inside the compiled frame (a break there): the resume's call of the local
+    function stays right; the callee a break's residual code binds is ember's, never a node (it
+    was one, an internal error, and under inductor the process crashed)."""
+    reset()
+    x = torch.randn(3)
+    for _ in range(2):
+        assert_same(compile(marks_then_calls, backend=backend)(x), marks_then_calls(x))

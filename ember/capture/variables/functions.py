@@ -149,9 +149,12 @@ class UserFunctionVariable(VariableTracker):
                                       if self.source and names[i] != "__class__" else None)
                      for i, c in enumerate(cells))
 
-    def call(self, tx, args, kwargs):
-        if allowed_in_graph(self.fn):  # `torch.compiler.allow_in_graph(fn)`: one node, its body never traced
-            return tx.output.call_function(self.fn, args, kwargs)
+    def call(self, tx, args, kwargs, traced: bool = False):
+        """``traced``: inline the body even where the program marked the function allow_in_graph
+        (an argument no graph node can take: torch_fn.call_allowed)."""
+        if allowed_in_graph(self.fn) and not traced:  # `torch.compiler.allow_in_graph(fn)`: one node
+            from ember.capture.variables.torch_fn import call_allowed
+            return call_allowed(tx, self.fn, args, kwargs, self.source)
         from ember.capture.variables.ctx_managers import WARNING_FILTER_FUNCTIONS, call_warning_filter
         if self.fn in WARNING_FILTER_FUNCTIONS:
             return call_warning_filter(tx, self.fn)

@@ -80,6 +80,33 @@ _EXTERNAL_HELPERS = frozenset({"unwrap_maybe_dynamic_int", "call_hook", "call_ac
                                "normalize_as_list", "untyped_storage_size", "_exec_final_callbacks_stub"})
 
 
+def call_allowed(tx, fn, args, kwargs, source=None):
+    """A call of a function the program marked ``allow_in_graph``: one node, run on fake tensors.
+    An argument no graph call can take (a dataclass object, EB0030, refused before any node is
+    made) has the function traced as Python instead, which computes the same; a result holding a
+    tensor subclass (which the AOT layer cannot take from an opaque node) is a graph break."""
+    try:
+        out = tx.output.call_function(fn, args, kwargs)
+    except Unsupported as e:
+        if e.id != "EB0030" or not isinstance(fn, types.FunctionType):
+            raise
+        from ember.capture.variables.functions import UserFunctionVariable
+        return UserFunctionVariable(fn, source).call(tx, args, kwargs, traced=True)
+    from torch.utils._python_dispatch import is_traceable_wrapper_subclass
+    if any(is_traceable_wrapper_subclass(t) for t in _fakes_in(out)):
+        raise unsupported("EB0030", f"{getattr(fn, '__qualname__', fn)} (allow_in_graph) returns a tensor subclass")
+    return out
+
+
+def _fakes_in(vt) -> list:
+    """The fake tensors of a call's result (a tensor, or a tuple or list of results)."""
+    fake = getattr(vt, "fake", None)
+    if isinstance(fake, torch.Tensor):
+        return [fake]
+    return [f for item in getattr(vt, "items", None) or () if isinstance(item, VariableTracker)
+            for f in _fakes_in(item)]
+
+
 def _checkpoint():
     import torch.utils.checkpoint
     return torch.utils.checkpoint.checkpoint
@@ -147,7 +174,7 @@ class TorchFunctionVariable(VariableTracker):
         if disallowed_in_graph(fn) and not _is_compiler_api(getattr(fn, "__module__", None) or ""):  # `torch._dynamo.disallow_in_graph(torch.sub)`: the program's request
             raise unsupported("EB0029", f"{getattr(fn, '__qualname__', fn)} is marked disallow_in_graph: it runs eagerly")
         if allowed_in_graph(fn):  # the program's `allow_in_graph(fn)`: one node
-            return tx.output.call_function(fn, args, kwargs)
+            return call_allowed(tx, fn, args, kwargs, self.source)
         if fn in _CONSTANT_ANSWERS:
             if fn in _COMPILING_QUERIES:
                 tx.output.observes_compiling = True  # (the frame is then never skipped: cache.py)
