@@ -11,7 +11,7 @@ import operator
 import torch
 
 from ember.capture.variables.symbolic import (SizeVariable, SymNodeVariable, SymSliceVariable, holds_symbols,
-                                              dynamic_number, symbolic_operation,
+                                              dynamic_number, symbolic_contains, symbolic_operation,
                                               symbolic_sequence_operation)
 from ember.capture.variables.random_draws import RandomValueVariable, derived_value, random_operands
 from ember.capture.assumptions import assume_branch
@@ -483,12 +483,8 @@ class OpcodeMixin:
         item = self.pop()
         if isinstance(container, TensorVariable):
             raise unsupported("EB0016", "`in` on a tensor reads its data")
-        if isinstance(item, SymNodeVariable) and has_symbols(item.sym) and type(container) is ConstantVariable \
-                and type(container.value) in (tuple, list, set, frozenset) \
-                and all(type(v) in (int, float, bool) for v in container.value):
-            # `x.size(0) in (0, 1)`: a guard per comparison made, not the size's value
-            result = any(symbolic_operation(self, operator.eq, [item, ConstantVariable(v)]).truth(self)
-                         for v in container.value)
+        if type(container) is ConstantVariable and (r := symbolic_contains(self, item, container.value)) is not None:
+            result = r  # `x.size(0) in (0, 1)`, `n in range(8)`: a guard per comparison made, not the value
         elif isinstance(container, DictVariable) and container.dict_cls is dict:  # (keys only: a value may be a symbol)
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
         elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)) \

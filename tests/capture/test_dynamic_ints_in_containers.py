@@ -44,3 +44,27 @@ def test_dynamic_int_compared_not_specialised(fn):
     # static 5; dynamic from 6 on (guards n != 2, n + 1 != 2); n == 2 and n == 1 change a comparison
     expected = {in_list_of_sizes: 4}.get(fn, 3)
     assert counter.frame_count == expected, (REFERENCE, counter.frame_count)
+
+
+RANGES = {
+    "range": lambda x, n: x * 2 if n in range(100) else x + 1,
+    "range_step": lambda x, n: x * 2 if n in range(3, 40, 3) else x + 1,
+    "range_negative_step": lambda x, n: x * 2 if n in range(30, 2, -4) else x + 1,
+    "not_in_range": lambda x, n: x * 2 if n not in range(5, 9) else x + 1,
+}
+
+
+@pytest.mark.parametrize("name", sorted(RANGES))
+def test_dynamic_int_in_range_guards_bounds(name):
+    fn = RANGES[name]
+    counter = CompileCounter()
+    compiled = compile(fn, backend=counter)
+    values = [6, 7, 8, 9, 10, 11, 12, 200, -1, 50, 3, 30, 26, 5, 2, 4, 0, 99, 100]
+    for n in values:
+        x = torch.arange(3.0)
+        torch.testing.assert_close(compiled(x, n), fn(x, n))
+    if REFERENCE:
+        return  # (torch.compile 2.13 raises an internal error on `n in range(...)` of a dynamic int)
+    # static 6, then dynamic: one graph per outcome of the guards (below, above, off the step, inside),
+    # not one per value (19 values)
+    assert counter.frame_count <= 5, counter.frame_count

@@ -299,6 +299,27 @@ def dynamic_number(v) -> bool:
         and has_symbols(v.sym)
 
 
+def symbolic_contains(tx, item, values):
+    """``n in values`` for a dynamic size ``n`` and a constant tuple/list/set of numbers or a range:
+    a guard per comparison made (``n != 0``, ``0 <= n < 100``), not on the size's value (None: not
+    such a pair)."""
+    if not dynamic_number(item):
+        return None
+    def op(fn, a, b):
+        return symbolic_operation(tx, fn, [a, ConstantVariable(b)] if not isinstance(a, int) else [ConstantVariable(a), b])
+    if type(values) in (tuple, list, set, frozenset) and all(type(v) in (int, float, bool) for v in values):
+        return any(op(operator.eq, item, v).truth(tx) for v in values)
+    if type(values) is range and item.python_type() is int:
+        r = values
+        lo, hi = (r.start, r.stop) if r.step > 0 else (r.stop, r.start)
+        inside = op(operator.lt, lo, item).truth(tx) if r.step < 0 else op(operator.le, lo, item).truth(tx)
+        inside = inside and (op(operator.le, item, hi).truth(tx) if r.step < 0 else op(operator.lt, item, hi).truth(tx))
+        if inside and abs(r.step) != 1:
+            inside = op(operator.eq, op(operator.mod, op(operator.sub, item, r.start), abs(r.step)), 0).truth(tx)
+        return inside
+    return None
+
+
 # Builtins whose answer needs the exact value of a number (text, number theory). On a dynamic
 # size torch.compile breaks the graph there (its value stays unguarded, the call runs after the
 # graph); reading `.value` instead pinned the size, one recompile per size. (Not f-strings, `%s` of
