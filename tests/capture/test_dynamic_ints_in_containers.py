@@ -68,3 +68,17 @@ def test_dynamic_int_in_range_guards_bounds(name):
     # static 6, then dynamic: one graph per outcome of the guards (below, above, off the step, inside),
     # not one per value (19 values)
     assert counter.frame_count <= 5, counter.frame_count
+def index_between(x, start, stop):
+    return x + [1, 2, 3, 4].index(3, start, stop) + (1, 2, 3, 4).index(3, start)
+
+
+def test_index_start_and_stop_that_change():
+    """``seq.index(v, start, stop)`` where start/stop changed between calls (dynamic ints): the
+    positions are pinned as any int the trace reads (a break, EB0039, since the item-by-item
+    comparison handled the value only; conformance test_list_index)."""
+    from ember_test_helpers import assert_same, reset
+    reset()
+    compiled = compile(index_between, fullgraph=True)
+    for start, stop in [(0, 4), (2, 4), (0, 3), (1, 3)]:
+        x = torch.zeros(1)
+        assert_same(compiled(x, start, stop), index_between(x, start, stop))

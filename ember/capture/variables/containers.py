@@ -98,7 +98,7 @@ class BaseSequence(VariableTracker):
         if name == "__contains__":
             return ConstantVariable(_contains(self.items, args[0], tx))
         if name in ("index", "count") and _all_constant(self.items) and _all_constant(args) \
-                and not _any_dynamic_number([*self.items, *args]):
+                and not _any_dynamic_number([*self.items, *args[:1]]):  # (index's start/stop: pinned)
             return ConstantVariable(getattr(self.as_constant(), name)(*[a.as_constant() for a in args]))
         if name == "count" and len(args) == 1 and not kwargs:
             return ConstantVariable(_find(self.items, args[0], f"{self.python_cls.__name__}.count", tx, count=True))
