@@ -181,10 +181,18 @@ def collect_warnings():
 # --------------------------------------------------------------------------- #
 
 def clone_input(t: torch.Tensor) -> torch.Tensor:
-    """An independent copy with the same values, strides and requires_grad."""
-    with torch.no_grad():
+    """An independent copy with the same values, strides and requires_grad, and the same class and
+    attributes for a tensor subclass made with ``as_subclass`` (not a Parameter, nor a
+    ``__torch_dispatch__`` wrapper: those come back as plain tensors)."""
+    cls = type(t)
+    keep_class = cls is not torch.Tensor and not isinstance(t, torch.nn.Parameter) and \
+        getattr(cls, "__torch_dispatch__", None) is torch._C._disabled_torch_dispatch_impl
+    with torch.no_grad(), torch._C.DisableTorchFunctionSubclass():
         c = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
         c.copy_(t)
+        if keep_class:
+            c = c.as_subclass(cls)
+            c.__dict__.update(t.__dict__)
     if t.requires_grad:
         c.requires_grad_(True)
     return c
@@ -209,6 +217,7 @@ def assert_same(actual: Any, expected: Any, path: str = "out", *, rtol=None, ato
     exact dtype/shape (and requires_grad), constants equal with the same type."""
     if isinstance(expected, torch.Tensor):
         assert isinstance(actual, torch.Tensor), f"{path}: expected a Tensor, got {type(actual).__name__}"
+        assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
         assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
         assert actual.device == expected.device, f"{path}: device {actual.device} != {expected.device}"

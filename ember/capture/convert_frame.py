@@ -32,7 +32,8 @@ from ember.capture.guards import GuardSet
 from ember.capture.entry_guards import _describe_value, _guard_block, _shape_guard_names
 from ember.capture.backend_checks import _bakes_in_symbols, _program_backend
 from ember.capture.frame_state import (AUTOCAST_DEVICES, _autocast_state, _autocast_states, _restore_autocast,  # noqa: F401
-                                       default_device_state, preserved_rng_state, torch_flags)
+                                       default_device_state, preserved_rng_state, subclass_torch_function_off,
+                                       torch_flags)
 from ember.capture.callees import _Rebuilt  # noqa: F401 (_Rebuilt: imported from here)
 from ember.capture.provenance import Locator
 from ember.capture.rebuilt_values import _with_annotations, _with_attributes, _with_attrs, _with_kwdefaults
@@ -86,7 +87,7 @@ def _without_subclass_torch_function(fn):
     at run time, dispatches to it, as eager does)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with torch._C.DisableTorchFunctionSubclass(), quiet_meta_errors():
+        with subclass_torch_function_off(), quiet_meta_errors():
             return fn(*args, **kwargs)
     return wrapper
 

@@ -44,6 +44,28 @@ def torch_flags() -> tuple:
 
 _len_function_modes = torch._C._len_torch_function_stack
 
+# Whether tensor subclasses' ``__torch_function__`` was on where the frame being captured was called
+# (the trace itself runs with it off: convert_frame._without_subclass_torch_function). A stack, as
+# captures can nest.
+_caller_torch_function: list[bool] = []
+
+
+@contextlib.contextmanager
+def subclass_torch_function_off():
+    """Turn tensor subclasses' ``__torch_function__`` off for a capture, remembering the caller's
+    setting (``caller_torch_function_enabled``)."""
+    _caller_torch_function.append(torch._C._is_torch_function_enabled())
+    try:
+        with torch._C.DisableTorchFunctionSubclass():
+            yield
+    finally:
+        _caller_torch_function.pop()
+
+
+def caller_torch_function_enabled() -> bool:
+    """Whether a subclass's ``__torch_function__`` runs in the frame being captured (in eager)."""
+    return _caller_torch_function[-1] if _caller_torch_function else torch._C._is_torch_function_enabled()
+
 
 def default_device_state():
     """The default device of factory calls (``with torch.device(d):``, ``torch.set_default_device``):

@@ -121,3 +121,39 @@ def as_subclass_call(tx, vt, args, kwargs):
     out = tx.output.call_function(as_plain_tensor, [vt], {})
     out.cls, out.cls_uncertain = torch.Tensor, False
     return out
+
+
+HAS_TORCH_FUNCTION = frozenset({torch._C._has_torch_function, torch._C._has_torch_function_unary,
+                                 torch._C._has_torch_function_variadic})
+
+
+def _has_torch_function(vt) -> bool:
+    """Whether eager's ``has_torch_function`` counts the value of tracker ``vt``: not a plain
+    Tensor or Parameter, with a ``__torch_function__`` that is not the disabled one."""
+    from ember.capture.variables.tensor import TensorVariable
+    cls = vt.python_type()  # (an op result whose class only the run decides: a break)
+    if isinstance(vt, TensorVariable) and cls in (torch.Tensor, torch.nn.Parameter):
+        return False
+    tf = getattr(cls, "__torch_function__", None)
+    return tf is not None and tf is not torch._C._disabled_torch_function_impl
+
+
+def has_torch_function_call(tx, fn, args, kwargs):
+    """``torch.overrides.has_torch_function((a, b))`` (and its ``_unary`` / ``_variadic`` forms):
+    answered from the trackers' classes, not the fake tensors' (a fake tensor is no subclass), and
+    under a guard on whether subclasses' ``__torch_function__`` is on where the frame is called."""
+    from ember.capture.frame_state import caller_torch_function_enabled
+    from ember.capture.variables.base import ConstantVariable
+    if kwargs:
+        raise unsupported("EB0031", f"{fn.__name__} with keyword arguments")
+    items = args
+    if fn is torch._C._has_torch_function:
+        if len(args) != 1:
+            raise unsupported("EB0031", f"{fn.__name__} of {len(args)} arguments")
+        items = args[0].unpack(tx)
+    if not any(_has_torch_function(v) for v in items):
+        return ConstantVariable(False)
+    enabled = caller_torch_function_enabled()
+    tx.guards.global_state("torch_function_enabled", torch._C._is_torch_function_enabled, enabled,
+                           "torch._C._is_torch_function_enabled()")
+    return ConstantVariable(enabled)

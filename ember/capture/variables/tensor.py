@@ -239,6 +239,11 @@ class TensorVariable(VariableTracker):
             # A detached alias sharing storage with a version counter of its own, as eager's .data
             # (`x.data.add_(1)` does not invalidate what a backward saved of x; `detach` would: the
             # AOT layer applies such writes without a version bump, see ember/aot/data_writes.py)
+            from ember.capture.guards import dispatches_torch_function
+            if dispatches_torch_function(self.cls):
+                # (on a subclass, eager's read goes through its __torch_function__, which gives the
+                # result its class: the graph reads the attribute the same way)
+                return tx.output.call_function(getattr, [self, ConstantVariable("data")], {})
             return tx.output.call_function(torch._C._autograd._get_data_attr, [self], {})
         if name in ("_version", "_base"):
             raise unsupported("EB0031", f"Tensor.{name}")
@@ -611,14 +616,18 @@ def subclass_result_class(values) -> tuple[type, bool] | None:
     tensor result to the most derived subclass among the arguments), ``(cls, False)`` when the
     subclass overrides it (the override decides at run time). None: plain tensors."""
     found: list[type] = []
+    dispatching: type | None = None
     stack = list(values)
     while stack:
         v = stack.pop(0)
         if isinstance(v, TensorVariable):
             c = v.cls
-            if c is not torch.Tensor and c is not torch.nn.Parameter and c not in found \
-                    and getattr(c, "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
+            if c is torch.Tensor or c is torch.nn.Parameter or c in found:
+                continue
+            if getattr(c, "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
                 found.append(c)
+            elif getattr(c, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl:
+                dispatching = dispatching or c
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
         elif isinstance(v, dict):
@@ -627,6 +636,9 @@ def subclass_result_class(values) -> tuple[type, bool] | None:
             stack.extend(v.items)
         elif type(v).__name__ in ("DictVariable", "LazyDictVariable"):
             stack.extend(v.items.values())
+    if dispatching is not None:
+        # (a wrapper subclass's __torch_dispatch__ decides at run time what each aten op returns)
+        return dispatching, False
     if not found:
         return None
     # torch tries subclasses before their bases, otherwise left to right

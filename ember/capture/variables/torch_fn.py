@@ -191,6 +191,9 @@ class TorchFunctionVariable(VariableTracker):
             if fn in (torch.save, torch.load):
                 raise unsupported("EB0026", _REFUSED[fn])
             raise unsupported("EB0025", _REFUSED[fn])
+        from ember.capture.variables import subclass_metadata
+        if fn in subclass_metadata.HAS_TORCH_FUNCTION:
+            return subclass_metadata.has_torch_function_call(tx, fn, args, kwargs)
         if fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
         if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs \
