@@ -370,14 +370,16 @@ class OutputGraph:
         return self._call("call_method", name, args, kwargs)
 
     def _call(self, kind, target, args, kwargs):
-        if self.__dict__.get("assumptions") and _changes_state(kind, target, kwargs):
+        from ember.capture.caught_ops import check_call
+        check_call(self, args, kwargs, _describe(kind, target))
+        if (self.__dict__.get("assumptions") or self.__dict__.get("caught_ops")) and _changes_state(kind, target, kwargs):
             if not _only_draws(kind, target, kwargs):
                 from ember.capture.rerun import only_local_write
                 local, draws = only_local_write(self.graph, kind, target, args, kwargs)
                 if not local:
                     # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
                     raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the "
-                                      "graph assumed (a write ends the graph)")
+                                      "graph assumed, or an op a try block may catch (a write ends the graph)")
                 if draws:  # (into a tensor the graph made: a rerun makes it anew; only the RNG moved)
                     self.assumed_draws = True
             else:

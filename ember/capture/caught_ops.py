@@ -1,0 +1,134 @@
+"""Graph operations a ``try/except`` of the program may catch.
+
+An op can raise at run time where the trace could not tell (a matrix that is not positive-definite,
+an index out of range, a subclass's ``__torch_function__`` refusing its arguments). The graph then
+raises in the middle; the entry runs the frame again eagerly from its start when the partial run
+changed nothing (capture/rerun.py), and the eager rerun takes the program's ``except``. A graph
+that cannot run again (an in-place write to an input, a tensor subclass input whose Python already
+ran) lets the exception propagate as it is: right where nothing in the program catches it, a wrong
+answer where an ``except`` around the op would have caught it::
+
+    buf.add_(1)                               # the graph can no longer run again
+    try:
+        return torch.linalg.cholesky(a)       # raises at run time
+    except torch.linalg.LinAlgError:
+        return a * 0                          # eager's answer
+
+So an op traced under a handler that can catch (``except``, not ``finally`` nor a ``with`` block's
+exit, which re-raise) breaks the graph when the graph so far could not run again (the op then runs
+eagerly, inside the program's ``try``), and once such an op is in the graph a later write breaks
+there, as after an assumed check (capture/assumptions.py). Random draws stay: the entry puts the RNG
+state back before a rerun.
+"""
+from __future__ import annotations
+
+import torch
+
+from ember.capture.variables.base import unsupported
+
+_CATCHING = ("CHECK_EXC_MATCH", "CHECK_EG_MATCH")
+_SCAN = 16  # instructions from a handler's start to its first match test
+
+
+def _entry_at(code, offset: int):
+    from ember.capture.interpreter import _exception_table
+    for entry in _exception_table(code):
+        if entry.start <= offset < entry.end:
+            return entry
+    return None
+
+
+def _handler(tx, entry) -> tuple[bool, int | None]:
+    """What the handler of exception-table ``entry`` does with an exception: (whether it may end
+    it or runs the program's code first, the offset of its ``RERAISE`` when it only passes the
+    exception on). An ``except`` clause (a match test, a bare ``except:``), a ``finally`` body, a
+    ``with`` block of a context manager ember does not know (its ``__exit__`` may return True:
+    ``contextlib.suppress``) count; a ``with`` block of ember's own (``torch.no_grad()``: the entry
+    restores its state) and the compiler's cleanups pass it on."""
+    from ember.capture.variables.ctx_managers import _WithExit
+    instructions = tx.instructions
+    i = tx.index_of.get(entry.target)
+    if i is None:
+        return True, None
+    end = min(len(instructions), i + _SCAN)
+    if instructions[i].opname == "PUSH_EXC_INFO":
+        nxt = instructions[i + 1].opname if i + 1 < end else ""
+        if nxt == "POP_TOP":
+            return True, None  # a bare `except:`
+        if nxt == "WITH_EXCEPT_START":
+            exit_fn = tx.stack[entry.depth - 1] if 0 < entry.depth <= len(tx.stack) else None
+            if not isinstance(exit_fn, _WithExit):
+                return True, None
+        elif nxt != "RERAISE":
+            for inst in instructions[i + 1:end]:
+                if inst.opname in _CATCHING:
+                    return True, None
+                if inst.opname == "RERAISE":
+                    break
+            return True, None  # (a `finally` body: the program's code runs before the exception goes on)
+    for inst in instructions[i:]:
+        if inst.opname == "RERAISE":
+            return False, inst.offset
+        if inst.opname.startswith(("RETURN", "JUMP", "POP_JUMP")) and \
+                inst.opname not in ("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_IF_TRUE"):  # (a `with` exit's answer)
+            return True, None  # (not a plain cleanup: as if it could)
+    return True, None
+
+
+def under_catching_handler(frame) -> bool:
+    """Whether an exception raised where each translator from ``frame`` up to the root is would
+    reach a handler that may catch it, or that runs the program's code, before leaving the frame."""
+    tx = frame
+    while tx is not None:
+        if tx.ip > 0:
+            offset = tx.instructions[tx.ip - 1].offset
+            for _ in range(64):
+                entry = _entry_at(tx.code, offset)
+                if entry is None:
+                    break
+                catches, reraise_at = _handler(tx, entry)
+                if catches:
+                    return True
+                offset = reraise_at
+        tx = tx.parent
+    return False
+
+
+def _subclass_argument(values) -> bool:
+    from ember.capture.variables.tensor import TensorVariable
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if isinstance(v, TensorVariable):
+            if v.cls not in (torch.Tensor, torch.nn.Parameter):
+                return True
+        elif type(v).__name__ in ("ListVariable", "TupleVariable"):
+            stack.extend(v.items)
+    return False
+
+
+def check_call(output, args, kwargs, describe: str) -> None:
+    """Before a graph call: break if it lies under a catching handler and the graph so far could
+    then not run again, or if it runs a subclass's Python after such a call. (A write after one is
+    refused with those after an assumed check: ``OutputGraph._call``.)"""
+    from ember.capture.rerun import graph_changes_state
+    caught = output.__dict__.get("caught_ops", False)
+    frame = output.current_frame
+    here = frame is not None and under_catching_handler(frame)
+    if not here and not caught:
+        return
+    subclass = _subclass_argument([*args, *kwargs.values()]) or any(
+        isinstance(v, torch.Tensor) and type(v) not in (torch.Tensor, torch.nn.Parameter)
+        for v in output.input_values)
+    if subclass:
+        raise unsupported("EB0016", f"{describe} on a tensor subclass "
+                          + ("inside a try block" if here else "after an op the program's try block may catch")
+                          + " (if it raises, the program's except must see eager's state)")
+    if here and not caught:
+        changing, draws_only = graph_changes_state(output.graph)
+        if not draws_only:
+            raise unsupported("EB0016", f"{describe} inside a try block, after the graph changed state "
+                              "(if it raises, the program's except must see eager's state)")
+        if changing:
+            output.assumed_draws = True  # (the entry puts the RNG state back before a rerun)
+        output.caught_ops = True
