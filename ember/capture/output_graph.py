@@ -538,6 +538,10 @@ class OutputGraph:
             from ember.capture.variables.builtins import wrap_constant
             return wrap_constant(result)
         sub = subclass_result_class([*args, *kwargs.values()])
+        if sub is not None and not sub[1] and not isinstance(result, torch.Tensor):
+            # (an override decides how many tensors it returns, and what they are)
+            raise unsupported("EB0031", f"{_describe(kind, target)} of a {sub[0].__name__} tensor returns "
+                              "several tensors (its __torch_function__ or __torch_dispatch__ decides them)")
         out = self._wrap_result(node, result, None if sub is not None else _tensor_arguments(args, kwargs))
         if sub is not None:
             _set_subclass(out, *sub)

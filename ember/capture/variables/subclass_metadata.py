@@ -59,14 +59,24 @@ def _same(a, b) -> bool:
         return False
 
 
+def check_certain(vt, label: str) -> None:
+    """Break on ``label``, a read of the metadata of ``vt``, when ``vt`` is the result of an op that
+    a subclass's ``__torch_function__`` (or ``__torch_dispatch__``) answered: what it returned at
+    run time (its shape, dtype, length) is not what the fake tensor shows."""
+    if getattr(vt, "cls_uncertain", False):
+        raise unsupported("EB0031", f"{label} of a tensor computed through {vt.cls.__name__}'s "
+                          "__torch_function__ or __torch_dispatch__ (what it returned is decided at run time)")
+
+
 def check_metadata_read(vt, func, rest=(), kwargs=None, what: str = "") -> None:
     """``func(t, *rest, **kwargs)`` with ``t`` the tensor of tracker ``vt`` (``func`` as torch hands
     it to ``__torch_function__``: ``Tensor.ndim.__get__``, ``Tensor.dim``, ``torch.numel``): break
     unless the class's override answers as the plain function does."""
     cls = vt.cls
+    label = what or getattr(func, "__name__", str(func))
+    check_certain(vt, label)
     if not overrides_torch_function(cls):
         return
-    label = what or getattr(func, "__name__", str(func))
     probe = _stand_in(vt)
     if probe is None:
         raise unsupported("EB0031", f"{label} of a {cls.__name__} tensor (its __torch_function__ "
@@ -90,6 +100,8 @@ def check_metadata_call(kind: str, target, args, kwargs) -> None:
     (the tensor first, the other arguments constants; otherwise a break)."""
     from ember.capture.variables.tensor import TensorVariable
     flat = [*args, *kwargs.values()]
+    for a in flat:
+        check_certain(a, f"{getattr(target, '__name__', target)}()")
     if not any(isinstance(a, TensorVariable) and overrides_torch_function(a.cls) for a in flat):
         return
     func = getattr(torch.Tensor, target, None) if kind == "call_method" else target

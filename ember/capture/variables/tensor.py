@@ -286,6 +286,8 @@ class TensorVariable(VariableTracker):
             from ember.capture.variables.subclass_metadata import check_metadata_read
             check_metadata_read(self, getter, what=f"Tensor.{name}")
         if has_symbols(attr):  # x.shape of a dynamic input: computed by the graph
+            from ember.capture.variables.subclass_metadata import check_certain
+            check_certain(self, f"Tensor.{name}")
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         return ConstantVariable(plain(attr))
 
@@ -422,6 +424,8 @@ class TensorVariable(VariableTracker):
                 raise unsupported("EB0024", _BREAKING_METHODS[name])
             raise unsupported("EB0023", _BREAKING_METHODS[name])
         if name == "__len__":
+            from ember.capture.variables.subclass_metadata import check_metadata_read
+            check_metadata_read(self, torch.Tensor.__len__, what="len()")  # (a subclass's override answers it)
             if not self.fake.dim():
                 from ember.exc import PythonException
                 raise PythonException(TypeError("len() of a 0-d tensor"))
@@ -511,6 +515,12 @@ class TensorVariable(VariableTracker):
         raise unsupported("EB0024", "Tensor.detach_() changes autograd metadata (runs eagerly)")
 
     def unpack(self, tx):
+        from ember.capture.variables.subclass_metadata import overrides_torch_function
+        if overrides_torch_function(self.cls) or self.cls_uncertain:
+            # (eager iterates over `self.unbind(0)` through the override, which decides what the
+            # items are, and how many)
+            raise unsupported("EB0031", f"iteration over a {self.cls.__name__} tensor (its __torch_function__ "
+                              "answers the unbind)")
         if self.fake.dim() == 0:
             raise unsupported("EB0034", "iteration over a 0-d tensor")
         return [tx.output.call_function(operator.getitem, [self, ConstantVariable(i)], {})
