@@ -14,11 +14,13 @@ answer where an ``except`` around the op would have caught it::
     except torch.linalg.LinAlgError:
         return a * 0                          # eager's answer
 
-So an op traced under a handler that can catch (``except``, not ``finally`` nor a ``with`` block's
-exit, which re-raise) breaks the graph when the graph so far could not run again (the op then runs
-eagerly, inside the program's ``try``), and once such an op is in the graph a later write breaks
-there, as after an assumed check (capture/assumptions.py). Random draws stay: the entry puts the RNG
-state back before a rerun.
+So an op traced under a handler that may catch (``except``, the exit of a ``with`` block of a
+context manager ember does not know; not ``finally`` nor ``torch.no_grad()``'s exit, which
+re-raise) breaks the graph when the graph so far could not run again (the op then runs eagerly,
+inside the program's ``try``), and once such an op is in the graph a later write breaks there, as
+after an assumed check (capture/assumptions.py). Random draws stay: the entry puts the RNG state
+back before a rerun. Not covered: a ``finally`` body's side effects (deferred by the trace) are
+lost when a graph that cannot run again raises.
 """
 from __future__ import annotations
 
@@ -38,46 +40,36 @@ def _entry_at(code, offset: int):
     return None
 
 
-def _handler(tx, entry) -> tuple[bool, int | None]:
-    """What the handler of exception-table ``entry`` does with an exception: (whether it may end
-    it or runs the program's code first, the offset of its ``RERAISE`` when it only passes the
-    exception on). An ``except`` clause (a match test, a bare ``except:``), a ``finally`` body, a
-    ``with`` block of a context manager ember does not know (its ``__exit__`` may return True:
-    ``contextlib.suppress``) count; a ``with`` block of ember's own (``torch.no_grad()``: the entry
-    restores its state) and the compiler's cleanups pass it on."""
+def _catches(tx, entry) -> bool:
+    """Whether the handler of exception-table ``entry`` may end an exception: an ``except`` clause
+    (a match test, a bare ``except:``) or the exit of a ``with`` block of a context manager ember
+    does not know (``contextlib.suppress`` returns True). A ``finally`` body, the exit of ember's own
+    context managers (``torch.no_grad()``: the entry restores their state) and the compiler's
+    cleanups pass it on, to the handler that covers their own code."""
     from ember.capture.variables.ctx_managers import _WithExit
     instructions = tx.instructions
     i = tx.index_of.get(entry.target)
     if i is None:
-        return True, None
-    end = min(len(instructions), i + _SCAN)
-    if instructions[i].opname == "PUSH_EXC_INFO":
-        nxt = instructions[i + 1].opname if i + 1 < end else ""
-        if nxt == "POP_TOP":
-            return True, None  # a bare `except:`
-        if nxt == "WITH_EXCEPT_START":
-            exit_fn = tx.stack[entry.depth - 1] if 0 < entry.depth <= len(tx.stack) else None
-            if not isinstance(exit_fn, _WithExit):
-                return True, None
-        elif nxt != "RERAISE":
-            for inst in instructions[i + 1:end]:
-                if inst.opname in _CATCHING:
-                    return True, None
-                if inst.opname == "RERAISE":
-                    break
-            return True, None  # (a `finally` body: the program's code runs before the exception goes on)
-    for inst in instructions[i:]:
-        if inst.opname == "RERAISE":
-            return False, inst.offset
-        if inst.opname.startswith(("RETURN", "JUMP", "POP_JUMP")) and \
-                inst.opname not in ("POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_IF_TRUE"):  # (a `with` exit's answer)
-            return True, None  # (not a plain cleanup: as if it could)
-    return True, None
+        return True  # (unknown: as if it could)
+    if instructions[i].opname != "PUSH_EXC_INFO":
+        return False  # (a cleanup: re-raises)
+    nxt = instructions[i + 1].opname if i + 1 < len(instructions) else ""
+    if nxt == "POP_TOP":
+        return True  # a bare `except:`
+    if nxt == "WITH_EXCEPT_START":
+        exit_fn = tx.stack[entry.depth - 1] if 0 < entry.depth <= len(tx.stack) else None
+        return not isinstance(exit_fn, _WithExit)
+    for inst in instructions[i + 1:i + _SCAN]:
+        if inst.opname in _CATCHING:
+            return True
+        if inst.opname in ("RERAISE", "PUSH_EXC_INFO"):
+            break
+    return False  # (a `finally` body: the exception goes on after it)
 
 
 def under_catching_handler(frame) -> bool:
     """Whether an exception raised where each translator from ``frame`` up to the root is would
-    reach a handler that may catch it, or that runs the program's code, before leaving the frame."""
+    reach a handler that may catch it before leaving the frame."""
     tx = frame
     while tx is not None:
         if tx.ip > 0:
@@ -86,10 +78,9 @@ def under_catching_handler(frame) -> bool:
                 entry = _entry_at(tx.code, offset)
                 if entry is None:
                     break
-                catches, reraise_at = _handler(tx, entry)
-                if catches:
+                if _catches(tx, entry):
                     return True
-                offset = reraise_at
+                offset = entry.target  # (what covers the handler's own code handles what it re-raises)
         tx = tx.parent
     return False
 
