@@ -44,17 +44,17 @@ def torch_flags() -> tuple:
 
 _len_function_modes = torch._C._len_torch_function_stack
 
-# Whether tensor subclasses' ``__torch_function__`` was on where the frame being captured was called
-# (the trace itself runs with it off: convert_frame._without_subclass_torch_function). A stack, as
-# captures can nest.
-_caller_torch_function: list[bool] = []
+# The torch-function state where the frame being captured was called (the trace itself runs with
+# subclasses' ``__torch_function__`` off: convert_frame._without_subclass_torch_function). A stack,
+# as captures can nest.
+_caller_torch_function: list = []
 
 
 @contextlib.contextmanager
 def subclass_torch_function_off():
     """Turn tensor subclasses' ``__torch_function__`` off for a capture, remembering the caller's
-    setting (``caller_torch_function_enabled``)."""
-    _caller_torch_function.append(torch._C._is_torch_function_enabled())
+    state (``caller_torch_function_state``)."""
+    _caller_torch_function.append(torch._C._get_torch_function_state())
     try:
         with torch._C.DisableTorchFunctionSubclass():
             yield
@@ -62,9 +62,10 @@ def subclass_torch_function_off():
         _caller_torch_function.pop()
 
 
-def caller_torch_function_enabled() -> bool:
-    """Whether a subclass's ``__torch_function__`` runs in the frame being captured (in eager)."""
-    return _caller_torch_function[-1] if _caller_torch_function else torch._C._is_torch_function_enabled()
+def caller_torch_function_state():
+    """``torch._C._get_torch_function_state()`` as the frame being captured sees it in eager."""
+    return _caller_torch_function[-1] if _caller_torch_function else torch._C._get_torch_function_state()
+
 
 
 def default_device_state():

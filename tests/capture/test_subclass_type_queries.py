@@ -117,3 +117,28 @@ def test_data_of_a_subclass_keeps_its_class():
     # (an override decides its results' class at run time: the type() read is a break)
     check_same(f, _logged(), fullgraph=False, graphs=None)
     check_same(lambda x: (x.data * 2, x.data), _logged())
+
+
+class ScalarLike:
+    """A tensor-like object (no Tensor subclass) with a __torch_function__, as in torch's docs."""
+
+    def __init__(self, n, value):
+        self.n, self.value = n, value
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.mean:
+            return float(args[0].value) / args[0].n
+        return NotImplemented
+
+
+def test_tensor_like_object_through_torch_functions():
+    def f(s, x):
+        try:
+            y = torch.nn.functional.relu(s)  # (NotImplemented: a TypeError, as in eager)
+        except TypeError:
+            y = x.relu()
+        return y, torch.mean(s), has_torch_function((s,)), torch._C._is_torch_function_enabled()
+    check_same(f, ScalarLike(3, 2.0), torch.randn(2), fullgraph=False, graphs=None)
+    with torch._C.DisableTorchFunctionSubclass():
+        check_same(lambda x: (torch._C._is_torch_function_enabled(), x + 1), torch.randn(2))

@@ -154,7 +154,6 @@ def has_torch_function_call(tx, fn, args, kwargs):
     """``torch.overrides.has_torch_function((a, b))`` (and its ``_unary`` / ``_variadic`` forms):
     answered from the trackers' classes, not the fake tensors' (a fake tensor is no subclass), and
     under a guard on whether subclasses' ``__torch_function__`` is on where the frame is called."""
-    from ember.capture.frame_state import caller_torch_function_enabled
     from ember.capture.variables.base import ConstantVariable
     if kwargs:
         raise unsupported("EB0031", f"{fn.__name__} with keyword arguments")
@@ -165,7 +164,17 @@ def has_torch_function_call(tx, fn, args, kwargs):
         items = args[0].unpack(tx)
     if not any(_has_torch_function(v) for v in items):
         return ConstantVariable(False)
-    enabled = caller_torch_function_enabled()
-    tx.guards.global_state("torch_function_enabled", torch._C._is_torch_function_enabled, enabled,
-                           "torch._C._is_torch_function_enabled()")
-    return ConstantVariable(enabled)
+    return torch_function_enabled(tx)
+
+
+def torch_function_enabled(tx, fn=torch._C._is_torch_function_enabled):
+    """``torch._C._is_torch_function_enabled()`` (or ``_get_torch_function_state()``) where the
+    frame is called (the trace itself runs with subclasses' ``__torch_function__`` off), guarded."""
+    from ember.capture.frame_state import caller_torch_function_state
+    from ember.capture.variables.base import ConstantVariable
+    state = caller_torch_function_state()
+    tx.guards.global_state("torch_function_state", torch._C._get_torch_function_state, state,
+                           "torch._C._get_torch_function_state()")
+    if fn is torch._C._get_torch_function_state:
+        return ConstantVariable(state)
+    return ConstantVariable(state == torch._C._TorchFunctionState.ENABLED)

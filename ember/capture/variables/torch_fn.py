@@ -194,6 +194,8 @@ class TorchFunctionVariable(VariableTracker):
         from ember.capture.variables import subclass_metadata
         if fn in subclass_metadata.HAS_TORCH_FUNCTION:
             return subclass_metadata.has_torch_function_call(tx, fn, args, kwargs)
+        if fn in (torch._C._is_torch_function_enabled, torch._C._get_torch_function_state) and not args and not kwargs:
+            return subclass_metadata.torch_function_enabled(tx, fn)  # (torch.overrides' own check)
         if fn is torch.is_grad_enabled:
             return ConstantVariable(torch.is_grad_enabled())  # grad mode is always guarded
         if fn in (torch.no_grad, torch.enable_grad) and len(args) == 1 and not kwargs \
