@@ -128,6 +128,9 @@ class OutputGraph:
                 # to read its metadata in any mode, so it runs where the program uses it, eagerly
                 raise unsupported("EB0020", "an input is a view made under no_grad whose base was written "
                                   "in place since (autograd refuses to describe it)") from None
+            if torch._C._functorch.is_functorch_wrapped_tensor(real):  # (jvp's dual views, grad's leaves)
+                raise unsupported("EB0020", "an input wrapped by the torch.func transform the compiled function "
+                                  f"is called inside has no fake tensor ({type(e).__name__})") from None
             if type(real) in (torch.Tensor, torch.nn.Parameter) or isinstance(e, Unsupported):
                 raise
             # a subclass torch cannot convert (one shadowing `size` with a class attribute, ...)
