@@ -676,6 +676,7 @@ class _TraceState:
         self.settings: list = []        # regions of torch's tracing settings (compile_settings.py)
         self.checkpoints: list = []     # open speculation checkpoints (see capture/speculation.py)
         self.translators: list = []     # every frame traced (see trace_release.py)
+        self.transform_depth = 0        # inside torch.func transforms' functions (functorch_calls.py)
 
 
 class _CellHolder(VariableTracker):

@@ -123,8 +123,10 @@ class FunctionCtxVariable(VariableTracker):
                 raise unsupported("EB0047", "ctx.mark_dirty of a value that is not a tensor")
             self.dirty.extend(args)
             return ConstantVariable(None)
-        if name == "save_for_forward":
-            raise unsupported("EB0046", f"ctx.{name} in a traced autograd.Function")
+        if name == "save_for_forward":  # (for jvp only, which a traced call never runs: _check_no_forward_ad)
+            if not all(isinstance(a, TensorVariable) or a.is_constant() and a.as_constant() is None for a in args):
+                raise unsupported("EB0046", f"ctx.{name} of a value that is not a tensor or None")
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
 
@@ -446,8 +448,6 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
     fn_cls = getattr(cls_vt, "value", None)
     if not (isinstance(fn_cls, type) and issubclass(fn_cls, torch.autograd.Function)):
         raise unsupported("EB0045", "torch.autograd.Function.apply on an unknown class")
-    if "jvp" in vars(fn_cls):
-        raise unsupported("EB0048", f"{fn_cls.__qualname__} (forward-mode AD)")
     backward_fn = _user_backward(fn_cls)
     setup_context = inspect.getattr_static(fn_cls, "setup_context", None)
     uses_setup_context = (getattr(setup_context, "__func__", setup_context)
@@ -460,6 +460,8 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
     grad_on = torch.is_grad_enabled()
     ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
                                             for a in args))
+    if "jvp" in vars(fn_cls):
+        _check_no_forward_ad(tx, fn_cls, grad_on and any(ctx.needs_input_grad))
     tensor_args = [a for a in args if isinstance(a, TensorVariable)]
     layouts = [_layout(a.fake) for a in tensor_args]
     region = Region(tx, tensor_args)
@@ -567,6 +569,20 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
         return results[0]
     it = iter(results)
     return TupleVariable([next(it) if isinstance(o, TensorVariable) else o for o in out_items])
+
+
+def _forward_ad_level() -> int:
+    import torch.autograd.forward_ad as forward_ad
+    return forward_ad._current_level
+
+
+def _check_no_forward_ad(tx, fn_cls, records_node: bool) -> None:
+    """A Function with a ``jvp``: the generated Function has none, so the call is traced only where
+    eager would not call it either (no dual level, guarded: no input carries a tangent; not inside a
+    torch.func transform) and records no node (torch.compile breaks there too)."""
+    if records_node or tx.trace.transform_depth or _forward_ad_level() != -1:
+        raise unsupported("EB0048", f"{fn_cls.__qualname__} (forward-mode AD)")
+    tx.guards.global_state("forward_ad_level", _forward_ad_level, -1, "torch.autograd.forward_ad._current_level")
 
 
 def _layout(fake):

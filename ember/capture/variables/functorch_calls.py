@@ -356,12 +356,14 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
     prior = torch.is_grad_enabled()
     if kind in ("grad", "vjp"):
         torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)
+    tx.trace.transform_depth += 1
     try:
         out = func.call(tx, list(_rebuild(in_template, stand_ins).items), dict(kwargs or {}))
     except PythonException as e:
         raise unsupported("EB0051", f"{name}'s function raised {type(e.exc).__name__} while tracing") from None
     finally:
         torch._C._set_grad_enabled(prior)
+        tx.trace.transform_depth -= 1
     region.check_pure(f"{name}'s function")
     body = region.nodes()
     out_leaves: list = []
