@@ -134,7 +134,9 @@ def _reads_what_it_overwrites(graph, kind, target, args) -> bool:
     name = target if isinstance(target, str) else getattr(target, "__name__", "")
     if name in ("setitem", "__setitem__") and len(args) == 3:
         others = [args[2].fake] if isinstance(args[2], TensorVariable) else []
-        if others and args[1].is_constant():
+        if not any(o.untyped_storage()._cdata == dest.untyped_storage()._cdata for o in others):
+            return False  # (no shared memory; and `out[:n // 2] = g` keeps its symbolic bound unguarded)
+        if args[1].is_constant():
             try:
                 with graph.fake.enabled():
                     view = dest[args[1].as_constant()]

@@ -71,3 +71,25 @@ def test_overlapping_writes_match_eager(fn, backend):
         import ember
         breaks = ember.explain(fn, t.clone()).graph_break_count
         assert breaks == (1 if fn in OVERLAPPING else 0)
+
+
+def into_first_half(x):
+    n = x.shape[0]
+    half = x[: n // 2] * 2
+    out = half.new_zeros((n,) + tuple(half.shape[1:]))
+    out[: n // 2] = half  # (a fresh value: no memory shared with `out`)
+    return out
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_write_through_a_dynamic_slice_keeps_the_bound_symbolic(backend):
+    """Looking for an overlap made the symbolic slice bound concrete (a guard `s0 // 2 == 2`): a
+    recompile for every size under dynamic=True, where the written value shares no memory anyway."""
+    from ember_test_helpers import CompileCounter
+    cnt = CompileCounter()
+    compiled = compile(into_first_half, backend=cnt if backend == "eager" else backend, dynamic=True)
+    for n in (4, 6, 9):
+        x = torch.randn(n, 3)
+        assert_same(compiled(x), into_first_half(x))
+    if backend == "eager":
+        assert cnt.frame_count == 1
