@@ -218,8 +218,9 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
        "not returned).",
        "Mark only inputs that forward modifies in place and returns."),
     _k("EB0048", "autograd.Function backward",
-       "A custom autograd.Function whose backward ember cannot trace (reads outside tensors, wrong "
-       "number or shape of gradients, no backward, forward-mode AD, a saved tensor changed later).",
+       "A custom autograd.Function whose backward ember cannot trace (reads outside tensors, branches "
+       "on a tensor's value, wrong number or shape of gradients, no backward, a jvp (forward-mode AD) "
+       "where a node is recorded, a saved tensor changed later).",
        "Make backward a function of ctx's saved tensors and grad outputs only, returning one "
        "gradient per forward input."),
     _k("EB0049", "activation checkpoint",
