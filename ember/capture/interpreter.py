@@ -21,7 +21,6 @@ import linecache
 import sys
 import types
 
-
 from ember.capture.builder import wrap
 from ember.capture.node_meta import name_node_after
 from ember.bytecode.normalize import NULL_BEFORE_CALLABLE, interpreter_instructions
@@ -30,7 +29,8 @@ from ember.capture.exception_state import ExceptionStateMixin
 from ember.capture.opcodes import OpcodeMixin
 from ember.capture.opcodes_py312 import Py312OpcodeMixin
 from ember.capture.sources import AttrSource, ConstSource, GlobalSource
-from ember.capture.variables.base import is_none, unpinned_number, NULL, ConstantVariable, NullVariable, VariableTracker, unsupported
+from ember.capture.variables.base import (NULL, ConstantVariable, NullVariable, VariableTracker, is_none,
+                                          unpinned_number, unsupported)
 from ember.capture.variables.builtins import BuiltinVariable
 from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
@@ -41,9 +41,8 @@ from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard
 
 MAX_INLINE_DEPTH = 64
 
-from ember.capture.nested_breaks import NestedBreakStop, arm_nested_child, direct_callee_code, \
-    record_nested_frame  # noqa: E402
-
+from ember.capture.nested_breaks import (NestedBreakStop, arm_nested_child, direct_callee_code,  # noqa: E402
+                                         record_nested_frame)
 
 _SINGLETONS = (None, True, False, Ellipsis, NotImplemented)
 
@@ -749,18 +748,14 @@ def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
         return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
-    for x, y in ((a, b), (b, a)):
-        # `n is None` of a dynamic size or a lazily guarded number: its type answers, not its value
-        if type(y) is ConstantVariable and y.value is None and unpinned_number(x):
-            return False
+    if unpinned_number(a) and is_none(b) or unpinned_number(b) and is_none(a):
+        return False  # `n is None` of a dynamic size or a lazily guarded number: by its type, not its value
     (known_a, ra), (known_b, rb) = _object_of(a), _object_of(b)
     if known_a and known_b:
         # (an outside object and a constant made from it at trace time compare by the object:
         # `OrderedSet[T].__args__[0] is T`)
         return ra is rb
-    # Otherwise at least one was made in the frame, and each such object has one tracker
-    # (bound methods, as in Python, are new objects on every access).
-    return False
+    return False  # one was made in the frame: one tracker per object (a bound method is new at each access)
 
 
 def _object_of(vt: VariableTracker) -> tuple[bool, object]:
@@ -794,7 +789,6 @@ def _decode(code):
             _DECODED.clear()
         _DECODED[code] = hit
     return hit
-
 
 
 def _no_data_dependent_graph_break() -> bool:

@@ -140,6 +140,11 @@ class BaseSequence(VariableTracker):
         return super().getattr(tx, name)
 
 
+def _any_dynamic_number(vts) -> bool:
+    from ember.capture.variables.symbolic import dynamic_number
+    return any(dynamic_number(v) for v in vts)
+
+
 def _contains(items, needle, tx=None) -> bool:
     """``needle in items`` as CPython runs it: item by item, identity first, then ``==``. An ``==``
     that involves a tensor gives a tensor whose truth depends on data (or raises): a break."""
@@ -148,28 +153,11 @@ def _contains(items, needle, tx=None) -> bool:
     return _find(items, needle, "`in`", tx) >= 0
 
 
-def _any_dynamic_number(vts) -> bool:
-    from ember.capture.variables.symbolic import dynamic_number
-    return any(dynamic_number(v) for v in vts)
-
-
-def _number_equal(tx, a, b):
-    """``a == b`` for a dynamic size and a number (or two sizes): a guard on that relation, not on
-    the size's value (None: not such a pair)."""
-    from ember.capture.variables.symbolic import dynamic_number, symbolic_operation
-    if tx is None or not (dynamic_number(a) or dynamic_number(b)):
-        return None
-    if not all(dynamic_number(v) or type(v) is ConstantVariable and type(v.value) in (int, float, bool)
-               for v in (a, b)):
-        return None
-    result = symbolic_operation(tx, operator.eq, [a, b])
-    return None if result is None else bool(result.truth(tx))
-
-
 def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
     """The position of the first item equal to ``needle`` (-1 if none; with ``count``, how many
     are), compared as CPython's ``list.remove``/``index``/``count``/``in`` do: identity first, then
     ``item == needle`` (a user class's ``__eq__`` traced, given ``tx``; a tensor's ``==`` is data)."""
+    from ember.capture.variables.symbolic import symbolic_equal
     from ember.capture.variables.tensor import TensorVariable
     from ember.capture.variables.user_operators import _user_class, user_compare
     found = 0
@@ -178,7 +166,7 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
         for i, item in enumerate(items):
             if item is needle:
                 equal = True
-            elif (number_equal := _number_equal(tx, item, needle)) is not None:
+            elif tx is not None and (number_equal := symbolic_equal(tx, item, needle)) is not None:
                 equal = number_equal
             elif tx is not None and (_user_class(item) is not None or _user_class(needle) is not None) and \
                     (result := user_compare(tx, operator.eq, item, needle)) is not None:

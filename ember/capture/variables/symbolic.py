@@ -299,6 +299,18 @@ def dynamic_number(v) -> bool:
         and has_symbols(v.sym)
 
 
+def symbolic_equal(tx, a, b):
+    """``a == b`` for a dynamic size and a number (or two sizes): a guard on that relation, not on
+    the size's value (None: not such a pair)."""
+    if not (dynamic_number(a) or dynamic_number(b)):
+        return None
+    if not all(dynamic_number(v) or type(v) is ConstantVariable and type(v.value) in (int, float, bool)
+               for v in (a, b)):
+        return None
+    result = symbolic_operation(tx, operator.eq, [a, b])
+    return None if result is None else bool(result.truth(tx))
+
+
 def symbolic_contains(tx, item, values):
     """``n in values`` for a dynamic size ``n`` and a constant tuple/list/set of numbers or a range:
     a guard per comparison made (``n != 0``, ``0 <= n < 100``), not on the size's value (None: not
