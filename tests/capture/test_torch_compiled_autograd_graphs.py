@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch._dynamo import compiled_autograd
 
-from ember_test_helpers import CompileCounter, assert_same, compile, reset
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile, reset
 
 
 class Holder:
@@ -100,4 +100,50 @@ def test_trace_wrapped_hook_in_a_compiled_autograd_graph():
     expected = _grads(hooked_by_wrapped, make)
     actual = _grads(hooked_by_wrapped, make, backward_compiler=lambda gm: compile(gm, fullgraph=True),
                     forward_compiler=lambda f: compile(f))
+    assert_same(actual, expected)
+
+
+class _Cube(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.save_for_backward(x)
+        ctx.k = k
+        return x ** 3 * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return 3 * x * x * g * ctx.k, None
+
+
+def through_function(x):
+    x.register_hook(lambda g: g * 2)
+    return _Cube.apply(x.sin(), 0.5)
+
+
+@pytest.mark.parametrize("forward", [None, "eager"], ids=["eager_forward", "ember_forward"])
+def test_custom_function_backward_in_a_compiled_autograd_graph(forward):
+    """``call_backward(ctx, saved, *grads)``: the program's Function's backward (or capture's
+    stand-in for it, which calls it) traced through a stand-in ctx, as torch.compile does."""
+    if REFERENCE and forward is not None:
+        pytest.skip("torch.compile 2.13 refuses this backward graph with fullgraph (Interpreter.__init__ is skipped)")
+    reset()
+    make = lambda: (torch.randn(4, generator=torch.Generator().manual_seed(1), requires_grad=True),)  # noqa: E731
+    expected = _grads(through_function, make)
+    bw = CompileCounter()
+    fwd = None if forward is None else (lambda f: compile(f, backend=forward))
+    actual = _grads(through_function, make, backward_compiler=lambda gm: compile(gm, backend=bw, fullgraph=True),
+                    forward_compiler=fwd)
+    assert_same(actual, expected)
+    assert bw.frame_count == 1
+
+
+def test_aot_function_backward_stays_eager_in_a_compiled_autograd_graph():
+    """The AOT layer's Function (an aot_eager forward): its backward is ember's runtime, never
+    traced; the compiled-autograd graph breaks there and the gradients are still eager's."""
+    reset()
+    make = lambda: (torch.randn(4, generator=torch.Generator().manual_seed(2), requires_grad=True),)  # noqa: E731
+    expected = _grads(intermediate_hooks, lambda: (*make(), Holder(2.0)))
+    actual = _grads(intermediate_hooks, lambda: (*make(), Holder(2.0)), backward_compiler=lambda gm: compile(gm),
+                    forward_compiler=lambda f: compile(f, backend="aot_eager"))
     assert_same(actual, expected)

@@ -74,9 +74,9 @@ def _is_compiler_api(module: str) -> bool:
 
 # torch/_dynamo/external_utils.py functions that keep no compiler state: ordinary Python over
 # their arguments (call_accumulate_grad calls the compiled-autograd AccumulateGrad op, a node, and
-# sets .grad; the final-callbacks stub does nothing). call_backward (it enters a Function's
-# backward through a stand-in ctx) stays a break.
-_EXTERNAL_HELPERS = frozenset({"unwrap_maybe_dynamic_int", "call_hook", "call_accumulate_grad",
+# sets .grad; the final-callbacks stub does nothing; call_backward enters a program's Function's
+# backward through a stand-in ctx, see _user_function_backward).
+_EXTERNAL_HELPERS = frozenset({"unwrap_maybe_dynamic_int", "call_hook", "call_accumulate_grad", "call_backward",
                                "normalize_as_list", "untyped_storage_size", "_exec_final_callbacks_stub"})
 
 
@@ -105,6 +105,21 @@ def _fakes_in(vt) -> list:
         return [fake]
     return [f for item in getattr(vt, "items", None) or () if isinstance(item, VariableTracker)
             for f in _fakes_in(item)]
+
+
+def _user_function_backward(ctx_vt) -> bool:
+    """``call_backward(ctx, saved, *grads)`` in a compiled-autograd graph is the program's own
+    ``autograd.Function`` (its backward traced as torch.compile traces it), not one ember's AOT
+    layer made, whose backward is ember's runtime (never traced)."""
+    real = next((v for v in (getattr(ctx_vt, a, None) for a in ("value", "obj")) if v is not None), None)
+    forward_cls = getattr(type(real), "_forward_cls", None)
+    module = getattr(forward_cls, "__module__", None) or ""
+    # (capture's stand-in for the program's Function, variables/generated_function.py, calls the
+    # program's backward: traced through; the AOT layer's is ember's runtime: never)
+    return isinstance(forward_cls, type) and (not module.startswith("ember") or module == _GENERATED_MODULE)
+
+
+_GENERATED_MODULE = "ember.capture.variables.generated_function"
 
 
 def _checkpoint():
@@ -260,6 +275,9 @@ class TorchFunctionVariable(VariableTracker):
             from ember.capture.variables.grad_modes import GradModeWrappedFunction
             rest = {k: v for k, v in kwargs.items() if k != "fn"}
             return GradModeWrappedFunction(False, kwargs["fn"]).call(tx, list(args), rest)
+        if module == "torch._dynamo.external_utils" and name == "call_backward" and args \
+                and not _user_function_backward(args[0]):
+            raise unsupported("EB0027", "call_backward() of a Function ember made (its AOT backward runs eagerly)")
         if module == "torch._dynamo.external_utils" and name in _EXTERNAL_HELPERS:
             # plain Python helpers a graph of torch's compiled autograd calls (``call_hook(hook,
             # grad)``, ``unwrap_maybe_dynamic_int(sizes[0])``): traced as Python
