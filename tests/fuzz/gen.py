@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from .gen_extra import EXTRA_KINDS, EXTRA_PRELUDE, INPUT_MODES, ExtraStatements
+
 PRELUDE = '''\
 import io
 import torch
@@ -88,7 +90,9 @@ def _numel(shape):
     return n
 
 
-class ProgramGenerator:
+class ProgramGenerator(ExtraStatements):
+    tvar = TVar
+
     def __init__(self, seed: int, max_stmts: int = 14, max_depth: int = 2):
         self.rng = random.Random(seed)
         self.max_stmts = max_stmts
@@ -97,6 +101,8 @@ class ProgramGenerator:
         self.lines: list[str] = []
         self.uses_calls = False
         self.helpers = True
+        self.extras = True            # the kinds of gen_extra.py
+        self.extra_returns: list[str] = []
 
     # ------------------------------------------------------------------ names
     def fresh(self, prefix: str) -> str:
@@ -217,7 +223,7 @@ class ProgramGenerator:
             ("list", 4), ("dict", 3), ("tuple", 2), ("set", 1), ("comp", 3),
             ("obj", 3), ("closure", 3), ("generator", 3), ("break_print", 3),
             ("break_opaque", 2), ("break_item", 3), ("catch_torch", 2),
-        ] + ([("helper", 3)] if self.helpers else [])
+        ] + ([("helper", 3)] if self.helpers else []) + (EXTRA_KINDS if self.extras else [])
         if depth < self.max_depth:
             kinds += [("if_py", 3), ("if_tensor", 3), ("for", 4), ("while", 2), ("try", 3)]
         names, weights = zip(*kinds)
@@ -595,16 +601,27 @@ class ProgramGenerator:
             outs.append("lst")
         if self.chance(0.2):
             outs.append("dict(d)")
+        prelude = PRELUDE
+        if self.extras:
+            outs += self.extra_returns[:2]
+            if len(names) >= 2 and self.chance(0.15):
+                a, b = r.sample(names, 2)
+                outs.append(r.choice([f"[{a}, {b}]", f"{{'p': {a}, 'q': ({b},)}}"]))
+            prelude += EXTRA_PRELUDE + f"INPUT_MODE = {r.choice(INPUT_MODES) if self.chance(0.3) else 0}\n"
         head = ["def f(x, y, lst, d, obj):", "    calls = 0"]
         ret = "    return " + ", ".join(outs + ["calls"]) + ("," if not outs else "")
-        return PRELUDE + "\n" + "\n".join(head + body + [ret]) + "\n"
+        return prelude + "\n" + "\n".join(head + body + [ret]) + "\n"
 
 
-def generate(seed: int, max_stmts: int = 14, max_depth: int = 2, helpers: bool = True) -> str:
+def generate(seed: int, max_stmts: int = 14, max_depth: int = 2, helpers: bool = True,
+             extras: bool | None = None) -> str:
     """``helpers=False``: without nested helper functions (``s_helper``, added later), the
-    program an earlier generator made for ``seed`` (tests that pin a seed's program use it)."""
+    program an earlier generator made for ``seed`` (tests that pin a seed's program use it).
+    ``extras=False`` (the default when ``helpers=False``): without the constructs of
+    gen_extra.py, the program the generator made before them."""
     gen = ProgramGenerator(seed, max_stmts, max_depth)
     gen.helpers = helpers
+    gen.extras = helpers if extras is None else extras
     return gen.program()
 
 

@@ -52,11 +52,14 @@ def make_inputs(call: int, grad: bool, ns: dict):
     y_leaf = (torch.rand(4, generator=g, dtype=torch.float64) * 4 - 2)
     leaves = []
     if grad:
-        x_leaf.requires_grad_(True)
-        y_leaf.requires_grad_(True)
-        leaves = [x_leaf, y_leaf]
-        # non-leaf inputs: the program may mutate them in place
-        x, y = x_leaf * 1, y_leaf * 1
+        # INPUT_MODE (gen_extra.py): 0 both non-leaf (the program may mutate them in place);
+        # 1 y does not require grad; 2 x is a leaf that requires grad; 3 x does not require grad
+        mode = ns.get("INPUT_MODE", 0)
+        x_leaf.requires_grad_(mode != 3)
+        y_leaf.requires_grad_(mode != 1)
+        leaves = [t for t in (x_leaf, y_leaf) if t.requires_grad]
+        x = x_leaf if mode in (2, 3) else x_leaf * 1
+        y = y_leaf if mode == 1 else y_leaf * 1
     else:
         x, y = x_leaf, y_leaf
     lst = [1, 2, 3] if call == 0 else [4, 5]
@@ -165,6 +168,13 @@ def _obj_state(obj) -> dict:
     return {k: v for k, v in sorted(vars(obj).items())}
 
 
+def _module_state(mod) -> dict:
+    """An nn.Module global's state (gen_extra.py's MOD): parameters, buffers, plain attributes."""
+    state = {k: v for k, v in mod.state_dict(keep_vars=True).items()}
+    state.update({k: v for k, v in sorted(vars(mod).items()) if not k.startswith("_") and k != "training"})
+    return state
+
+
 def exec_program(src: str, name: str) -> dict:
     filename = f"<fuzz {name}>"
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
@@ -211,17 +221,24 @@ def _one_call(fn, ns, call: int, grad: bool) -> CallRecord:
         cr.exc_tb = "".join(traceback.format_exception(e))
     cr.result = snapshot(out, labels)
     cr.inputs_after = (snapshot(x, {}), snapshot(y, {}), tuple(x.stride()), tuple(y.stride()),
-                       list(lst), dict(d), type(obj).__name__,
-                       snapshot(_obj_state(obj), {}, "obj"))
+                       snapshot(list(lst), {}, "lst"), snapshot(dict(d), {}, "d"), type(obj).__name__,
+                       snapshot(_obj_state(obj), {}, "obj"),
+                       snapshot(_module_state(ns["MOD"]), {}, "MOD") if "MOD" in ns else None)
+    params = list(ns["MOD"].parameters()) if "MOD" in ns else []
     if grad and cr.exc is None:
         try:
-            loss = x.sum() + y.sum() if x.requires_grad else None
+            loss = None
+            for t in (x, y):
+                if t.requires_grad:
+                    loss = t.sum() if loss is None else loss + t.sum()
             for t in _tensors(out):
                 if t.requires_grad and t.is_floating_point():
                     loss = t.sum() if loss is None else loss + t.sum()
             if loss is not None:
                 loss.backward()
-            cr.grads = [snapshot(l.grad, {}) for l in leaves]
+            cr.grads = [snapshot(l.grad, {}) for l in leaves + params]
+            for p in params:     # (they accumulate over calls: compare each call's own)
+                p.grad = None
         except Exception as e:  # noqa: BLE001
             cr.grad_exc = (type(e).__name__, str(e).split("\n")[0])
     return cr
