@@ -61,7 +61,8 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
             StorageWeakRef(after.untyped_storage()) != StorageWeakRef(arg.untyped_storage())):
         raise AOTCompileError(f"input {idx} has its storage replaced (Tensor.set_ on a graph input); not supported yet")
     mutates_data = bool(torch._functionalize_has_data_mutation(elem))
-    mutates_metadata = bool(torch._functionalize_has_metadata_mutation(elem)) and not _same_metadata(arg, after)
+    touches_metadata = bool(torch._functionalize_has_metadata_mutation(elem))
+    mutates_metadata = touches_metadata and not _same_metadata(arg, after)
     if mutates_data and not mutates_metadata and not _same_sizes(arg, after):
         # an ``out=`` op resizes its output without flagging a metadata mutation (the value
         # after a data mutation is a fresh tensor, so only its sizes say anything here)
@@ -74,6 +75,7 @@ def _input_info(arg, f_arg, idx: int) -> InputInfo:
         requires_grad=f_arg.requires_grad,
         mutates_data=mutates_data,
         mutates_metadata=mutates_metadata,
+        metadata_restored=touches_metadata and not mutates_metadata,
         # (a custom Function's forward runs under no_grad, but its ctx.mark_dirty gives the input the
         # Function's history in eager: that mutation takes part in autograd)
         mutations_under_no_grad=mutates_data and bool(

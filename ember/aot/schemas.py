@@ -82,6 +82,10 @@ class InputInfo:
     updated_storage_offset: Any = None
     #: data mutation kept inside the graph as a trailing ``copy_`` (inference, keep_input_mutations)
     mutated_in_graph: bool = False
+    #: in-place view ops changed the input's metadata and then restored it (``unsqueeze_`` then
+    #: ``squeeze_``): nothing to apply afterwards, but the joint trace must alias it as for a
+    #: metadata mutation (on the primal itself they would cut its gradient)
+    metadata_restored: bool = False
 
     @property
     def mutated(self) -> bool:

@@ -92,7 +92,7 @@ def _fresh_input(x, info):
         return x
     if info.mutates_data and info.requires_grad:
         return x.clone()
-    if info.mutates_metadata:
+    if info.mutates_metadata or info.metadata_restored:
         return x.view(x.shape)
     return x
 
