@@ -185,7 +185,8 @@ def _compile_program_patched(fn: Callable, fake_args: list, fake_mode, options: 
                           num_saved_tensors=parts.num_saved_tensors, num_saved_symints=parts.num_saved_symints,
                           num_unversioned=num_unversioned, unsafe_view_returns=_unsafe_view_returns(meta))
         repeatable = (meta.num_mutated_inputs == 0 and meta.num_intermediate_bases == 0
-                      and not meta.aliased_output_indices and not any(i.mutated for i in meta.input_info)
+                      and not meta.aliased_output_indices
+                      and not any(i.mutated or i.touches_metadata for i in meta.input_info)
                       and not _draws_random_numbers(parts.fw)
                       and not any(torch.is_autocast_enabled(d) for d in ("cpu", "cuda")))
         fn_cls = make_autograd_function(meta, fw, bw, parts.num_saved_tensors, parts.num_saved_symints,

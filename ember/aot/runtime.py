@@ -250,7 +250,10 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             if mask[r]:
                 bits |= 1 << tangent_positions.index(r)
         if bits:
-            final_checks.append((i, bits, 0 if meta.input_info[i].mutations_hidden_from_autograd else 1))
+            # (the epilogue's copy_ bumps a data-mutated input's version after the forward; an input
+            # only in-place view ops touched was bumped before it: see CompiledGraph.run_flat)
+            info = meta.input_info[i]
+            final_checks.append((i, bits, 1 if info.mutates_data and not info.mutations_hidden_from_autograd else 0))
 
     program = (eager_fn, n_ret)
     # the backward was planned (and may be compiled) with nondeterministic kernels: run under
@@ -565,6 +568,10 @@ class CompiledGraph:
         # inputs the graph itself writes (keep_input_mutations), where autograd would see the write
         self._written_in_graph = [i for i, info in enumerate(meta.input_info)
                                   if info.mutated_in_graph and not info.mutations_hidden_from_autograd]
+        # inputs only in-place view ops touched (t_, unsqueeze_ then squeeze_): each bumps the version
+        # in eager, so a tensor saved for a backward before the call is reported as modified
+        self._metadata_only = [i for i, info in enumerate(meta.input_info)
+                               if info.touches_metadata and not info.mutates_data]
         self._outputs = list(enumerate(meta.output_info))
         self._has_aliases = any(o.kind not in (OutputKind.NON_ALIAS, OutputKind.UNSAFE_VIEW_ALIAS,
                                                OutputKind.CUSTOM_FUNCTION_VIEW) for o in meta.output_info)
@@ -585,6 +592,11 @@ class CompiledGraph:
 
     def run_flat(self, args: list) -> list:
         """Run on the flat inputs (lifted params/buffers first); the flat user outputs."""
+        if self._metadata_only:
+            # bumped before the graph runs, so what the graph saves of these inputs (views sharing the
+            # version counter) carries the version they keep after the call, as eager's saves made
+            # after the in-place view op do; the epilogue's as_strided_ keeps the counter
+            _bump_versions([args[i] for i in self._metadata_only if _version_or_none(args[i]) is not None])
         if self.autograd_function is not None:
             fn_args = args
             if self.no_grad_inputs:

@@ -92,6 +92,11 @@ class InputInfo:
         return self.mutates_data or self.mutates_metadata
 
     @property
+    def touches_metadata(self) -> bool:
+        """In-place view ops ran on it (each bumps its version counter in eager)."""
+        return self.mutates_metadata or self.metadata_restored
+
+    @property
     def returned_by_graph(self) -> bool:
         """The compiled graph returns this input's updated value (the epilogue applies it)."""
         return self.mutated and not self.mutated_in_graph

@@ -49,7 +49,8 @@ def eager_backward_check(prog, meta) -> tuple[str | None, dict]:
     """(the error eager's backward would raise or None, ``final_saves``: input position ->
     frozenset of forward-return positions whose gradient reaches an op that saved the input's
     final value)."""
-    if not meta.is_train or not any(i.mutates_data and i.requires_grad for i in meta.input_info):
+    if not meta.is_train or not any((i.mutates_data or i.touches_metadata) and i.requires_grad
+                                    for i in meta.input_info):
         return None, {}
     with prog.fake_mode, torch.enable_grad(), torch.autograd.set_detect_anomaly(False):
         leaves, args = [], []
@@ -63,7 +64,8 @@ def eager_backward_check(prog, meta) -> tuple[str | None, dict]:
             else:
                 args.append(a)
         candidates = [i for i, info in enumerate(meta.input_info)
-                      if info.mutates_data and info.requires_grad and isinstance(args[i], torch.Tensor)]
+                      if (info.mutates_data or info.touches_metadata) and info.requires_grad
+                      and isinstance(args[i], torch.Tensor)]
         log = _SaveLog(args, candidates)
         try:
             with torch.autograd.graph.saved_tensors_hooks(log.pack, log.unpack):
