@@ -19,25 +19,31 @@ once on fake tensors, forward and backward, with eager's autograd:
 from __future__ import annotations
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
 from ember.aot.errors import MODIFIED_INPLACE as _MESSAGE
 
 
-def _root(t: torch.Tensor) -> torch.Tensor:
-    return t._base if t._base is not None else t
+def _storage_key(t: torch.Tensor):
+    """What a saved tensor shares with the input it aliases: its storage (a view, and a
+    ``detach()`` alias too, which has no ``_base`` but shares the version counter)."""
+    try:
+        return StorageWeakRef(t.untyped_storage())
+    except Exception:  # noqa: BLE001 - no storage to read (e.g. sparse): by identity
+        return id(t._base if t._base is not None else t)
 
 
 class _SaveLog:
     """Saved-tensor hooks that note which input (by position) each saved tensor belongs to."""
 
     def __init__(self, args: list, candidates: list[int]) -> None:
-        self.root_of = {id(_root(args[i])): i for i in candidates}
+        self.root_of = {_storage_key(args[i]): i for i in candidates}
         self.packs: list = []  # (input position or None, version at save time)
         self.unpacked: set = set()
 
     def pack(self, t):
-        self.packs.append((self.root_of.get(id(_root(t))), t._version))
+        self.packs.append((self.root_of.get(_storage_key(t)), t._version))
         return len(self.packs) - 1, t
 
     def unpack(self, packed):

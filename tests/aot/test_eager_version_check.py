@@ -77,6 +77,16 @@ def _relu_in_place(y, w):
     return y * 2, w
 
 
+def _detach_times_after_add(y, w):
+    y.add_(1)
+    return y.detach() * y, w * 2  # mul saves y.detach(): no _base, y's storage and version counter
+
+
+def _detached_view_times_after_add(y, w):
+    y.add_(1)
+    return y.detach()[1:] * y[1:], w * 2
+
+
 def _mutated(y, w, outs):
     y.mul_(2)
     return outs[0].sum() + outs[1].sum()
@@ -99,6 +109,9 @@ CASES = [
     (_scale_after_add, _mutated, False),
     (_relu_in_place, _mutated, True),
     (_relu_in_place, _untouched, False),
+    (_detach_times_after_add, _mutated, True),
+    (_detach_times_after_add, _untouched, False),
+    (_detached_view_times_after_add, _mutated, True),
 ]
 
 
