@@ -84,3 +84,22 @@ def test_pointwise_mode_on_cpu_raises_as_in_eager():
         f(x)
     with pytest.raises(type(eager.value)):
         compile(f, backend="eager")(x)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_scan_over_a_dynamic_length_is_pinned_not_broken(backend):
+    # (HF mamba under changing sequence lengths: the length became symbolic and the frame ran eagerly)
+    counter = CompileCounter()
+    compiled = compile(cumsum_reverse, backend=counter if backend == "eager" else backend, dynamic=True)
+    for length in (5, 7, 5, 9):
+        x = torch.rand(2, length, 3, requires_grad=True)
+        ref_x = x.detach().clone().requires_grad_()
+        out, ref = compiled(x), cumsum_reverse(ref_x)
+        assert_same(out, ref)
+        out.sum().backward()
+        ref.sum().backward()
+        assert_same(x.grad, ref_x.grad)
+    if backend == "eager" and not REFERENCE:
+        assert counter.frame_count == 3  # one graph per length (pinned: a guard on its value), no break
+    if not REFERENCE:
+        assert stats()["graph_breaks"] == 0

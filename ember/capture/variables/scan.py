@@ -13,7 +13,8 @@ pure, cut out into a GraphModule, and one graph node calls torch's own ``associa
 that GraphModule as the combine function: eager kernels run it as eager does, and the AOT layer
 traces through it (vmap included) like any other torch code. Only the ``generic`` mode is traced
 (``pointwise`` needs CUDA); anything else (closed-over tensors, side effects, a result that is not
-the inputs' structure) breaks the graph at the call, which then runs as in eager.
+the inputs' structure) breaks the graph at the call, which then runs as in eager. A symbolic
+scan length is pinned (a guard on its value): the scan's steps depend on it.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from ember.capture.variables.base import ConstantVariable, VariableTracker, bind
 from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
+from ember.fake.symbolic import plain
 
 def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kind_name):
     """The graph's call: torch's associative_scan over ``leaves`` (one tensor when ``kind_name`` is
@@ -81,9 +83,11 @@ def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
     if not -ndim <= dim < ndim or any(t.fake.dim() != ndim for t in leaves):
         raise unsupported("EB0055", "associative_scan with leaves of different ranks or dim out of range")
     dim = dim % ndim
-    size = leaves[0].fake.shape[dim]
-    if not isinstance(size, int) or size < 1 or any(t.fake.shape[dim] != size for t in leaves):
-        raise unsupported("EB0055", "associative_scan over leaves of different (or zero, or symbolic) lengths")
+    # (a symbolic length is pinned, a guard on its value: the scan's steps depend on it, and an AOT
+    # backend tracing the call on symbolic sizes would otherwise specialise it unguarded)
+    size = plain(leaves[0].fake.shape[dim])
+    if size < 1 or any(plain(t.fake.shape[dim]) != size for t in leaves):
+        raise unsupported("EB0055", "associative_scan over leaves of different (or zero) lengths")
 
     output = tx.output
     # one slice per leaf and side, each its own node (the subgraph's placeholders)
