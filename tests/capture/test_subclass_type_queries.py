@@ -142,3 +142,17 @@ def test_tensor_like_object_through_torch_functions():
     check_same(f, ScalarLike(3, 2.0), torch.randn(2), fullgraph=False, graphs=None)
     with torch._C.DisableTorchFunctionSubclass():
         check_same(lambda x: (torch._C._is_torch_function_enabled(), x + 1), torch.randn(2))
+
+
+def test_own_attributes_of_tensors_not_the_fakes():
+    # (x.__dict__ and vars(x) showed the fake tensor's internals; x.fake_mode was the fake's)
+    def f(x):
+        try:
+            missing = x.fake_mode
+        except AttributeError:
+            missing = "no fake_mode"
+        return dict(vars(x)), x.__dict__.get("a"), missing, x * 2
+    tagged = torch.randn(2).as_subclass(Plain)
+    tagged.a = 1
+    check_same(f, tagged, fullgraph=False, graphs=None)
+    check_same(f, torch.randn(2), fullgraph=False, graphs=None)

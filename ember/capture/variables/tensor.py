@@ -269,7 +269,11 @@ class TensorVariable(VariableTracker):
             # (the fake refuses numel() of symbolic sizes: numel() * itemsize, kept symbolic)
             numel = self.call_method(tx, "numel", [], {})
             return tx.binary_op(operator.mul, numel, ConstantVariable(self.fake.element_size()))
+        if name == "__dict__":  # (the fake's own would show ember's internals)
+            raise unsupported("EB0031", "Tensor.__dict__ (the tensor's own attributes)")
         try:
+            if not hasattr(self.cls, name):  # (FakeTensor's own: fake_mode, constant, ...)
+                raise AttributeError(name)
             attr = getattr(self.fake, name)
         except AttributeError:
             from ember.capture.variables.objects import MissingAttribute
