@@ -156,3 +156,21 @@ def test_own_attributes_of_tensors_not_the_fakes():
     tagged.a = 1
     check_same(f, tagged, fullgraph=False, graphs=None)
     check_same(f, torch.randn(2), fullgraph=False, graphs=None)
+
+
+def test_methods_of_a_wrapper_subclass_made_in_the_frame():
+    # (its fake is the wrapper class itself, holding fake tensors: its own methods are real)
+    import warnings
+    from torch.masked import masked_tensor
+
+    def f(d, m):
+        mt = masked_tensor(d, m)
+        return mt.sum().get_data() if hasattr(mt.sum(), "get_data") else mt.sum()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for dynamic in (None, True):
+            d, m = torch.randn(4), torch.tensor([True, False, True, True])
+            expected = f(d, m)
+            got = compile(f, backend=CompileCounter(), dynamic=dynamic)(d, m)
+            assert type(got) is type(expected) is torch.Tensor
+            torch.testing.assert_close(got, expected)

@@ -272,8 +272,8 @@ class TensorVariable(VariableTracker):
         if name == "__dict__":  # (the fake's own would show ember's internals)
             raise unsupported("EB0031", "Tensor.__dict__ (the tensor's own attributes)")
         try:
-            if not hasattr(self.cls, name):  # (FakeTensor's own: fake_mode, constant, ...)
-                raise AttributeError(name)
+            if not hasattr(self.cls, name) and type(self._fake).__name__ == "FakeTensor":
+                raise AttributeError(name)  # (FakeTensor's own: fake_mode, constant, ...)
             attr = getattr(self.fake, name)
         except AttributeError:
             from ember.capture.variables.objects import MissingAttribute
