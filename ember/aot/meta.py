@@ -187,8 +187,9 @@ def _classify_outputs(f_args: list, f_outs: list, input_info: list[InputInfo]):
                          if isinstance(p, torch.Tensor) and p is not o and p.requires_grad
                          and StorageWeakRef(p.untyped_storage()) == storage and _same_metadata(p, o)), None)
             if twin is not None:
+                # (no view chain: o's runs from the functional base, which the twin, a view itself
+                # maybe, is not; the twin's own layout, which o shares, is exact)
                 kind, base_idx = OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT, twin
-                view_metas = _view_metas(o)
         differentiable = o.requires_grad and (o._base is None or o.grad_fn is not None)
         infos.append(OutputInfo(kind, is_tensor=True, requires_grad=o.requires_grad, base_idx=base_idx,
                                 view_metas=view_metas, differentiable=differentiable))

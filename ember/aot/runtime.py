@@ -781,6 +781,13 @@ class CompiledGraph:
                     user[j] = _regenerate(bases[info.base_idx], _unwrap(user[j]), info)
                 elif kind is OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
                     later.append((j, info))
-            for j, info in later:
-                user[j] = _regenerate(user[info.base_idx], _unwrap(user[j]), info)
+            pending = dict(later)
+
+            def regenerate_later(j):  # its base first when the base is such an output too
+                info = pending.pop(j, None)
+                if info is not None:
+                    regenerate_later(info.base_idx)
+                    user[j] = _regenerate(_unwrap(user[info.base_idx]), _unwrap(user[j]), info)
+            for j, _ in later:
+                regenerate_later(j)
         return user
