@@ -782,12 +782,12 @@ class CompiledGraph:
                 elif kind is OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT:
                     later.append((j, info))
             pending = dict(later)
-
-            def regenerate_later(j):  # its base first when the base is such an output too
-                info = pending.pop(j, None)
-                if info is not None:
-                    regenerate_later(info.base_idx)
-                    user[j] = _regenerate(_unwrap(user[info.base_idx]), _unwrap(user[j]), info)
-            for j, _ in later:
-                regenerate_later(j)
+            for j, _ in later:  # its base first when the base is such an output too
+                chain = []  # (no recursive closure: its reference cycle kept the outputs, inputs too, alive)
+                while j in pending and j not in chain:
+                    chain.append(j)
+                    j = pending[j].base_idx
+                for k in reversed(chain):
+                    info = pending.pop(k)
+                    user[k] = _regenerate(_unwrap(user[info.base_idx]), _unwrap(user[k]), info)
         return user
