@@ -19,8 +19,9 @@ context manager ember does not know; not ``finally`` nor ``torch.no_grad()``'s e
 re-raise) breaks the graph when the graph so far could not run again (the op then runs eagerly,
 inside the program's ``try``), and once such an op is in the graph a later write breaks there, as
 after an assumed check (capture/assumptions.py). Random draws stay: the entry puts the RNG state
-back before a rerun. Not covered: a ``finally`` body's side effects (deferred by the trace) are
-lost when a graph that cannot run again raises.
+back before a rerun. A ``finally`` body that must run when such a graph raises is seen here too
+(``handlers_around``): the entry then undoes the graph's input writes and reruns the frame
+(capture/write_snapshots.py).
 """
 from __future__ import annotations
 
@@ -40,37 +41,39 @@ def _entry_at(code, offset: int):
     return None
 
 
-def _catches(tx, entry) -> bool:
-    """Whether the handler of exception-table ``entry`` may end an exception: an ``except`` clause
-    (a match test, a bare ``except:``) or the exit of a ``with`` block of a context manager ember
-    does not know (``contextlib.suppress`` returns True). A ``finally`` body, the exit of ember's own
-    context managers (``torch.no_grad()``: the entry restores their state) and the compiler's
-    cleanups pass it on, to the handler that covers their own code."""
+def _kind(tx, entry) -> str:
+    """What the handler of exception-table ``entry`` is: ``"catch"`` where it may end an exception
+    (an ``except`` clause, a bare ``except:``, the exit of a ``with`` block of a context manager
+    ember does not know: ``contextlib.suppress`` returns True), ``"finally"`` for a ``finally``
+    body (it runs, then passes the exception on), ``""`` for the exit of ember's own context
+    managers (``torch.no_grad()``: the entry restores their state) and the compiler's cleanups.
+    The last two pass the exception on to the handler that covers their own code."""
     from ember.capture.variables.ctx_managers import _WithExit
     instructions = tx.instructions
     i = tx.index_of.get(entry.target)
     if i is None:
-        return True  # (unknown: as if it could)
+        return "catch"  # (unknown: as if it could)
     if instructions[i].opname != "PUSH_EXC_INFO":
-        return False  # (a cleanup: re-raises)
+        return ""  # (a cleanup: re-raises)
     nxt = instructions[i + 1].opname if i + 1 < len(instructions) else ""
     if nxt == "POP_TOP":
-        return True  # a bare `except:`
+        return "catch"  # a bare `except:`
     if nxt == "WITH_EXCEPT_START":
         exit_fn = tx.stack[entry.depth - 1] if 0 < entry.depth <= len(tx.stack) else None
-        return not isinstance(exit_fn, _WithExit)
+        return "" if isinstance(exit_fn, _WithExit) else "catch"
     for inst in instructions[i + 1:i + _SCAN]:
         if inst.opname in _CATCHING:
-            return True
+            return "catch"
         if inst.opname in ("RERAISE", "PUSH_EXC_INFO"):
             break
-    return False  # (a `finally` body: the exception goes on after it)
+    return "finally"  # (a `finally` body: the exception goes on after it)
 
 
-def under_catching_handler(frame) -> bool:
-    """Whether an exception raised where each translator from ``frame`` up to the root is would
-    reach a handler that may catch it before leaving the frame."""
-    tx = frame
+def handlers_around(frame) -> tuple[bool, bool]:
+    """For an exception raised where each translator from ``frame`` up to the root is: (whether it
+    would reach a handler that may catch it before leaving the frame, whether a ``finally`` body
+    would run on the way)."""
+    tx, in_finally = frame, False
     while tx is not None:
         if tx.ip > 0:
             offset = tx.instructions[tx.ip - 1].offset
@@ -78,11 +81,13 @@ def under_catching_handler(frame) -> bool:
                 entry = _entry_at(tx.code, offset)
                 if entry is None:
                     break
-                if _catches(tx, entry):
-                    return True
+                kind = _kind(tx, entry)
+                if kind == "catch":
+                    return True, in_finally
+                in_finally = in_finally or kind == "finally"
                 offset = entry.target  # (what covers the handler's own code handles what it re-raises)
         tx = tx.parent
-    return False
+    return False, in_finally
 
 
 def _subclass_argument(values) -> bool:
@@ -105,7 +110,9 @@ def check_call(output, args, kwargs, describe: str) -> None:
     from ember.capture.rerun import graph_changes_state
     caught = output.__dict__.get("caught_ops", False)
     frame = output.current_frame
-    here = frame is not None and under_catching_handler(frame)
+    here, in_finally = handlers_around(frame) if frame is not None else (False, False)
+    if in_finally:
+        output.under_finally = True  # (capture/write_snapshots.py: a failure must run the finally body)
     if not here and not caught:
         return
     subclass = _subclass_argument([*args, *kwargs.values()]) or any(

@@ -19,7 +19,7 @@ from typing import Any, Callable
 import torch
 
 from ember import metrics
-from ember.capture import codegen, trace_hooks
+from ember.capture import codegen, trace_hooks, write_snapshots
 from ember.capture.variables import random_draws
 from ember.capture.assumptions import output_checks, rng_lines
 from ember.capture.builder import wrap
@@ -436,6 +436,14 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
         rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not runs_subclass_code(example_inputs)
+        undo = None
+        if not rerunnable and (effect_lines or output.under_finally) and not runs_subclass_code(example_inputs):
+            undo = write_snapshots.plan(gm, compiled, example_inputs, bool(rng_save))  # (its docstring)
+            if undo is not None:
+                rerunnable = True
+                scope["___take"], scope["___restore"] = write_snapshots.take, write_snapshots.restore
+                body.append(f"___undo = ___take(({''.join(input_sources[i].expr(scope) + ', ' for i in undo)}))")
+                restore_draws = [*restore_draws, "___restore(___undo)"]  # (before a rerun only)
         if assumed is not None and not rerunnable:
             raise _NotBreakable("a data-dependent check assumed by a graph that cannot run again", id="EB0016")
         if rerunnable:

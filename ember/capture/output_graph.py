@@ -347,6 +347,7 @@ class OutputGraph:
     deferred_type_guards: list | None = None  # (set while lazy_arguments wraps a tensor argument)
     observes_storage_offsets = False
     observes_tensor_identity = False
+    under_finally = False  # an op was traced under a `finally` body (capture/write_snapshots.py)
     observes_compiling = False  # the trace asked torch.compiler.is_compiling() (see torch_fn._COMPILING_QUERIES)
 
     def observe_tensor_identity(self) -> None:

@@ -152,18 +152,21 @@ def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False
     if any(_changes_state(n, after) and not (random_restored and (_only_draws(n) or _local_draw(n)))
            for n in gm.graph.nodes):
         return False
-    if random_restored:
-        return True
-    # the aten graphs an AOT backend traced tell random ops by their tag (a Python function such as
-    # F.gumbel_softmax draws inside, under a name that says nothing)
+    return random_restored or not draws_inside(compiled)
+
+
+def draws_inside(compiled) -> bool:
+    """Whether the aten graphs an AOT backend traced draw random numbers: they tell random ops by
+    their tag (a Python function such as F.gumbel_softmax draws inside, under a name that says
+    nothing)."""
     graphs = getattr(compiled, "graphs", None)
     if isinstance(graphs, dict):
         for g in graphs.values():
             if isinstance(g, torch.fx.GraphModule) and any(
                     n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
                     for n in g.graph.nodes):
-                return False
-    return True
+                return True
+    return False
 
 
 def user_callbacks_active() -> bool:

@@ -1,0 +1,174 @@
+"""A graph that writes an input and then raises at run time, in a frame with deferred side effects
+or a ``finally`` body (capture/write_snapshots.py): the entry puts the written inputs back and runs
+the frame again eagerly, so the program sees eager's lists, attributes, globals and tensors."""
+import pytest
+import torch
+
+import ember
+from ember_test_helpers import CompileCounter
+
+LOG = []
+
+
+def append_then_write(x, idx, log, buf):
+    log.append("called")
+    buf.add_(1)
+    return x.gather(0, idx)
+
+
+def write_then_append_after_failure(x, idx, log, buf):
+    buf.add_(1)
+    y = x.gather(0, idx)
+    log.append("after")
+    return y
+
+
+def finally_body(a, buf):
+    buf.mul_(3)
+    try:
+        return torch.linalg.cholesky(a)
+    finally:
+        LOG.append("done")
+
+
+def view_write(x, idx, log, buf):
+    log.append(len(log))
+    buf[0].add_(5)
+    buf[1:].mul_(2)
+    return x.gather(0, idx) + buf.sum()
+
+
+class Counted(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = torch.nn.BatchNorm1d(3)
+        self.calls = 0
+
+    def forward(self, x, idx):
+        self.calls += 1
+        h = self.bn(x)
+        return h.gather(0, idx)
+
+
+def _run(fn, *args):
+    try:
+        return fn(*args), None
+    except Exception as e:  # noqa: BLE001
+        return None, e
+
+
+def _fresh():
+    return torch.ones(4), [], torch.zeros(3)
+
+
+@pytest.mark.parametrize("fn", [append_then_write, write_then_append_after_failure, view_write])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_deferred_effects_match_eager_when_the_graph_raises(fn, backend):
+    ember.reset()
+    compiled = ember.compile(fn, backend=backend)
+    for idx in (torch.tensor([0, 1]), torch.tensor([0, 9]), torch.tensor([2, 3])):
+        x, log, buf = _fresh()
+        want, want_err = _run(fn, x, idx, log, buf)
+        x2, log2, buf2 = _fresh()
+        got, got_err = _run(compiled, x2, idx, log2, buf2)
+        assert type(got_err) is type(want_err)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+        assert log2 == log
+        torch.testing.assert_close(buf2, buf)
+
+
+def test_finally_body_runs_when_the_graph_raises():
+    ember.reset()
+    counter = CompileCounter()
+    compiled = ember.compile(finally_body, backend=counter)
+    for a in (torch.eye(3) * 2, -torch.eye(3), torch.eye(3)):
+        results = []
+        for fn in (finally_body, compiled):
+            LOG.clear()
+            buf = torch.ones(2)
+            out, err = _run(fn, a, buf)
+            results.append((out, type(err), list(LOG), buf))
+        (want, want_err, want_log, want_buf), (got, got_err, got_log, got_buf) = results
+        assert got_err is want_err and got_log == want_log == ["done"]
+        torch.testing.assert_close(got_buf, want_buf)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+    assert counter.frame_count == 1  # (no graph break: the undo is at run time)
+
+
+def test_module_counter_and_running_stats_match_eager():
+    torch.manual_seed(0)
+    eager_model = Counted().train()
+    model = Counted().train()
+    model.load_state_dict(eager_model.state_dict())
+    compiled = ember.compile(model, backend="eager")
+    x = torch.randn(4, 3)
+    for idx in (torch.zeros(2, 3, dtype=torch.long), torch.full((2, 3), 7), torch.ones(2, 3, dtype=torch.long)):
+        want, want_err = _run(eager_model, x, idx)
+        got, got_err = _run(compiled, x, idx)
+        assert type(got_err) is type(want_err)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+        assert model.calls == eager_model.calls
+        torch.testing.assert_close(model.bn.running_mean, eager_model.bn.running_mean)
+        torch.testing.assert_close(model.bn.running_var, eager_model.bn.running_var)
+        assert int(model.bn.num_batches_tracked) == int(eager_model.bn.num_batches_tracked)
+
+
+def test_successful_calls_are_unchanged_and_compile_once():
+    ember.reset()
+    counter = CompileCounter()
+    compiled = ember.compile(append_then_write, backend=counter)
+    for _ in range(3):
+        x, log, buf = _fresh()
+        out = compiled(x, torch.tensor([1, 2]), log, buf)
+        torch.testing.assert_close(out, torch.ones(2))
+        assert log == ["called"]
+        torch.testing.assert_close(buf, torch.ones(3))
+    assert counter.frame_count == 1
+
+
+def test_an_input_requiring_grad_is_not_undone_and_the_error_propagates():
+    # a write to a non-leaf that requires grad rebases its autograd history: copying the values
+    # back would not undo that, so the entry does not try (the error propagates as before)
+    ember.reset()
+
+    def f(x, idx, log):
+        log.append(1)
+        y = x * 1
+        y.add_(1)
+        return y.gather(0, idx)
+
+    compiled = ember.compile(f, backend="eager")
+    x = torch.ones(4, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor([9]), [])
+    out = compiled(x, torch.tensor([1]), [])
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, torch.tensor([0.0, 1.0, 0.0, 0.0]))
+
+
+def test_random_draws_are_not_undone_without_the_rng_state():
+    # a rerun would draw other numbers than the graph's partial run did: no undo (the error
+    # propagates as before, and a successful call is right)
+    ember.reset()
+
+    def f(x, idx, log, buf):
+        log.append("called")
+        buf.add_(torch.rand(3))
+        return x.gather(0, idx)
+
+    compiled = ember.compile(f, backend="eager")
+    x, log, buf = _fresh()
+    with pytest.raises(RuntimeError):
+        compiled(x, torch.tensor([9]), log, buf)
+    torch.manual_seed(3)
+    x, log, buf = _fresh()
+    out = compiled(x, torch.tensor([1]), log, buf)
+    torch.manual_seed(3)
+    x2, log2, buf2 = _fresh()
+    want = f(x2, torch.tensor([1]), log2, buf2)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(buf, buf2)
+    assert log == log2
