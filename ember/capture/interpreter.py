@@ -243,8 +243,15 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             # a resume function's cells, passed as the cell objects (make_resume_code): a nested
             # break's chain inlines it (nested_breaks.py)
             if name in bound:
-                if not isinstance(bound[name], (CellVariable, RealCellVariable)):
-                    raise unsupported("EB0009", f"resume function argument {name!r} is not a cell")
+                passed = bound[name]
+                if not isinstance(passed, (CellVariable, RealCellVariable)):
+                    real = getattr(passed, "obj", None)
+                    if type(real) is not types.CellType or passed.source is None:
+                        raise unsupported("EB0009", f"resume function argument {name!r} is not a cell")
+                    # a real cell object read from outside (a chain's closure that an earlier break
+                    # made passes it on): its contents are read and written through its source
+                    bound[name] = RealCellVariable(real, AttrSource(passed.source, "cell_contents"))
+                    bound[name].cell_source = passed.source
                 cells[name] = bound.pop(name)
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
