@@ -136,6 +136,9 @@ class OpcodeMixin:
     def BUILD_SLICE(self, inst):
         parts = self.popn(inst.arg)
         if not all(p.is_constant() for p in parts):
+            from ember.capture.scalar_inputs import known_int  # (a tensor of a size expression's value)
+            parts = [known_int(p) if known_int(p) is not None else p for p in parts]
+        if not all(p.is_constant() for p in parts):
             raise unsupported("EB0036", "slice with non-constant bounds (tensor-valued slice bounds)")
         if any(isinstance(p, SymNodeVariable) for p in parts):
             self.push(SymSliceVariable(parts))  # `y[:x.size(0)]`

@@ -368,7 +368,11 @@ class OutputGraph:
 
     # -- operations ---------------------------------------------------------------
     def call_function(self, fn, args: list, kwargs: dict) -> VariableTracker:
-        return self._call("call_function", fn, args, kwargs)
+        result = self._call("call_function", fn, args, kwargs)
+        if type(result).__name__ == "TensorVariable" and args and result.fake.dim() == 0:
+            from ember.capture.scalar_inputs import note_known_int
+            note_known_int(self, fn, args, kwargs, result)  # (a tensor of a size expression's value)
+        return result
 
     def call_method(self, name: str, args: list, kwargs: dict) -> VariableTracker:
         return self._call("call_method", name, args, kwargs)

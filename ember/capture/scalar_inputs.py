@@ -12,6 +12,13 @@ operation takes the input's value as a constant, and a guard checks that value o
 trace time) and only while the trace has not written to them; the op's other arguments stay as
 they are. As with an int argument, a value that changed since the frame last compiled is not
 specialised again (that op breaks the graph instead of recompiling per value).
+
+A 0-dim integer tensor the graph made from symbolic sizes needs no value at all: with dynamic
+shapes ``torch.div(h.size(1), 2 * w, rounding_mode="trunc")`` (longformer, LED) is a tensor whose
+value is the size expression ``s1 // (2 * w)``, and ``h.view(b, that, 2 * w, d)`` reads it as an
+int. Such tensors carry that expression (``known_int``: made by ``torch.div`` / ``floor_divide``
+of ints with rounding, ``torch.tensor(n)``, and ``+ - * //`` of them with ints), and an op that
+reads one as an int takes the expression instead: no data dependency, no break, no guard.
 """
 from __future__ import annotations
 
@@ -55,6 +62,10 @@ def with_scalar_inputs_as_ints(graph, kind: str, args: list, kwargs: dict):
     found = []
 
     def swap(v, top):
+        known = known_int(v)
+        if known is not None:
+            found.append((None, None))
+            return known
         value = scalar_input_value(graph, v)
         if value is not None:
             found.append((v.source, value))
@@ -91,5 +102,70 @@ def retry_with_scalar_values(graph, kind: str, target, args: list, kwargs: dict)
     except Unsupported:
         return None
     for source, value in found:
-        guard_scalar_value(graph.guards, source, value)
+        if source is not None:
+            guard_scalar_value(graph.guards, source, value)
     return result
+
+
+_KNOWN = "ember_known_int"  # attribute of a TensorVariable: (number tracker, the fake's version then)
+
+
+def known_int(vt):
+    """The symbolic (or constant) int a 0-dim integer tensor the graph made equals, if known and
+    the tensor was not written since."""
+    known = getattr(vt, _KNOWN, None) if isinstance(vt, TensorVariable) else None
+    if known is None or vt.fake._version != known[1]:
+        return None
+    return known[0]
+
+
+def _number(v):
+    from ember.capture.variables.symbolic import SymNodeVariable, SymSliceVariable
+    if isinstance(v, SymNodeVariable):
+        return v if isinstance(v.sym, torch.SymInt) else None
+    if isinstance(v, ConstantVariable) and not isinstance(v, SymSliceVariable) and type(v.value) is int:
+        return v  # (an int argument's value: the op reads it, as the op's own constant)
+    return known_int(v)
+
+
+def note_known_int(output, target, args: list, kwargs: dict, result) -> None:
+    """Record on ``result`` (a call_function's tracker) the int it equals, when it is a 0-dim
+    integer tensor made from ints at least one of which is symbolic (see the module docstring)."""
+    import operator
+    from ember.capture.variables.symbolic import SymNodeVariable
+    if not isinstance(result, TensorVariable) or result.fake.dim() != 0 or result.fake.dtype not in _INT_DTYPES:
+        return
+    nums = [_number(a) for a in args]
+    if not nums or any(n is None for n in nums):
+        return
+    symbolic = any(isinstance(n, SymNodeVariable) for n in nums)
+
+    def apply(fn):
+        if symbolic:
+            return output.call_function(fn, nums, {})
+        return ConstantVariable(fn(*(n.value for n in nums)))
+
+    value = None
+    if target in (torch.tensor, torch.as_tensor, torch.scalar_tensor) and len(nums) == 1:
+        value = nums[0]
+    elif len(nums) == 2 and target in (operator.add, operator.sub, operator.mul, operator.floordiv,
+                                       torch.floor_divide) and not kwargs:
+        if target in (operator.floordiv, torch.floor_divide) and not _positive(nums[1]):
+            return  # (a division by zero raises: eager's error, from the op itself)
+        value = apply(operator.floordiv if target is torch.floor_divide else target)
+    elif len(nums) == 2 and target is torch.div and set(kwargs) == {"rounding_mode"} \
+            and kwargs["rounding_mode"].is_constant() and _positive(nums[1]):
+        mode = kwargs["rounding_mode"].as_constant()
+        if mode == "floor" or (mode == "trunc" and _not_negative(nums[0])):
+            value = apply(operator.floordiv)  # (trunc is floor for a quotient that is not negative)
+    if isinstance(value, (SymNodeVariable, ConstantVariable)):
+        setattr(result, _KNOWN, (value, result.fake._version))
+
+
+def _positive(n) -> bool:
+    """Whether ``n`` (a number tracker) is > 0: a constant's value, a symbol's (guarded)."""
+    return bool(n.sym > 0) if hasattr(n, "sym") else n.value > 0
+
+
+def _not_negative(n) -> bool:
+    return bool(n.sym >= 0) if hasattr(n, "sym") else n.value >= 0

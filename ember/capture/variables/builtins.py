@@ -692,6 +692,9 @@ def _reduce(tx, fn, iterable, *initial):
 def _int_float(kind):
     def handler(tx, x=None, *rest, **kwargs):
         if isinstance(x, TensorVariable):
+            from ember.capture.scalar_inputs import known_int
+            if kind is int and not rest and not kwargs and known_int(x) is not None:
+                return known_int(x)  # (a tensor of a size expression's value: the expression)
             if rest or kwargs or x.fake.numel() != 1 or has_symbols(tuple(x.fake.shape)) or not x._unbacked_scalars(tx):
                 raise unsupported("EB0017", f"{kind.__name__}() of a tensor reads its data")
             x = x.call_method(tx, "item", [], {})  # (captured: an unbacked symbol, as .item())

@@ -396,6 +396,11 @@ class TensorVariable(VariableTracker):
                     return wrap(tx, real[index].item(), CallSource(tensor_element, self.source, index))
                 return ListVariable([build(index + (i,)) for i in range(real.shape[len(index)])])
             return build(())
+        if name in ("item", "__int__", "__index__") and not args and not kwargs:
+            from ember.capture.scalar_inputs import known_int
+            known = known_int(self)  # (a tensor of a size expression's value: the expression)
+            if known is not None:
+                return known
         if name in ("item", "tolist") and not args and not kwargs and self._unbacked_scalars(tx) \
                 and (name == "item" or capture_scalar_outputs() or not self.fake.is_floating_point()):
             # (under fullgraph alone, as torch: .tolist() of a float tensor stays unsupported)
