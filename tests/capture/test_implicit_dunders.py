@@ -190,3 +190,57 @@ def test_typing_special_forms_subscripted_in_the_frame():
     actual = ember.compile(_typing_forms, backend="eager", fullgraph=True)(x)
     assert torch.equal(actual[0], expected[0])
     assert actual[1:] == expected[1:]
+
+
+def _abc_callable_annotations(x):
+    import collections.abc as cabc
+
+    def wrapper(f: cabc.Callable[[T], typing.Any]) -> cabc.Callable[..., int]:  # (torch's pytree)
+        return f
+
+    def nested(f: Callable[[int, list[T]], Callable[[], None]]):
+        return f
+
+    return x * 2, wrapper.__annotations__, nested.__annotations__, Callable[[T], int].__args__[0] is T
+
+
+def test_abc_callable_subscripted_with_an_argument_list():
+    """``collections.abc.Callable[[T], Any]`` (its own ``GenericAlias`` subclass, with a list of
+    argument types): made at trace time, as ``torch.utils._pytree.tree_map_only``'s nested
+    definitions need; was a break (``__getitem__ of class Callable``), an error under fullgraph."""
+    x = torch.randn(3)
+    expected = _abc_callable_annotations(x)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    actual = ember.compile(_abc_callable_annotations, backend=backend, fullgraph=True)(x)
+    assert torch.equal(actual[0], expected[0])
+    assert actual[1:] == expected[1:]
+    assert len(graphs) == 1
+
+
+def _callable_of_a_tensor(x):
+    try:
+        return x + 1, Callable[[x], int]
+    except TypeError as e:
+        return x - 1, type(e).__name__
+
+
+def test_abc_callable_with_a_non_type_argument_matches_eager():
+    x = torch.randn(3)
+    assert_same(ember.compile(_callable_of_a_tensor, backend="eager")(x), _callable_of_a_tensor(x))
+
+
+def _pytree_map_only(xs):
+    import torch.utils._pytree as pytree
+    return pytree.tree_map_only(torch.Tensor, lambda t: t * 2, xs)
+
+
+def test_pytree_tree_map_only_is_one_graph():
+    xs = {"a": [torch.ones(2), "s"], "b": (torch.arange(3.0), 4)}
+    expected = _pytree_map_only(xs)
+    actual = ember.compile(_pytree_map_only, backend="eager", fullgraph=True)(xs)
+    assert_same(actual, expected)

@@ -127,8 +127,13 @@ def _typing_subscript(cls) -> bool:
         return False
     func = getattr(raw, "__func__", None)
     generic = typing.Generic.__dict__["__class_getitem__"]  # (3.12+: C code, a classmethod_descriptor)
-    return func is types.GenericAlias or raw is generic or func is getattr(generic, "__func__", generic) \
+    # (``collections.abc.Callable``'s is its own GenericAlias subclass, as pure: ``Callable[[T], Any]``)
+    alias_class = isinstance(func, type) and issubclass(func, types.GenericAlias)
+    return alias_class or raw is generic or func is getattr(generic, "__func__", generic) \
         or (type(raw).__name__ == "classmethod_descriptor" and raw.__objclass__ in (list, dict, set, frozenset, tuple, type))
+
+
+_NOT = object()
 
 
 def _generic_alias(tx, cls, index):
@@ -138,16 +143,25 @@ def _generic_alias(tx, cls, index):
     from ember.capture.variables.builtins import wrap_constant
     from ember.capture.variables.containers import TupleVariable
     from ember.capture.variables.objects import UserObjectVariable
-    items = index.items if isinstance(index, TupleVariable) else [index]
-    values = []
-    for item in items:
+    from ember.capture.variables.containers import ListVariable
+
+    def param(item):
+        """One parameter's value, or _NOT for one that is not fixed now. A list of them is
+        ``Callable``'s argument list (``Callable[[int, T], Any]``)."""
         if item.is_constant():
-            values.append(item.as_constant())
-        elif isinstance(item, UserObjectVariable) and item.source is not None:
+            return item.as_constant()
+        if isinstance(item, UserObjectVariable) and item.source is not None:
             pin_identity(tx, item)
-            values.append(item.obj)
-        else:
-            return None
+            return item.obj
+        if isinstance(item, ListVariable):
+            inner = [param(i) for i in item.items]
+            return _NOT if any(v is _NOT for v in inner) else inner
+        return _NOT
+
+    items = index.items if isinstance(index, TupleVariable) else [index]
+    values = [param(item) for item in items]
+    if any(v is _NOT for v in values):
+        return None
     try:
         return wrap_constant(cls[tuple(values) if isinstance(index, TupleVariable) else values[0]])
     except Exception as e:
