@@ -453,7 +453,10 @@ def _wrap(tx, value, source) -> VariableTracker:
         return found
 
     if is_torch_callable(value) or (isinstance(value, types.FunctionType) and value in constant_answers()) \
-            or value is torch.ops.higher_order.cond:  # (the operator eager torch.cond calls: traced as torch.cond)
+            or value is torch.ops.higher_order.cond \
+            or (type(value).__name__ == "Wrap" and type(value).__module__ == "torch._higher_order_ops.wrap"):
+        # (torch.ops.higher_order.cond, the operator eager torch.cond calls: traced as torch.cond; the
+        # `wrap` operator: its function called, variables/torch_fn.py)
         if source is not None:
             guards.id_match(source, value)  # `act = torch.relu` may later be rebound to torch.tanh
         return TorchFunctionVariable(value, source)

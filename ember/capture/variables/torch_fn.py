@@ -151,6 +151,16 @@ _GRAPH_OP_MODULES = ("torch.nn.functional", "torch.functional", "torch.nn.init",
                      "torch.autograd.functional", "torch.fx.experimental.symbolic_shapes")
 
 
+def _calls_its_first_argument(fn, module: str, name: str) -> bool:
+    """``invoke_subgraph_placeholder(func, *args, **kwargs)`` (what a function marked with
+    ``torch.compiler.nested_compile_region`` calls) and the ``wrap`` operator (``wrap(func, *args)``):
+    in eager both are ``func(*args, **kwargs)``."""
+    if module == "torch._higher_order_ops.invoke_subgraph" and name == "invoke_subgraph_placeholder":
+        return True
+    cls = type(fn)
+    return cls.__name__ == "Wrap" and cls.__module__ == "torch._higher_order_ops.wrap"
+
+
 class TorchFunctionVariable(VariableTracker):
     def __init__(self, fn, source=None):
         self.fn = fn
@@ -275,6 +285,11 @@ class TorchFunctionVariable(VariableTracker):
             from ember.capture.variables.grad_modes import GradModeWrappedFunction
             rest = {k: v for k, v in kwargs.items() if k != "fn"}
             return GradModeWrappedFunction(False, kwargs["fn"]).call(tx, list(args), rest)
+        if _calls_its_first_argument(fn, module, name) and args:
+            # torch.compiler.nested_compile_region's call and the `wrap` operator: hints for torch's
+            # compiler (reuse a region, keep a subgraph); eager calls func(*args, **kwargs), and
+            # ember traces that call into the frame's graph
+            return args[0].call(tx, list(args[1:]), kwargs)
         if module == "torch._dynamo.external_utils" and name == "call_backward" and args \
                 and not _user_function_backward(args[0]):
             raise unsupported("EB0027", "call_backward() of a Function ember made (its AOT backward runs eagerly)")
