@@ -244,3 +244,38 @@ def test_pytree_tree_map_only_is_one_graph():
     expected = _pytree_map_only(xs)
     actual = ember.compile(_pytree_map_only, backend="eager", fullgraph=True)(xs)
     assert_same(actual, expected)
+
+
+def _aliases_called(x):
+    d = dict[str, typing.Any]()  # (torch's flex_attention builds its metadata so)
+    d["n"] = 2
+    lst = list[int]([1, 2])
+    s = set[str](("a",))
+    t = tuple[int, ...]((3, 4))
+    return x * d["n"] + sum(lst) + len(s) + sum(t), d, lst, s, t, frozenset[int]()
+
+
+def test_calling_a_builtin_container_alias_makes_the_container():
+    """``dict[str, Any]()``: the alias calls its class (one graph under fullgraph; was a break,
+    ``calling Constant(dict[str, typing.Any])``)."""
+    x = torch.randn(3)
+    expected = _aliases_called(x)
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm
+
+    actual = ember.compile(_aliases_called, backend=backend, fullgraph=True)(x)
+    assert_same(actual, expected)
+    assert len(graphs) == 1
+
+
+def _user_generic_alias_called(x):
+    b = Box[int]()
+    return x + 1, type(b) is Box, b.__orig_class__ == Box[int]
+
+
+def test_calling_a_user_generic_alias_matches_eager():
+    x = torch.randn(3)
+    assert_same(ember.compile(_user_generic_alias_called, backend="eager")(x), _user_generic_alias_called(x))

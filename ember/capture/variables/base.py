@@ -11,6 +11,7 @@ Every VT can answer the interpreter's questions (`getattr`, `call`, `truth`,
 """
 from __future__ import annotations
 
+import types
 from typing import TYPE_CHECKING, Any
 
 from ember.exc import Unsupported
@@ -138,6 +139,15 @@ class ConstantVariable(VariableTracker):
 
     def truth(self, tx):
         return bool(self.value)
+
+    def call(self, tx, args, kwargs):
+        origin = getattr(self.value, "__origin__", None) if type(self.value) is types.GenericAlias else None
+        if origin in (dict, list, set, frozenset, tuple):
+            # `dict[str, Any]()` (torch's flex_attention): the alias calls its class; the
+            # `__orig_class__` it then tries to set does not fit a builtin container (ignored)
+            from ember.capture.variables.builtins import construct
+            return construct(tx, origin, args, kwargs)
+        return super().call(tx, args, kwargs)
 
     def getattr(self, tx, name):
         from ember.capture.variables.builtins import constant_attribute
