@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass, field
 
 from .gen_extra import EXTRA_KINDS, EXTRA_PRELUDE, INPUT_MODES, ExtraStatements
+from .gen_extra2 import EXTRA2_KINDS, EXTRA2_PRELUDE, Extra2Statements
 
 PRELUDE = '''\
 import io
@@ -90,7 +91,7 @@ def _numel(shape):
     return n
 
 
-class ProgramGenerator(ExtraStatements):
+class ProgramGenerator(ExtraStatements, Extra2Statements):
     tvar = TVar
 
     def __init__(self, seed: int, max_stmts: int = 14, max_depth: int = 2):
@@ -102,6 +103,7 @@ class ProgramGenerator(ExtraStatements):
         self.uses_calls = False
         self.helpers = True
         self.extras = True            # the kinds of gen_extra.py
+        self.extras2 = True           # the kinds of gen_extra2.py
         self.extra_returns: list[str] = []
 
     # ------------------------------------------------------------------ names
@@ -223,7 +225,8 @@ class ProgramGenerator(ExtraStatements):
             ("list", 4), ("dict", 3), ("tuple", 2), ("set", 1), ("comp", 3),
             ("obj", 3), ("closure", 3), ("generator", 3), ("break_print", 3),
             ("break_opaque", 2), ("break_item", 3), ("catch_torch", 2),
-        ] + ([("helper", 3)] if self.helpers else []) + (EXTRA_KINDS if self.extras else [])
+        ] + ([("helper", 3)] if self.helpers else []) + (EXTRA_KINDS if self.extras else []) \
+            + (EXTRA2_KINDS if self.extras2 else [])
         if depth < self.max_depth:
             kinds += [("if_py", 3), ("if_tensor", 3), ("for", 4), ("while", 2), ("try", 3)]
         names, weights = zip(*kinds)
@@ -607,21 +610,23 @@ class ProgramGenerator(ExtraStatements):
             if len(names) >= 2 and self.chance(0.15):
                 a, b = r.sample(names, 2)
                 outs.append(r.choice([f"[{a}, {b}]", f"{{'p': {a}, 'q': ({b},)}}"]))
-            prelude += EXTRA_PRELUDE + f"INPUT_MODE = {r.choice(INPUT_MODES) if self.chance(0.3) else 0}\n"
+            prelude += EXTRA_PRELUDE + (EXTRA2_PRELUDE if self.extras2 else "") + f"INPUT_MODE = {r.choice(INPUT_MODES) if self.chance(0.3) else 0}\n"
         head = ["def f(x, y, lst, d, obj):", "    calls = 0"]
         ret = "    return " + ", ".join(outs + ["calls"]) + ("," if not outs else "")
         return prelude + "\n" + "\n".join(head + body + [ret]) + "\n"
 
 
 def generate(seed: int, max_stmts: int = 14, max_depth: int = 2, helpers: bool = True,
-             extras: bool | None = None) -> str:
+             extras: bool | None = None, extras2: bool | None = None) -> str:
     """``helpers=False``: without nested helper functions (``s_helper``, added later), the
     program an earlier generator made for ``seed`` (tests that pin a seed's program use it).
     ``extras=False`` (the default when ``helpers=False``): without the constructs of
-    gen_extra.py, the program the generator made before them."""
+    gen_extra.py, the program the generator made before them. ``extras2=False`` (the default when
+    ``extras`` is False): without the constructs of gen_extra2.py."""
     gen = ProgramGenerator(seed, max_stmts, max_depth)
     gen.helpers = helpers
     gen.extras = helpers if extras is None else extras
+    gen.extras2 = gen.extras if extras2 is None else extras2
     return gen.program()
 
 
