@@ -28,7 +28,7 @@ from ember.capture.variables.tensor import TensorVariable, subclass_result_class
 from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation, named_dynamic, named_dynamic_dims, \
     unbacked_dims
-from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_tensor_literal
+from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_new_tensor, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
 from ember.torch_config import specialize_float, specialize_int
 from ember.capture.sources import ModuleMemberSource
@@ -401,6 +401,10 @@ class OutputGraph:
             target, kwargs = torch.scalar_tensor, {"dtype": ConstantVariable(dtype), **kwargs}
         elif kind == "call_function" and target in (torch.tensor, torch.as_tensor) and len(args) == 1:
             literal = symbolic_tensor_literal(self, args[0], kwargs)
+            if literal is not None:
+                return literal
+        elif kind == "call_method" and target == "new_tensor":
+            literal = symbolic_new_tensor(self, args, kwargs)
             if literal is not None:
                 return literal
         rg = kwargs.get("requires_grad")

@@ -355,6 +355,9 @@ def _iter_items(tx, vt):
 
 def _enumerate(tx, iterable, start=None):
     from ember.capture.variables.generators import EnumerateIterator
+    from ember.capture.variables.symbolic import dynamic_number
+    if start is not None and dynamic_number(start) and start.python_type() is int:
+        return EnumerateIterator(iterable.iter(tx), start)  # (a dynamic int stays a symbol)
     s = start.as_constant() if start is not None else 0
     return EnumerateIterator(iterable.iter(tx), s)
 

@@ -33,6 +33,8 @@ break makes the capture break where it is made instead (a real generator).
 """
 from __future__ import annotations
 
+import operator
+
 from ember.capture.variables.base import is_none, ConstantVariable, VariableTracker, unsupported
 from ember.exc import PythonException, Unsupported
 
@@ -447,8 +449,10 @@ class ZipIterator(IteratorBase):
 
 
 class EnumerateIterator(IteratorBase):
-    def __init__(self, iterator, start: int = 0):
+    def __init__(self, iterator, start=0):
         self.iterator = iterator
+        # an int, or the tracker of a dynamic int (`enumerate(lst, start=n)` keeps n a symbol, each
+        # index `n + k` a node, as torch.compile: no recompile per value of n)
         self.count = start
 
     def describe(self):
@@ -462,21 +466,26 @@ class EnumerateIterator(IteratorBase):
         item = self.iterator.next(tx)
         if item is None:
             return None
-        self.count += 1
-        return TupleVariable([ConstantVariable(self.count - 1), item])
+        index = self.count
+        if isinstance(index, int):
+            self.count += 1
+            return TupleVariable([ConstantVariable(index), item])
+        self.count = tx.binary_op(operator.add, index, ConstantVariable(1))
+        return TupleVariable([index, item])
 
     def remaining(self):
         from ember.capture.variables.containers import TupleVariable
         rest = self.iterator.remaining()
-        if rest is None:
-            return None
+        if rest is None or not isinstance(self.count, int):
+            return None  # (a dynamic count: no node can be made here; the residual enumerates on)
         return [TupleVariable([ConstantVariable(self.count + i), v]) for i, v in enumerate(rest)]
 
     def reconstruct(self, plan) -> str:
         items = self._reconstruct_items(plan)
         if items is not None:
             return items
-        return f"{_bind(plan, enumerate, 'enumerate')}({plan.expr(self.iterator)}, {self.count})"
+        count = self.count if isinstance(self.count, int) else plan.expr(self.count)
+        return f"{_bind(plan, enumerate, 'enumerate')}({plan.expr(self.iterator)}, {count})"
 
 
 class MapIterator(IteratorBase):

@@ -293,6 +293,20 @@ def symbolic_tensor_literal(output, arg, kwargs) -> VariableTracker | None:
     return output.call_method("reshape", [stacked, TupleVariable([ConstantVariable(d) for d in shape])], {})
 
 
+def symbolic_new_tensor(output, args, kwargs) -> VariableTracker | None:
+    """``x.new_tensor([n, 1])`` / ``x.new_tensor(n)`` holding symbolic numbers: as ``torch.tensor``
+    (symbolic_tensor_literal), with ``x``'s dtype and device unless given (None: not such a call)."""
+    from ember.capture.variables.tensor import TensorVariable
+    if len(args) != 2 or not isinstance(args[0], TensorVariable) or args[0].cls is not torch.Tensor \
+            or set(kwargs) - {"dtype", "device"}:
+        return None
+    fake = args[0].fake
+    meta = {"dtype": ConstantVariable(fake.dtype), "device": ConstantVariable(fake.device), **kwargs}
+    if isinstance(args[1], SymNodeVariable) and has_symbols(args[1].sym):
+        return output.call_function(torch.scalar_tensor, [args[1]], meta)
+    return symbolic_tensor_literal(output, args[1], meta)
+
+
 def dynamic_number(v) -> bool:
     """A symbolic int/float whose value the ShapeEnv would have to pin to use it (a dynamic size)."""
     return isinstance(v, SymNodeVariable) and isinstance(v.sym, (torch.SymInt, torch.SymFloat)) \
