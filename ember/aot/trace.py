@@ -31,6 +31,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ember.aot.autocast import backward_autocast
 from ember.aot.errors import MODIFIED_INPLACE, AOTCompileError, EagerBackwardFails
 from ember.aot.grad_mode import program_grad_mode
+from ember.aot.keyword_ops import keyword_op_decompositions
 from ember.aot.overlap import OverlapWriteCheck
 from ember.aot.meta import from_functional, functionalization_guard, to_functional
 from ember.aot.schemas import OutputKind, ViewAndMutationMeta
@@ -52,7 +53,8 @@ def _make_fx(f: Callable, args: list, fake_mode: FakeTensorMode, decompositions)
     from torch._dispatch.python import enable_python_dispatcher
     try:
         with fake_mode, enable_python_dispatcher(), fx_traceback.preserve_node_meta():
-            gm = make_fx(f, decomposition_table=fixed_table(decompositions) or {}, tracing_mode="real",
+            table = {**keyword_op_decompositions(), **(fixed_table(decompositions) or {})}
+            gm = make_fx(f, decomposition_table=table, tracing_mode="real",
                          _allow_non_fake_inputs=False)(*args)
     except AOTCompileError:
         raise
