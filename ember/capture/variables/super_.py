@@ -24,6 +24,8 @@ class SuperVariable(VariableTracker):
         from ember.capture.variables.objects import ClassVariable
         # In a classmethod the second argument is the class itself: look up on its own MRO.
         on_class = isinstance(self.obj, ClassVariable) and isinstance(self.obj.value, type)
+        if name == "__class__":  # super's own attribute, never looked up on the MRO
+            return ClassVariable(super)
         real_type = self.obj.value if on_class else self.obj.python_type()
         mro = real_type.__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else len(mro)
@@ -101,6 +103,12 @@ class SuperVariable(VariableTracker):
                     fn = wrap(tx, attr, AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
                                                                     f"{real_type.__qualname__})"), name))
                     return PartialVariable(fn, [self.obj], {})
+                if hasattr(type(attr), "__get__") and not (on_class and isinstance(attr, _CLASS_GET_IS_SELF)):
+                    # a descriptor the cases above do not model (a slot, a getset, a user
+                    # descriptor, a cached_property): `super().name` is its __get__ result, which
+                    # reading it off the class, below, was not (a slot read as its member_descriptor)
+                    raise unsupported("EB0031", f"super().{name} is a {type(attr).__name__} "
+                                                f"(a descriptor ember does not call through super())")
                 # a plain class attribute: read through the same lookup, so it is guarded (a later
                 # `Base.attr = 5` recompiles)
                 from ember.capture.sources import AttrSource, ConstSource
@@ -108,6 +116,10 @@ class SuperVariable(VariableTracker):
                 return wrap(tx, attr, AttrSource(ConstSource(sup, f"super({self.cls.__qualname__}, "
                                                                   f"{real_type.__qualname__})"), name))
         raise unsupported("EB0031", f"super() has no attribute {name!r}")
+
+
+# descriptors whose __get__(None, cls) is the descriptor itself (a classmethod's super() reads them raw)
+_CLASS_GET_IS_SELF = (types.MethodDescriptorType, types.GetSetDescriptorType, types.MemberDescriptorType)
 
 
 @functools.lru_cache(maxsize=1024)
