@@ -652,27 +652,14 @@ class UserObjectVariable(VariableTracker):
         return self.iter(tx).unpack(tx)
 
     def _custom_getattribute(self, tx, name):
-        """Classes with a Python ``__getattribute__`` (e.g. HF configs' attribute_map): read the real
-        attribute; the guard re-reads it the same way, so the answer stays pinned."""
-        from ember.capture.builder import wrap
+        """Classes with a Python ``__getattribute__`` (e.g. HF configs' attribute_map): the class's
+        own ``__getattribute__`` is inlined; its ``object.__getattribute__`` sees the frame's recorded
+        writes, and what it does besides (a counter, a cache) is recorded and replayed once, as in
+        eager (a real read while tracing ran it an extra time, and the guard re-reading the
+        attribute on every call once more)."""
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
-        if tx.side_effects.has_attrs(self.obj):
-            # The frame wrote attributes (possibly through the same mapping): run the class's own
-            # __getattribute__, whose object.__getattribute__ sees the recorded writes.
-            getattribute = _static_lookup(self.obj, "__getattribute__")
-            return UserMethodVariable(UserFunctionVariable(getattribute), self).call(
-                tx, [ConstantVariable(name)], {})
-        try:
-            value = getattr(self.obj, name)
-        except AttributeError:
-            raise MissingAttribute(f"'{type(self.obj).__name__}' object has no attribute '{name}'") from None
-        if isinstance(value, types.MethodType) and value.__self__ is self.obj and \
-                isinstance(value.__func__, types.FunctionType):
-            fsrc = AttrSource(AttrSource(self.source, name), "__func__") if self.source else None
-            if fsrc is not None:
-                tx.guards.id_match(fsrc, value.__func__)
-            return UserMethodVariable(UserFunctionVariable(value.__func__, fsrc), self)
-        return wrap(tx, value, AttrSource(self.source, name) if self.source else None)
+        getattribute = _static_lookup(self.obj, "__getattribute__")
+        return UserMethodVariable(UserFunctionVariable(getattribute), self).call(tx, [ConstantVariable(name)], {})
 
     def setattr(self, tx, name, value):
         obj = self.obj
