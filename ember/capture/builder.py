@@ -151,10 +151,12 @@ def _wrap(tx, value, source) -> VariableTracker:
     guards = tx.guards
 
     if isinstance(value, torch.Tensor):
-        if value.layout != torch.strided:
+        if value.layout != torch.strided or value.is_nested:
             # sparse / mkldnn layouts: fake tensors and functionalization do not model them faithfully
-            # (a sparse Adam step gave wrong moments), so code on them runs eagerly
-            raise unsupported("EB0022", f"a tensor with layout {value.layout} in the compiled region")
+            # (a sparse Adam step gave wrong moments), so code on them runs eagerly; nor a strided
+            # nested tensor (its sizes raise: "NestedTensorImpl doesn't support sizes")
+            kind = "a nested tensor" if value.is_nested else f"a tensor with layout {value.layout}"
+            raise unsupported("EB0022", f"{kind} in the compiled region")
         if source is None:
             source = ConstSource(value, f"<constant tensor {tuple(value.shape)}>")
         return tx.output.add_input(source, value)
