@@ -14,11 +14,16 @@ answer where an ``except`` around the op would have caught it::
     except torch.linalg.LinAlgError:
         return a * 0                          # eager's answer
 
-So an op traced under a handler that may catch (``except``, the exit of a ``with`` block of a
-context manager ember does not know; not ``finally`` nor ``torch.no_grad()``'s exit, which
-re-raise) breaks the graph when the graph so far could not run again (the op then runs eagerly,
-inside the program's ``try``), and once such an op is in the graph a later write breaks there, as
-after an assumed check (capture/assumptions.py). Random draws stay: the entry puts the RNG state
+So when an op is traced under a handler that may catch (``except``, the exit of a ``with`` block
+of a context manager ember does not know; not ``finally`` nor ``torch.no_grad()``'s exit, which
+re-raise) after the graph wrote inputs, or an input is written after such an op, the graph keeps
+both and the entry undoes the writes before it reruns the frame: it copies the written inputs
+before each call and puts them back if the graph raises (capture/write_snapshots.py), so the rerun
+takes the program's ``except`` from eager's state. Where the writes cannot be undone exactly
+(inputs requiring grad, metadata changes, random draws, copies over 1 MiB) the frame is traced
+again (``CatchRetry``, remembered for the frame) with a break before each such op (the op then
+runs eagerly, inside the program's ``try``) and a break at each such write, as after an assumed
+check (capture/assumptions.py). Random draws stay: the entry puts the RNG state
 back before a rerun. A ``finally`` body that must run when such a graph raises is seen here too
 (``handlers_around``): the entry then undoes the graph's input writes and reruns the frame
 (capture/write_snapshots.py).
@@ -39,6 +44,11 @@ def _entry_at(code, offset: int):
         if entry.start <= offset < entry.end:
             return entry
     return None
+
+
+class CatchRetry(Exception):
+    """The graph keeps an op a ``try`` may catch after writing inputs, and the entry cannot undo
+    those writes: trace the frame again, breaking before such ops (``FrameSizes.catch_breaks``)."""
 
 
 def _kind(tx, entry) -> str:
@@ -125,8 +135,14 @@ def check_call(output, args, kwargs, describe: str) -> None:
     if here and not caught:
         changing, draws_only = graph_changes_state(output.graph)
         if not draws_only:
-            raise unsupported("EB0016", f"{describe} inside a try block, after the graph changed state "
-                              "(if it raises, the program's except must see eager's state)")
+            sizes = output.frame_sizes
+            if sizes is None or sizes.catch_breaks:
+                raise unsupported("EB0016", f"{describe} inside a try block, after the graph changed state "
+                                  "(if it raises, the program's except must see eager's state)")
+            # the entry copies the inputs the graph writes and, if it raises, puts them back and
+            # reruns the frame (capture/write_snapshots.py); where it cannot, the frame is traced
+            # again with the break here (``CatchRetry``)
+            output.undo_required = True
         if changing:
             output.assumed_draws = True  # (the entry puts the RNG state back before a rerun)
         output.caught_ops = True

@@ -23,6 +23,7 @@ from ember.capture import codegen, trace_hooks, write_snapshots
 from ember.capture.variables import random_draws
 from ember.capture.assumptions import output_checks, rng_lines
 from ember.capture.builder import wrap
+from ember.capture.caught_ops import CatchRetry
 from ember.capture.dynamic_dims import FrameSizes, StaticRetry
 from ember.capture.graph_break import ResumeCache, breakable
 from ember.capture.compile_settings import error_on_break
@@ -99,6 +100,15 @@ def capture(fn: types.FunctionType, bound: dict[str, Any], backend: Callable, la
     """Trace ``fn`` on ``bound`` arguments; on an unsupported instruction in the frame, break there
     (when ``resumes`` is given and not ``fullgraph``) by tracing again up to that instruction."""
     maybe_inject("capture")
+    try:
+        return _capture_breaking(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes)
+    except CatchRetry as e:
+        log.debug("%s; tracing again with a graph break before each op a try may catch", e)
+        sizes.catch_breaks = True
+    return _capture_breaking(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes)
+
+
+def _capture_breaking(fn, bound, backend, label, resumes, fullgraph, offset_map, sizes) -> CacheEntry:
     handled = sys.exc_info()[1]  # the caller's (the re-trace below runs inside an except block)
     if fullgraph:  # (no graph break can follow: fail, or trace .item() as an unbacked symbol)
         with one_graph(True):
@@ -369,6 +379,8 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     compiled = None
     if assumed is not None and not output.has_compute():  # (no graph, nothing to test the check after)
         raise _NotBreakable("a data-dependent check on an input with no graph to test it after", id="EB0016")
+    if output.undo_required and write_snapshots.plan(gm, None, example_inputs, bool(output.__dict__.get("assumed_draws"))) is None:
+        raise CatchRetry(f"{label}: the graph's input writes cannot be undone")  # (before compiling it)
     if output.has_compute() or branch_graph:
         trace_hooks.output_graph(gm)
         with metrics.timed("backend"):
@@ -437,8 +449,11 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             toggles = True
         rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not runs_subclass_code(example_inputs)
         undo = None
-        if not rerunnable and (effect_lines or output.under_finally) and not runs_subclass_code(example_inputs):
+        if not rerunnable and (effect_lines or output.under_finally or output.undo_required) \
+                and not runs_subclass_code(example_inputs):
             undo = write_snapshots.plan(gm, compiled, example_inputs, bool(rng_save))  # (its docstring)
+            if undo is None and output.undo_required:
+                raise CatchRetry(f"{label}: the graph's input writes cannot be undone")
             if undo is not None:
                 rerunnable = True
                 scope["___take"], scope["___restore"] = write_snapshots.take, write_snapshots.restore

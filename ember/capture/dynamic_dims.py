@@ -294,6 +294,7 @@ class FrameSizes:
     floats = True  # whether float arguments may be symbols (False once the backend refused them)
     float_symbols = 0  # float symbols the current trace made
     relaxed_marks = False  # ember.mark_dynamic marks a trace specialised: hints from now on
+    catch_breaks = False  # an op a try may catch breaks the graph (capture/caught_ops.py: undo failed)
 
     def begin(self, bound: dict) -> None:
         """A compile of the frame starts (its traces, a graph break's re-trace included, agree on

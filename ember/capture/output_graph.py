@@ -348,6 +348,7 @@ class OutputGraph:
     observes_storage_offsets = False
     observes_tensor_identity = False
     under_finally = False  # an op was traced under a `finally` body (capture/write_snapshots.py)
+    undo_required = False  # ops a try may catch follow input writes: the entry must undo them
     observes_compiling = False  # the trace asked torch.compiler.is_compiling() (see torch_fn._COMPILING_QUERIES)
 
     def observe_tensor_identity(self) -> None:
@@ -384,7 +385,10 @@ class OutputGraph:
             if not _only_draws(kind, target, kwargs):
                 from ember.capture.rerun import only_local_write
                 local, draws = only_local_write(self.graph, kind, target, args, kwargs)
-                if not local:
+                if not local and self.__dict__.get("caught_ops") and not self.__dict__.get("assumptions") \
+                        and self.frame_sizes is not None and not self.frame_sizes.catch_breaks:
+                    self.undo_required = True  # (the entry undoes it before a rerun: capture/caught_ops.py)
+                elif not local:
                     # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here
                     raise unsupported("EB0016", f"{_describe(kind, target)} after a data-dependent check the "
                                       "graph assumed, or an op a try block may catch (a write ends the graph)")

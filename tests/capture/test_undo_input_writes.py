@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import ember
-from ember_test_helpers import CompileCounter
+from tests.helpers import CompileCounter
 
 LOG = []
 
@@ -172,3 +172,74 @@ def test_random_draws_are_not_undone_without_the_rng_state():
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(buf, buf2)
     assert log == log2
+
+
+# -- ops a try may catch, after input writes (capture/caught_ops.py): one graph, undone on failure
+
+
+def write_then_try(a, buf):
+    buf.add_(1)
+    try:
+        return torch.linalg.cholesky(a) * 2
+    except RuntimeError:
+        return a * 0
+
+
+def try_then_write(a, buf):
+    try:
+        out = torch.linalg.cholesky(a)
+    except RuntimeError:
+        out = a
+    buf.add_(1)
+    return out * 2
+
+
+def _compare_caught(fn, buf_size, backend="eager", fullgraph=False):
+    ember.reset()
+    counter = CompileCounter()
+    compiled = ember.compile(fn, backend=counter, fullgraph=fullgraph)
+    for a in (torch.eye(3) * 2, -torch.eye(3), torch.eye(3)):
+        want_buf, got_buf = torch.zeros(buf_size), torch.zeros(buf_size)
+        want, got = fn(a, want_buf), compiled(a, got_buf)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_buf, want_buf)
+    return counter.frame_count
+
+
+@pytest.mark.parametrize("fn", [write_then_try, try_then_write])
+def test_ops_a_try_may_catch_stay_in_one_graph(fn):
+    assert _compare_caught(fn, 4) == 1
+
+
+def test_fullgraph_with_a_caught_op_after_a_write():
+    assert _compare_caught(write_then_try, 4, fullgraph=True) == 1
+
+
+@pytest.mark.parametrize("fn", [write_then_try, try_then_write])
+def test_writes_too_large_to_copy_break_the_graph_instead(fn):
+    # (above write_snapshots.MAX_BYTES: traced again with the break before the caught op)
+    from ember.capture.write_snapshots import MAX_BYTES
+    assert _compare_caught(fn, MAX_BYTES // 4 + 16) >= 2  # (values as eager; a break: more graphs)
+
+
+def test_training_step_inside_try():
+    torch.manual_seed(0)
+    lin, bn = torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)
+    lin2, bn2 = torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3)
+    lin2.load_state_dict(lin.state_dict())
+
+    def step(lin, bn, x):
+        try:
+            return bn(lin(x)).relu().sum()
+        except RuntimeError:
+            return None
+
+    ember.reset()
+    counter = CompileCounter()
+    compiled = ember.compile(step, backend=counter)
+    for _ in range(3):
+        x = torch.randn(4, 3)
+        torch.testing.assert_close(compiled(lin2, bn2, x), step(lin, bn, x))
+        torch.testing.assert_close(bn2.running_mean, bn.running_mean)
+        torch.testing.assert_close(bn2.running_var, bn.running_var)
+    assert counter.frame_count == 1  # (torch.compile: 1; the write used to end the graph: 3)
