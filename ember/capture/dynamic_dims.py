@@ -267,11 +267,12 @@ def marked_dynamic(real: torch.Tensor) -> frozenset:
 
 
 def _numpy_int_argument(values) -> bool:
-    """A NumPy integer scalar among the arguments: ``int(n)`` of it is a symbol from the first
-    compile (as torch.compile keeps such arguments unspecialized), so that trace needs a ShapeEnv."""
+    """A NumPy int or float scalar among the arguments: ``int(n)`` / ``float(v)`` of it, or it
+    passed to a torch function, is a symbol from the first compile (as torch.compile keeps such
+    arguments unspecialized), so that trace needs a ShapeEnv."""
     import sys
     np = sys.modules.get("numpy")
-    return np is not None and any(isinstance(v, np.integer) for v in values)
+    return np is not None and any(isinstance(v, (np.integer, np.floating)) for v in values)
 
 
 class FrameSizes:

@@ -30,6 +30,33 @@ def _has_numpy_scalar(values) -> bool:
     return False
 
 
+# The torch functions that read a NumPy scalar's own dtype (torch.tensor(np.int8(2)) is int8,
+# torch.tensor(2) int64); every other torch function and method reads it as the Python number it holds.
+NUMPY_TYPED_CONSTRUCTORS = (torch.tensor, torch.as_tensor, torch.asarray)
+
+
+def numbers_of_numpy_scalars(output, values: list) -> list:
+    """``values`` with each NumPy int or float scalar (also inside a tuple or list) replaced by the
+    Python number eager reads it as (``torch.zeros(n)``, ``x.new_ones((n, 2))``, ``torch.full((2,),
+    v)``): an unspecialized NumPy int argument becomes a symbolic int (one graph for every value,
+    as ``int(n)`` makes it), anything else its value, guarded. NumPy bools stay (eager reads them
+    as floats in some places, as bools in others: ``_numpy_constant`` refuses them)."""
+    import numpy as np
+    from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable, symbolic_int_of_output
+    out = []
+    for v in values:
+        if type(v) in (TupleVariable, ListVariable) and _has_numpy_scalar(v.items):
+            v = type(v)(numbers_of_numpy_scalars(output, v.items))
+        elif type(v) is ConstantVariable and isinstance(v.value, (np.integer, np.floating)) \
+                and not isinstance(v.value, np.bool_):
+            v = ConstantVariable(v.value.item())
+        elif isinstance(v, NumpyNdarrayVariable) and v.scalar and v.is_constant() \
+                and v.np_dtype().kind in "iuf":
+            v = symbolic_int_of_output(output, v) or ConstantVariable(v.as_constant().item())
+        out.append(v)
+    return out
+
+
 def _numpy_constant(c):
     """A NumPy scalar passed to a torch operation (``x * np.float32(2.0)``): torch reads a float or
     int NumPy scalar as the Python number it holds (fx cannot print the NumPy object into code);

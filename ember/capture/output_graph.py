@@ -36,7 +36,7 @@ from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is_tensor_op, _mask_write_needs_grad,
                                      _may_mutate, _reads_state_only)
-from ember.capture.lowering import _has_numpy_scalar, _lower  # noqa: F401 (_lower: also imported from here)
+from ember.capture.lowering import NUMPY_TYPED_CONSTRUCTORS, _has_numpy_scalar, _lower, numbers_of_numpy_scalars  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int, view_bases
 
@@ -69,6 +69,12 @@ def _source_name(source) -> str:
 
 #: autograd's refusal to read the metadata of a no_grad-made view whose base changed in place
 _NO_GRAD_VIEW_REBASED = "A view was created in no_grad mode and its base or another view of its base has been modified"
+
+def _numpy_scalar_value(value) -> bool:
+    import sys
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.generic) and value.dtype.kind in "biufc"
+
 
 class OutputGraph:
     def __init__(self, fake: FakeContext, guards):
@@ -436,11 +442,19 @@ class OutputGraph:
             # can hold it, so it runs eagerly (torch.compile breaks there too)
             raise unsupported("EB0021", f"{_describe(kind, target)} through a boolean mask, with a value that needs "
                               "grad (its backward depends on the mask's data)")
-        if not (kind == "call_method" or getattr(target, "__module__", None) == "_operator") \
-                and _has_numpy_scalar([*args, *kwargs.values()]):
-            # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64: only operators and methods
-            # (torch's Scalar arguments) read a NumPy scalar as the Python number it holds
-            raise unsupported("EB0030", f"a NumPy scalar passed to {_describe(kind, target)}")
+        if _has_numpy_scalar([*args, *kwargs.values()]):
+            if kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS and len(args) == 1 \
+                    and type(args[0]) is ConstantVariable and _numpy_scalar_value(args[0].value):
+                # torch.tensor(np.float32(1.5)) of a constant: the number, with the scalar's dtype
+                value = args[0].value
+                dtype = ConstantVariable(torch.from_numpy(type(value)(0).reshape(1)).dtype)
+                args, kwargs = [ConstantVariable(value.item())], {"dtype": dtype, **kwargs}
+            elif kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS:
+                # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64 (the other torch functions
+                # and methods read a NumPy scalar as the Python number it holds)
+                raise unsupported("EB0030", f"a NumPy scalar passed to {_describe(kind, target)}")
+            args = numbers_of_numpy_scalars(self, list(args))
+            kwargs = dict(zip(kwargs, numbers_of_numpy_scalars(self, list(kwargs.values()))))
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         state_query = False

@@ -92,10 +92,11 @@ def test_numpy_scalar_in_tensor_arithmetic(dtype):
           torch.ones(2, dtype=dtype))
 
 
-def test_numpy_bool_scalar_and_torch_tensor_of_scalar_break():
-    # torch promotes np.bool_ unlike True, and torch.tensor(np.int8(2)) is int8: eager runs them
+def test_numpy_bool_scalar_breaks_and_torch_tensor_of_scalar_keeps_its_dtype():
+    # torch promotes np.bool_ unlike True: eager runs it
     check(lambda x: x * np.bool_(True), torch.ones(2, dtype=torch.int32), graphs=0, breaks=1)
-    check(lambda x: torch.tensor(np.int8(2)) + x, torch.ones(2), graphs=1, breaks=1)
+    # torch.tensor(np.int8(2)) is int8: a constant's number with its dtype, in the graph
+    check(lambda x: torch.tensor(np.int8(2)) + x, torch.ones(2, dtype=torch.int8), graphs=1, breaks=0)
 
 
 G_SCALE = np.float32(2.0)

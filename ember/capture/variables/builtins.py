@@ -707,9 +707,10 @@ def _int_float(kind):
                 converted = symbolic_conversion(tx, kind, x)
                 if converted is not None:
                     return converted
-        if kind is int and type(x).__name__ == "NumpyNdarrayVariable" and not rest and not kwargs:
+        if kind in (int, float) and type(x).__name__ == "NumpyNdarrayVariable" and not rest and not kwargs:
             from ember.capture.variables.numpy_arrays import symbolic_int_of_scalar
-            symbolic = symbolic_int_of_scalar(tx, x)  # `int(n)` of a NumPy int argument: a symbol
+            # `int(n)` of a NumPy int argument, `float(v)` of a NumPy float one: a symbol
+            symbolic = symbolic_int_of_scalar(tx, x, float if kind is float else int)
             if symbolic is not None:
                 return symbolic
         if x is not None and not rest and not kwargs:

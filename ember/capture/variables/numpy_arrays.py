@@ -165,15 +165,24 @@ def _unspecialized_scalar(tx, value, source):
     return vt
 
 
-def symbolic_int_of_scalar(tx, v):
-    """``int(n)`` of an unspecialized NumPy integer argument: a symbolic int read as ``int(n)`` on
-    every call (torch.compile keeps such arguments unspecialized: one graph for every value, where a
+def symbolic_int_of_scalar(tx, v, kind=int):
+    """``int(n)`` of an unspecialized NumPy integer argument (``kind=float``: ``float(v)`` of a NumPy
+    float one): a symbolic int (float) read as ``int(n)`` on every call (torch.compile keeps such arguments unspecialized: one graph for every value, where a
     constant guarded by its bits recompiled per value); None when it stays a constant (0 and 1, a
     dynamic=False frame, a value the trace cannot see)."""
-    if v._specialize is None or v.source is None or v.np_dtype().kind not in "iu":
+    if v._specialize is None or v.np_dtype().kind not in ("iu" if kind is int else "f"):
+        return None
+    return symbolic_int_of_output(tx.output, v)
+
+
+def symbolic_int_of_output(output, v):
+    """``symbolic_int_of_scalar`` given the output graph (a NumPy int passed to a torch function);
+    a NumPy float there is a symbolic float, as a float argument that changed is."""
+    if v._specialize is None or v.source is None or v.np_dtype().kind not in "iuf":
         return None
     from ember.capture.sources import CallSource
-    return tx.output.symbolic_int(CallSource(int, v.source, ()), int(v._specialize[0]), force=True)
+    kind = float if v.np_dtype().kind == "f" else int
+    return output.symbolic_int(CallSource(kind, v.source, ()), kind(v._specialize[0]), force=True)
 
 
 def _wrap_array(tx, value, source) -> VariableTracker:
