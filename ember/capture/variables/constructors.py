@@ -74,7 +74,13 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if cls in _HANDLERS or cls in _PURE_BUILTINS:
         return BuiltinVariable(cls).call(tx, args, kwargs)
     if cls is torch.Size:
-        return ConstantVariable(torch.Size([a.as_constant() for a in args[0].unpack(tx)] if args else ()))
+        items = args[0].unpack(tx) if args else []
+        from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable
+        if not kwargs and len(args) == 1 and any(isinstance(a, SymNodeVariable) for a in items) and all(
+                isinstance(a, SymNodeVariable) and isinstance(a.sym, torch.SymInt)
+                or type(a) is ConstantVariable and type(a.value) is int for a in items):
+            return SizeVariable(list(items))  # torch.Size([x.shape[0], 2]): its sizes stay symbolic
+        return ConstantVariable(torch.Size([a.as_constant() for a in items]))
     if cls is random.Random:
         from ember.capture.variables.random_objects import seeded_random
         gen = seeded_random(tx, args, kwargs)
