@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile
 
 INT_PROGRAMS = {
     "zeros": lambda x, n: x.sum() + torch.zeros(n).sum(),
@@ -46,6 +46,8 @@ def test_numpy_int_argument_to_a_torch_function_is_one_graph(name, np_type):
 @pytest.mark.parametrize("name", sorted(FLOAT_PROGRAMS))
 @pytest.mark.parametrize("np_type", [np.float64, np.float32])
 def test_numpy_float_argument_to_a_torch_function_is_one_graph(name, np_type):
+    if REFERENCE and (name, np_type) == ("new_full", np.float32):
+        pytest.skip("torch.compile 2.13 fails x.new_full((2,), np.float32(v)) (PendingUnbackedSymbolNotFound)")
     fn = FLOAT_PROGRAMS[name]
     cnt = CompileCounter()
     compiled = compile(fn, backend=cnt, fullgraph=True)

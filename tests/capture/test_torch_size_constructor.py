@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile
 
 PROGRAMS = {
     "new_zeros": lambda x: x.new_zeros(torch.Size([x.shape[0], 2])) + x[:, :1],
@@ -29,6 +29,8 @@ def test_size_of_symbolic_items_is_two_graphs(name):
 
 
 def test_size_of_plain_ints_and_bad_items_as_eager():
+    if REFERENCE:
+        pytest.skip("torch.compile 2.13 raises InternalTorchDynamoError for torch.Size([n, 2.5]), not TypeError")
     def fn(x):
         return x.new_ones(torch.Size([2, 3])).sum() + x, torch.Size([])
     assert_same(compile(fn, backend=CompileCounter(), fullgraph=True)(torch.ones(3)), fn(torch.ones(3)))
