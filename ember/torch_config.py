@@ -3,6 +3,7 @@
 A program (or a test) that tunes torch.compile sets ``torch._dynamo.config.recompile_limit``
 (alias ``cache_size_limit``), ``automatic_dynamic_shapes``, ``assume_static_by_default``,
 ``specialize_int``, ``specialize_float``, ``fail_on_recompile_limit_hit``,
+``force_parameter_static_shapes``, ``force_nn_module_property_static_shapes``,
 ``capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops``; ember
 compiling the same program reads those user settings so that its recompiles follow them. The
 callables a program marked with ``torch._dynamo.disallow_in_graph`` break the graph under ember
@@ -68,6 +69,18 @@ def specialize_float() -> bool:
 def specialize_int() -> bool:
     """Int arguments stay constants even when their value changes (torch's ``specialize_int``)."""
     return _read("specialize_int", False) is True
+
+
+def force_parameter_static_shapes() -> bool:
+    """Parameters (and the parameters and buffers of the program's own modules) keep static sizes
+    (torch's setting, default True; False: they size as other tensors, automatic dynamic included)."""
+    return _read("force_parameter_static_shapes", True) is not False
+
+
+def force_nn_module_property_static_shapes() -> bool:
+    """The parameters and buffers of torch.nn's own modules (``nn.Linear``'s weight) keep static
+    sizes even with ``force_parameter_static_shapes`` off (torch's setting, default True)."""
+    return _read("force_nn_module_property_static_shapes", True) is not False
 
 
 def fail_on_recompile_limit_hit() -> bool:

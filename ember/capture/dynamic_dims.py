@@ -325,13 +325,14 @@ class FrameSizes:
         return self.symbolic and (forced or self.dynamic is not False and (changed or self.dynamic is True))
 
     def dims(self, name: str, real: torch.Tensor, forced: frozenset = frozenset(), record: list | None = None,
-             buffer: bool = False) -> frozenset:
+             buffer: bool = False, param_static: bool = True) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` to make symbols (and record its
         sizes for the next compile; with ``record``, appended to it to run once the trace uses the
         input: an input never used is not recorded, as torch.compile wraps only what it uses);
         ``forced``: ones torch.compiler.config names, symbols whatever else says (dynamic=False,
         mark_static, a parameter). ``buffer``: a module's buffer, static as a parameter is (torch's
-        force_parameter_static_shapes covers both: a buffer of another size compiles again)."""
+        force_parameter_static_shapes covers both: a buffer of another size compiles again);
+        ``param_static`` False: that setting is off, parameters and buffers size as other tensors)."""
         shape = tuple(real.shape)
         known = name in self.seen
         prev = self.seen.get(name)
@@ -353,7 +354,7 @@ class FrameSizes:
                 or real.layout is not torch.strided:
             return frozenset()
         n = real.dim()
-        static = buffer or isinstance(real, torch.nn.Parameter)
+        static = (buffer or isinstance(real, torch.nn.Parameter)) and param_static
         if self.dynamic is True and not static:
             auto = set(range(n))
         elif self.dynamic is None and not static and any_rank:
@@ -366,7 +367,7 @@ class FrameSizes:
         return frozenset(d for d in ((auto | marked) - _marked(real, _STATIC)) | forced if 0 <= d < n)
 
     def stride_dims(self, name: str, real: torch.Tensor, record: list | None = None,
-                    buffer: bool = False) -> frozenset:
+                    buffer: bool = False, param_static: bool = True) -> frozenset:
         """The dimensions of the input ``real`` at source ``name`` whose stride is a symbol of its own
         (and record its strides, or append that to ``record``, as in `dims`): under automatic
         dynamic, one whose stride changed while the rank stayed (``x[:, :1]`` of inputs of different
@@ -382,7 +383,7 @@ class FrameSizes:
             return frozenset()
         now = tuple(None if p is None or p != s else s for p, s in zip(prev, stride))
         put(name, now)
-        if not self.symbolic or self.dynamic is not None or isinstance(real, torch.nn.Parameter) or buffer \
-                or _marked(real, _STATIC):
+        if not self.symbolic or self.dynamic is not None or (isinstance(real, torch.nn.Parameter) or buffer) \
+                and param_static or _marked(real, _STATIC):
             return frozenset()
         return frozenset(i for i, p in enumerate(now) if p is None)

@@ -30,7 +30,8 @@ from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation,
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_new_tensor, symbolic_tensor_literal
 from ember.fake.convert import FakeContext
-from ember.torch_config import specialize_float, specialize_int
+from ember.torch_config import (force_nn_module_property_static_shapes, force_parameter_static_shapes,
+                                specialize_float, specialize_int)
 from ember.capture.sources import ModuleMemberSource
 from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_what_it_overwrites, _tensor_arguments, _write_after_layout_change,
                                        _writes_to_self_overlapping, check_inplace_cast)
@@ -222,8 +223,13 @@ class OutputGraph:
             return None
         unbacked = unbacked_dims(source, real)
         buffer = isinstance(source, ModuleMemberSource) and source.kind == "_buffers"
-        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked, pending, buffer)
-        strides = self.frame_sizes.stride_dims(source.name(), real, pending, buffer)
+        # torch's force_parameter_static_shapes (and, for a torch.nn module's own parameters and
+        # buffers, force_nn_module_property_static_shapes): either set False by the program
+        param_static = force_parameter_static_shapes() or isinstance(source, ModuleMemberSource) \
+            and source.builtin and force_nn_module_property_static_shapes()
+        dims = self.frame_sizes.dims(source.name(), real, named_dynamic_dims(source, real) | unbacked, pending, buffer,
+                                     param_static)
+        strides = self.frame_sizes.stride_dims(source.name(), real, pending, buffer, param_static)
         if not (dims or strides) or self.fake.shape_env is None:
             return None
         expr = source.expr(self.guards.scope)

@@ -123,6 +123,9 @@ class ModuleMemberSource(Source):
     base: Source
     kind: str   # "_parameters", "_buffers" or "_modules"
     key: str
+    # the module is one of torch.nn's own classes (nn.Linear): its members' sizes follow
+    # torch's force_nn_module_property_static_shapes (not part of the source's identity)
+    builtin: bool = dataclasses.field(default=False, compare=False)
 
     def name(self) -> str:
         return f"{self.base.name()}.{self.key}"

@@ -1,6 +1,7 @@
 """A program tuned for torch.compile through ``torch._dynamo.config`` (recompile_limit, its alias
 cache_size_limit, automatic_dynamic_shapes, assume_static_by_default, specialize_int,
-specialize_float, fail_on_recompile_limit_hit) recompiles under ember as those settings say (ember/torch_config.py); ember
+specialize_float, fail_on_recompile_limit_hit, force_parameter_static_shapes, force_nn_module_property_static_shapes)
+recompiles under ember as those settings say (ember/torch_config.py); ember
 ignored them (8 entries, automatic dynamic shapes, symbolic ints and floats whatever was set).
 The expected counts are torch.compile's (EMBER_TEST_REFERENCE=torch checks them)."""
 import warnings
@@ -220,3 +221,34 @@ def test_allow_in_graph_applied_in_the_frame(backend):
     x = torch.randn(3)
     for _ in range(2):
         assert_same(compile(marks_then_calls, backend=backend)(x), marks_then_calls(x))
+
+
+class _Scaled(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(n))
+        self.register_buffer("b", torch.ones(n))
+
+    def forward(self, x):
+        return (x * self.w + self.b).sum()
+
+
+def _through(m, x):
+    return m(x)
+
+
+def test_force_parameter_static_shapes_off():
+    # (parameters as arguments, and a program module's parameters and buffers: dynamic after the
+    # second size, as other tensors; torch.nn's own modules keep static sizes unless
+    # force_nn_module_property_static_shapes is off too)
+    params = [(torch.nn.Parameter(torch.randn(n)),) for n in range(2, 6)]
+    modules = [(_Scaled(n), torch.randn(n)) for n in range(2, 6)]
+    linears = [(torch.nn.Linear(n, 2), torch.randn(3, n)) for n in range(2, 6)]
+    assert _count(double, params) == 4
+    assert _count(_through, modules) == 4
+    with dynamo_config.patch(force_parameter_static_shapes=False):
+        assert _count(double, params) == 2
+        assert _count(_through, modules) == 2
+        assert _count(_through, linears) == 4
+        with dynamo_config.patch(force_nn_module_property_static_shapes=False):
+            assert _count(_through, linears) == 2

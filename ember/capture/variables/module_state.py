@@ -108,5 +108,6 @@ def module_member_of(tx, vt, name: str):
                 check_dicts(tx, vt.module, (kind,))
             continue
         if name in members:
-            return wrap(tx, members[name], ModuleMemberSource(vt.source, kind, name) if vt.source else None)
+            builtin = type(vt.module).__module__.startswith("torch.nn.")
+            return wrap(tx, members[name], ModuleMemberSource(vt.source, kind, name, builtin) if vt.source else None)
     return None
