@@ -57,6 +57,39 @@ def numbers_of_numpy_scalars(output, values: list) -> list:
     return out
 
 
+_POW_FUNCTIONS = (operator.pow, operator.ipow, torch.pow)
+_POW_METHODS = ("pow", "pow_", "__pow__", "__ipow__", "__rpow__")
+
+
+def symbolic_pow_as_float(output, kind, target, args: list) -> list | None:
+    """``x ** n`` of a floating tensor that requires grad and a symbolic int: the int as a symbolic
+    float, the same power for a floating tensor (the exponent is read as the tensor's dtype either
+    way); ``n ** x``: the number's value, guarded. pow's autograd formulas compare a Scalar
+    exponent with 0 and take the log of a Scalar base, which a SymInt cannot do ("NYI SymInt
+    equality" while tracing the backward: the frame ran eagerly). None: not such a call."""
+    if len(args) != 2 or not (kind == "call_function" and target in _POW_FUNCTIONS
+                              or kind == "call_method" and target in _POW_METHODS):
+        return None
+    base, exponent = args
+    if kind == "call_method" and target == "__rpow__":
+        base, exponent = exponent, base
+    if isinstance(base, TensorVariable) and isinstance(exponent, SymNodeVariable):
+        tensor, number = base, exponent
+    elif isinstance(exponent, TensorVariable) and isinstance(base, SymNodeVariable):
+        tensor, number = exponent, base
+    else:
+        return None
+    if not (tensor.fake.requires_grad and tensor.fake.is_floating_point()):
+        return None
+    if number is base:
+        converted = ConstantVariable(number.as_constant())
+    elif isinstance(number.sym, torch.SymInt):
+        converted = output.call_function(torch.sym_float, [number], {})
+    else:
+        return None
+    return [converted if a is number else a for a in args]
+
+
 def _numpy_constant(c):
     """A NumPy scalar passed to a torch operation (``x * np.float32(2.0)``): torch reads a float or
     int NumPy scalar as the Python number it holds (fx cannot print the NumPy object into code);

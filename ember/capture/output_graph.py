@@ -37,7 +37,8 @@ from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is_tensor_op, _mask_write_needs_grad,
                                      _may_mutate, _reads_state_only)
-from ember.capture.lowering import NUMPY_TYPED_CONSTRUCTORS, _has_numpy_scalar, _lower, numbers_of_numpy_scalars  # noqa: F401 (_lower: also imported from here)
+from ember.capture.lowering import (NUMPY_TYPED_CONSTRUCTORS, _has_numpy_scalar, _lower, numbers_of_numpy_scalars,
+                                    symbolic_pow_as_float)  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int, view_bases
 
@@ -461,6 +462,9 @@ class OutputGraph:
                 raise unsupported("EB0030", f"a NumPy scalar passed to {_describe(kind, target)}")
             args = numbers_of_numpy_scalars(self, list(args))
             kwargs = dict(zip(kwargs, numbers_of_numpy_scalars(self, list(kwargs.values()))))
+        pow_args = symbolic_pow_as_float(self, kind, target, args)
+        if pow_args is not None:
+            args = pow_args
         node_args, fake_args = _lower(args)
         node_kwargs, fake_kwargs = _lower(kwargs)
         state_query = False
