@@ -81,12 +81,12 @@ def symbolic_pow_as_float(output, kind, target, args: list) -> list | None:
         return None
     if not (tensor.fake.requires_grad and tensor.fake.is_floating_point()):
         return None
+    if not isinstance(number.sym, torch.SymInt):
+        return None
     if number is base:
         converted = ConstantVariable(number.as_constant())
-    elif isinstance(number.sym, torch.SymInt):
-        converted = output.call_function(torch.sym_float, [number], {})
     else:
-        return None
+        converted = output.call_function(torch.sym_float, [number], {})
     return [converted if a is number else a for a in args]
 
 
