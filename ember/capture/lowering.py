@@ -35,6 +35,28 @@ def _has_numpy_scalar(values) -> bool:
 NUMPY_TYPED_CONSTRUCTORS = (torch.tensor, torch.as_tensor, torch.asarray)
 
 
+def _numpy_scalar_value(value) -> bool:
+    import sys
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, np.generic) and value.dtype.kind in "biufc"
+
+
+def numpy_scalar_arguments(output, kind, target, args, kwargs, label: str):
+    """The arguments of a torch call some of which are NumPy scalars, as eager reads them."""
+    if kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS and len(args) == 1 \
+            and type(args[0]) is ConstantVariable and _numpy_scalar_value(args[0].value):
+        # torch.tensor(np.float32(1.5)) of a constant: the number, with the scalar's dtype
+        value = args[0].value
+        dtype = ConstantVariable(torch.from_numpy(type(value)(0).reshape(1)).dtype)
+        return [ConstantVariable(value.item())], {"dtype": dtype, **kwargs}
+    if kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS:
+        # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64 (the other torch functions
+        # and methods read a NumPy scalar as the Python number it holds)
+        raise unsupported("EB0030", f"a NumPy scalar passed to {label}")
+    return (numbers_of_numpy_scalars(output, list(args)),
+            dict(zip(kwargs, numbers_of_numpy_scalars(output, list(kwargs.values())))))
+
+
 def numbers_of_numpy_scalars(output, values: list) -> list:
     """``values`` with each NumPy int or float scalar (also inside a tuple or list) replaced by the
     Python number eager reads it as (``torch.zeros(n)``, ``x.new_ones((n, 2))``, ``torch.full((2,),

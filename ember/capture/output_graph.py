@@ -37,7 +37,7 @@ from ember.capture.inplace_ops import (check_out_resizes, out_arguments, _reads_
                                        _writes_to_self_overlapping, check_inplace_cast)
 from ember.capture.op_kinds import (_binds_torch_runtime, _guardable_answer, _is_tensor_op, _mask_write_needs_grad,
                                      _may_mutate, _reads_state_only)
-from ember.capture.lowering import (NUMPY_TYPED_CONSTRUCTORS, _has_numpy_scalar, _lower, numbers_of_numpy_scalars,
+from ember.capture.lowering import (_has_numpy_scalar, _lower, numpy_scalar_arguments,
                                     symbolic_pow_as_float)  # noqa: F401 (_lower: also imported from here)
 from ember.fake.snapshot import entry_stand_in
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard, dynamic_dims, entry_metadata, has_symbols, plain, same_metadata, shape_guard_code, symbolic_float, symbolic_int, view_bases
@@ -71,12 +71,6 @@ def _source_name(source) -> str:
 
 #: autograd's refusal to read the metadata of a no_grad-made view whose base changed in place
 _NO_GRAD_VIEW_REBASED = "A view was created in no_grad mode and its base or another view of its base has been modified"
-
-def _numpy_scalar_value(value) -> bool:
-    import sys
-    np = sys.modules.get("numpy")
-    return np is not None and isinstance(value, np.generic) and value.dtype.kind in "biufc"
-
 
 class OutputGraph:
     def __init__(self, fake: FakeContext, guards):
@@ -450,18 +444,7 @@ class OutputGraph:
             raise unsupported("EB0021", f"{_describe(kind, target)} through a boolean mask, with a value that needs "
                               "grad (its backward depends on the mask's data)")
         if _has_numpy_scalar([*args, *kwargs.values()]):
-            if kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS and len(args) == 1 \
-                    and type(args[0]) is ConstantVariable and _numpy_scalar_value(args[0].value):
-                # torch.tensor(np.float32(1.5)) of a constant: the number, with the scalar's dtype
-                value = args[0].value
-                dtype = ConstantVariable(torch.from_numpy(type(value)(0).reshape(1)).dtype)
-                args, kwargs = [ConstantVariable(value.item())], {"dtype": dtype, **kwargs}
-            elif kind == "call_function" and target in NUMPY_TYPED_CONSTRUCTORS:
-                # torch.tensor(np.int8(2)) is int8, torch.tensor(2) int64 (the other torch functions
-                # and methods read a NumPy scalar as the Python number it holds)
-                raise unsupported("EB0030", f"a NumPy scalar passed to {_describe(kind, target)}")
-            args = numbers_of_numpy_scalars(self, list(args))
-            kwargs = dict(zip(kwargs, numbers_of_numpy_scalars(self, list(kwargs.values()))))
+            args, kwargs = numpy_scalar_arguments(self, kind, target, args, kwargs, _describe(kind, target))
         pow_args = symbolic_pow_as_float(self, kind, target, args)
         if pow_args is not None:
             args = pow_args
