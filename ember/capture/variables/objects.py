@@ -198,11 +198,14 @@ def _class_attribute(tx, obj_vt, obj, name):
             _guard_not_on_instance(tx, obj_vt, obj, name)
         return member
     getter = _static_lookup(attr, "__get__")
-    if isinstance(getter, types.FunctionType) and obj_vt.source is not None and tx.side_effects:
-        # a descriptor class written in Python, read after the frame wrote something: its
-        # __get__(desc, obj, type) runs inlined, so it sees those pending writes (run for real now,
-        # it would read the state before them). With nothing pending, the real read below is
-        # what eager computes (functools.cached_property: its lock is not traceable).
+    if isinstance(getter, types.FunctionType) and obj_vt.source is not None and \
+            (tx.side_effects or not isinstance(attr, functools.cached_property)):
+        # a descriptor class written in Python: its __get__(desc, obj, type) runs inlined, so it
+        # sees the frame's pending writes, and what it does (a counter, a cache) happens once per
+        # read, as in eager (read for real, it ran while tracing and again in the guard re-reading
+        # it on every call). functools.cached_property with nothing pending is read for real
+        # below (its lock is not traceable): it runs its function once, and the instance dict,
+        # which it fills, answers every later read.
         return UserFunctionVariable(getter).call(
             tx, [_class_attribute_raw(tx, obj_vt, obj, name), obj_vt, ClassVariable(type(obj), class_source(type(obj)))], {})
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
