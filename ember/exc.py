@@ -1,6 +1,8 @@
 """Exceptions ember raises to users and uses internally."""
 from __future__ import annotations
 
+import types
+
 import contextlib
 import sys
 import threading
@@ -120,7 +122,21 @@ class PythonException(Unsupported):
             # (Not the program's own exception given to the frame: see keeping_program_exceptions.)
             without_tracebacks(exc)
         name = exc.__name__ if isinstance(exc, type) else type(exc).__name__
-        super().__init__(reason or f"uncaught {name}: {exc}")
+        super().__init__(reason or f"uncaught {name}: {_exception_text(exc)}")
+
+
+def _exception_text(exc) -> str:
+    """``str(exc)`` without running the program's own ``__str__`` (its Python, at trace time, may
+    read attributes the traced ``__init__`` set only on the trace's copy, or have side effects)."""
+    if isinstance(exc, type):
+        return ""
+    text = type(exc).__str__
+    try:
+        if isinstance(text, types.FunctionType):
+            return BaseException.__str__(exc)
+        return str(exc)
+    except Exception:  # noqa: BLE001 — a broken __str__ of a builtin subclass: the message only
+        return "<unprintable>"
 
 
 class SpecializeFloats(Exception):
