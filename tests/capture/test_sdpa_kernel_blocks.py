@@ -49,8 +49,29 @@ def _inner(x):
     return _attn(x) - 1
 
 
+@sdpa_kernel([SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION])
+def _decorated(x):  # (decorated outside: a fresh manager for each call, ContextDecorator)
+    return _attn(x) * 3
+
+
+@sdpa_kernel(backends=SDPBackend.MATH)
+def _decorated_breaks(x):
+    y = _attn(x)
+    _record()
+    return _attn(y)
+
+
+def calls_decorated(x):
+    return _decorated(x) + _decorated(x * 2)
+
+
+def calls_decorated_that_breaks(x):
+    return _decorated_breaks(x + 1) - 1
+
+
 # (program, torch.compile's graph count)
-CASES = [(no_break, 1), (break_inside, 2), (callee_breaks, 3)]
+CASES = [(no_break, 1), (break_inside, 2), (callee_breaks, 3), (calls_decorated, 1),
+         (calls_decorated_that_breaks, 2)]  # (the last: torch.compile 2.13 makes 6)
 
 
 @pytest.mark.parametrize("fn,graphs", CASES, ids=[c[0].__name__ for c in CASES])
@@ -72,10 +93,13 @@ def test_sdpa_kernel_block(fn, graphs):
     assert ember.stats()["fallbacks"] == 0
 
 
-def test_fullgraph_without_break():
-    compiled = ember.compile(no_break, backend="eager", fullgraph=True)
+@pytest.mark.parametrize("fn", [no_break, calls_decorated])
+def test_fullgraph_without_break(fn):
+    """(a function decorated with ``@sdpa_kernel(...)`` was a break: its manager, remade for each
+    call, ran sdpa_kernel's generator, which sets torch's global state)"""
+    compiled = ember.compile(fn, backend="eager", fullgraph=True)
     x = torch.randn(2, 2, 4, 8)
-    assert_same(compiled(x), no_break(x), rtol=1e-5, atol=1e-5)
+    assert_same(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
 
 
 def test_exception_inside_restores_the_backends():

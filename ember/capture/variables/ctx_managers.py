@@ -157,12 +157,35 @@ def construct_context(tx, cls, args, kwargs):
             and all(v.is_constant() for v in kwargs.values()):
         # (a schedule or on_trace_ready callback would never be called: those run eagerly)
         return RecordFunctionVariable(cls)
+    sdpa = _remade_sdpa_kernel(tx, cls, args, kwargs)
+    if sdpa is not None:
+        return sdpa
     if cls is warnings.catch_warnings:
         record = kwargs.get("record")
         if args or set(kwargs) - {"record"} or (record is not None and not record.is_constant()):
             raise unsupported("EB0014", "warnings.catch_warnings(module=... / positional arguments) inside the compiled region")
         return CatchWarningsVariable(bool(record.as_constant()) if record is not None else False)
     return None
+
+
+def _remade_sdpa_kernel(tx, cls, args, kwargs):
+    """``_GeneratorContextManager(func, args, kwds)`` of ``sdpa_kernel``'s generator: what a function
+    decorated outside with ``@sdpa_kernel(...)`` remakes for each call (ContextDecorator's
+    ``_recreate_cm``); traced as the ``with sdpa_kernel(...)`` block it stands for."""
+    import contextlib
+    from ember.capture.variables.functions import _sdpa_kernel_fn
+    sdpa = _sdpa_kernel_fn()
+    if sdpa is None or not (isinstance(cls, type) and issubclass(cls, contextlib._GeneratorContextManager)) \
+            or len(args) != 3 or kwargs:
+        return None
+    func = getattr(args[0], "fn", getattr(args[0], "value", None))
+    if func is None or func is not getattr(sdpa, "__wrapped__", None):
+        return None
+    from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
+    from ember.capture.variables.containers import DictVariable
+    if not isinstance(args[2], DictVariable):
+        raise unsupported("EB0025", "sdpa_kernel remade with keyword arguments that are not a dict")
+    return SdpaKernelVariable.create(tx, list(args[1].unpack(tx)), dict(args[2].items.items()))
 
 
 class ContextWrappedFunction(VariableTracker):
