@@ -117,3 +117,68 @@ def test_ambient_autocast_state_of_each_device_is_guarded(device):
         torch.set_autocast_enabled(device, False)
     f(x)
     assert cnt.frame_count == 2
+
+
+_AC = torch.autocast("cpu", dtype=torch.bfloat16)
+
+
+@torch.autocast("cpu", dtype=torch.bfloat16)
+def _decorated_mm(a, b):
+    return a @ b
+
+
+@_AC
+def _recursive_mm(x, n):
+    return x @ x if n == 0 else _recursive_mm(x, n - 1) + 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_function_decorated_with_autocast_is_one_graph(backend):
+    """``@torch.autocast(...)`` keeps one autocast object and enters it at every call: its block is
+    traced from the settings the object holds (was a break at torch.set_autocast_enabled, an error
+    under fullgraph; torch.compile makes one graph)."""
+    lin = _lin()
+
+    def fn(x):
+        y = _decorated_mm(lin(x), x.t())
+        with _AC:  # (the same kind of outside object, entered directly)
+            z = lin(x)
+        return y, z, y.float().sum() * 2
+
+    cnt = CompileCounter()
+    compiled = ember.compile(fn, backend=cnt if backend == "eager" else backend, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        xe, xc = x.clone().requires_grad_(), x.clone().requires_grad_()
+        expected, actual = fn(xe), compiled(xc)
+        assert [t.dtype for t in actual] == [t.dtype for t in expected]
+        assert_same(actual, expected, **TOL)
+        assert torch.is_autocast_enabled("cpu") is False
+        expected[2].backward()
+        actual[2].backward()
+        assert_same(xc.grad, xe.grad, **TOL)
+    if backend == "eager":
+        assert cnt.frame_count == 1
+
+
+def test_recursive_function_decorated_with_autocast_matches_eager():
+    """The same autocast object entered inside its own block: its __exit__ restores what the inner
+    __enter__ saved on it (eager leaves autocast on after the outermost call); ember runs that
+    object's own methods there, so the state after the call is eager's."""
+    def fn(x):
+        return _recursive_mm(x, 2), torch.is_autocast_enabled("cpu")
+
+    x = torch.randn(4, 4)
+    try:
+        expected = fn(x)
+        after_eager = torch.is_autocast_enabled("cpu")
+    finally:
+        torch.set_autocast_enabled("cpu", False)
+    try:
+        actual = ember.compile(fn, backend="eager")(x)
+        after_compiled = torch.is_autocast_enabled("cpu")
+    finally:
+        torch.set_autocast_enabled("cpu", False)
+    assert actual[0].dtype == expected[0].dtype
+    assert_same(actual, expected, **TOL)
+    assert after_compiled == after_eager

@@ -212,6 +212,28 @@ class ContextWrappedFunction(VariableTracker):
         return out
 
 
+def _outside_autocast(tx, ctx):
+    """An ``autocast`` object made outside the frame (what ``@torch.autocast(...)`` keeps and enters
+    at every call): the block it makes, from the settings it holds (read, guarded); anything else
+    as it is."""
+    from ember.capture.variables.objects import UserObjectVariable
+    cls = torch.amp.autocast_mode.autocast
+    if not isinstance(ctx, UserObjectVariable) or not isinstance(ctx.obj, cls) \
+            or type(ctx.obj).__enter__ is not cls.__enter__ or type(ctx.obj).__exit__ is not cls.__exit__:
+        return ctx
+    values = [tx.getattr(ctx, name) for name in ("device", "fast_dtype", "_enabled", "_cache_enabled")]
+    if not all(v.is_constant() for v in values) \
+            or any(getattr(a, "outside", None) is ctx.obj for a in tx.output.active_autocasts):
+        # (the same object entered again inside its own block, a recursive decorated function:
+        # its __exit__ then restores what the inner __enter__ saved on it, as eager does)
+        return ctx
+    from ember.capture.variables.grad_modes import AutocastVariable
+    device, dtype, enabled, cache_enabled = (v.as_constant() for v in values)
+    block = AutocastVariable(device, dtype, enabled, cache_enabled)
+    block.outside = ctx.obj
+    return block
+
+
 def enter_with(tx, ctx):
     """BEFORE_WITH: (the ``__exit__`` to leave on the stack, the ``__enter__`` to call)."""
     from ember.capture.variables.grad_modes import AutocastVariable, GradModeVariable
@@ -219,6 +241,7 @@ def enter_with(tx, ctx):
     from ember.capture.variables.saved_hooks import DisableSavedHooksVariable
     from ember.capture.variables.sdpa_kernels import SdpaKernelVariable
     from ember.capture.compile_settings import SettingContextVariable
+    ctx = _outside_autocast(tx, ctx)
     if isinstance(ctx, (GradModeVariable, AutocastVariable, InferenceModeVariable, RecordFunctionVariable,
                         CatchWarningsVariable, DisableSavedHooksVariable, SdpaKernelVariable,
                         SettingContextVariable)):
