@@ -262,3 +262,27 @@ def test_profiler_the_frame_uses_runs_eagerly(fn):
     """A profiler whose object the frame reads, or with a callback: it really profiles (eager)."""
     x = torch.randn(3)
     assert_same(compile(fn)(x), fn(x))
+
+
+_OUTSIDE_RF = torch.autograd.profiler.record_function("outside")
+
+
+@torch.autograd.profiler.record_function("decorated")
+def _labelled(x):
+    return x.sin() * 2
+
+
+def _uses_outside_record_functions(x):
+    y = _labelled(x)  # (the decorator's object, made outside, entered at every call)
+    with _OUTSIDE_RF as rf:
+        z = y + 1
+    return z, rf is _OUTSIDE_RF
+
+
+def test_record_function_made_outside_is_a_label_in_one_graph():
+    """``@record_function("name")`` and ``with rf:`` of an object made outside: no-op labels, one
+    graph (was a break inside record_function.__enter__, an error under fullgraph)."""
+    check_same(_uses_outside_record_functions, torch.randn(3))
+    with torch.profiler.profile() as prof:
+        _uses_outside_record_functions(torch.randn(3))  # (eager still records its labels)
+    assert "decorated" in {e.name for e in prof.events()}

@@ -96,6 +96,18 @@ class RecordFunctionVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class _OutsideRecordFunction(RecordFunctionVariable):
+    """A ``record_function`` object made outside the frame, entered in it: a no-op; ``as`` binds the
+    object itself."""
+
+    def __init__(self, outer):
+        super().__init__()
+        self.outer = outer
+
+    def enter(self, tx):
+        return self.outer
+
+
 class CatchWarningsVariable(VariableTracker):
     """``warnings.catch_warnings()``; with ``record=True`` its ``__enter__`` gives a new list of the
     warnings the block issues: the trace issues none (a Python warning of the program's own breaks
@@ -214,9 +226,11 @@ class ContextWrappedFunction(VariableTracker):
 
 def _outside_autocast(tx, ctx):
     """An ``autocast`` object made outside the frame (what ``@torch.autocast(...)`` keeps and enters
-    at every call): the block it makes, from the settings it holds (read, guarded); anything else
-    as it is."""
+    at every call): the block it makes, from the settings it holds (read, guarded); a
+    ``record_function`` one: a no-op block; anything else as it is."""
     from ember.capture.variables.objects import UserObjectVariable
+    if isinstance(ctx, UserObjectVariable) and type(ctx.obj) is torch.autograd.profiler.record_function:
+        return _OutsideRecordFunction(ctx)  # (`@record_function("name")`: a no-op while traced)
     cls = torch.amp.autocast_mode.autocast
     if not isinstance(ctx, UserObjectVariable) or not isinstance(ctx.obj, cls) \
             or type(ctx.obj).__enter__ is not cls.__enter__ or type(ctx.obj).__exit__ is not cls.__exit__:
