@@ -286,3 +286,25 @@ def test_record_function_made_outside_is_a_label_in_one_graph():
     with torch.profiler.profile() as prof:
         _uses_outside_record_functions(torch.randn(3))  # (eager still records its labels)
     assert "decorated" in {e.name for e in prof.events()}
+
+
+_OUTSIDE_IM = torch.inference_mode()
+
+
+def _in_outside_inference_mode(x):
+    with _OUTSIDE_IM:
+        y = x * 2
+        inside = (torch.is_inference_mode_enabled(), y.is_inference())
+    return y, y.is_inference(), inside, torch.is_inference_mode_enabled()
+
+
+def test_inference_mode_object_made_outside_is_one_graph():
+    """``with im:`` of a ``torch.inference_mode()`` made outside the frame: the block, in one graph
+    (was a break: constructing torch._C._InferenceMode in its __enter__)."""
+    x = torch.randn(3, requires_grad=True)
+    expected = _in_outside_inference_mode(x)
+    cnt = CompileCounter()
+    actual = compile(_in_outside_inference_mode, backend=cnt, fullgraph=True)(x)
+    assert actual[1:] == expected[1:]
+    assert actual[0].is_inference() and torch.equal(actual[0], expected[0])
+    assert cnt.frame_count == 1

@@ -226,11 +226,18 @@ class ContextWrappedFunction(VariableTracker):
 
 def _outside_autocast(tx, ctx):
     """An ``autocast`` object made outside the frame (what ``@torch.autocast(...)`` keeps and enters
-    at every call): the block it makes, from the settings it holds (read, guarded); a
-    ``record_function`` one: a no-op block; anything else as it is."""
+    at every call): the block it makes, from the settings it holds (read, guarded); likewise an
+    ``inference_mode`` one; a ``record_function`` one: a no-op block; anything else as it is."""
     from ember.capture.variables.objects import UserObjectVariable
     if isinstance(ctx, UserObjectVariable) and type(ctx.obj) is torch.autograd.profiler.record_function:
         return _OutsideRecordFunction(ctx)  # (`@record_function("name")`: a no-op while traced)
+    if isinstance(ctx, UserObjectVariable) and type(ctx.obj) is torch.inference_mode:
+        mode = tx.getattr(ctx, "mode")
+        if not mode.is_constant() or any(getattr(b, "outside", None) is ctx.obj for b in tx.output.active_inference):
+            return ctx
+        block = InferenceModeVariable(bool(mode.as_constant()))
+        block.outside = ctx.obj
+        return block
     cls = torch.amp.autocast_mode.autocast
     if not isinstance(ctx, UserObjectVariable) or not isinstance(ctx.obj, cls) \
             or type(ctx.obj).__enter__ is not cls.__enter__ or type(ctx.obj).__exit__ is not cls.__exit__:
