@@ -762,6 +762,11 @@ class UserObjectVariable(VariableTracker):
             return call_lru_cached(tx, self.obj, self.source, args, kwargs)
         call = _static_lookup(self.obj, "__call__")
         if isinstance(call, types.FunctionType):
+            from ember.capture.polyfills.torch_utils import function_polyfill
+            poly = function_polyfill(call)  # (a GraphModule's _WrappedCall: traced without its try)
+            if poly is not None:
+                from ember.capture.variables.functions import UserFunctionVariable
+                return UserFunctionVariable(poly).call(tx, [self, *args], kwargs)
             return self.getattr(tx, "__call__").call(tx, args, kwargs)
         return super().call(tx, args, kwargs)
 
