@@ -25,14 +25,28 @@ class CellVariable(VariableTracker):
 
 
 class RealCellVariable(VariableTracker):
-    """A closure cell of a function that existed before the frame: read via its source."""
+    """A closure cell of a function that existed before the frame: read via its source (its
+    contents), and named at run time by ``cell_source`` (the cell itself, read off the function or
+    the argument the frame gets now: a function guarded by its code alone may be another object,
+    with other cells, on every call, so a ``nonlocal`` write must not go to the traced call's cell)."""
 
     def __init__(self, cell: types.CellType, source):
         self.cell = cell
         self.source = source
+        self.cell_source = _cell_source(source)
 
     def describe(self):
         return f"cell<{self.source.name() if self.source else '?'}>"
+
+
+def _cell_source(contents_source):
+    """The source of the cell whose contents ``contents_source`` reads (None: not known)."""
+    from ember.capture.sources import AttrSource, CellContentsSource, ClosureCellSource
+    if isinstance(contents_source, CellContentsSource):
+        return ClosureCellSource(contents_source.base, contents_source.index)
+    if isinstance(contents_source, AttrSource) and contents_source.attr == "cell_contents":
+        return contents_source.base
+    return None
 
 
 def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None, args: list,
