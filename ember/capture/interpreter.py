@@ -755,8 +755,10 @@ def _same_object(a: VariableTracker, b: VariableTracker) -> bool:
         return True
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return isinstance(a, TensorVariable) and isinstance(b, TensorVariable) and a.fake is b.fake
-    if unpinned_number(a) and is_none(b) or unpinned_number(b) and is_none(a):
-        return False  # `n is None` of a dynamic size or a lazily guarded number: by its type, not its value
+    if is_none(a) or is_none(b):
+        # `n is None` of a dynamic size, a lazily guarded number or a container holding one: by its
+        # type, not its value
+        return is_none(a) and is_none(b)
     (known_a, ra), (known_b, rb) = _object_of(a), _object_of(b)
     if known_a and known_b:
         # (an outside object and a constant made from it at trace time compare by the object:

@@ -224,7 +224,14 @@ def is_none(vt: VariableTracker) -> bool:
     known by its (guarded) type never to be None (``if bsz is not None:`` must not guard the size)."""
     if isinstance(vt, ConstantVariable):
         return vt.python_type() is type(None)
-    return vt.is_constant() and vt.as_constant() is None
+    if not vt.is_constant():
+        return False
+    try:
+        # a container is known by its type not to be None: its items' values (a lazily guarded
+        # float among them) are not read, or `if kwargs is not None:` pinned each of them
+        return vt.python_type() is type(None)
+    except Unsupported:
+        return vt.as_constant() is None
 
 
 def unpinned_number(vt: VariableTracker) -> bool:
