@@ -1,7 +1,7 @@
 """``container is None`` / ``is not None`` is answered from the container's type
 (capture/variables/base.py: is_none; interpreter.py: _same_object). It read the container as a
 constant, which pinned every number in it: a dict or tuple holding a float argument, tested
-``is not None``, recompiled for every new value of the float (one graph per learning rate) where
+``is not None`` (or asked ``callable``), recompiled for every new value of the float (one graph per learning rate) where
 torch.compile makes two graphs, then treats the float as dynamic."""
 import pytest
 import torch
@@ -36,7 +36,12 @@ def _nested(x, lr):
     return x
 
 
-@pytest.mark.parametrize("fn", [_kwargs_dict, _tuple, _list_identity, _nested])
+def _callable_container(x, lr):
+    opts = (lr, {"wd": 0.1})
+    return x * opts[0], callable(opts), callable(opts[1])
+
+
+@pytest.mark.parametrize("fn", [_kwargs_dict, _tuple, _list_identity, _nested, _callable_container])
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_none_check_does_not_pin_floats(fn, dynamic):
     counter = CompileCounter()

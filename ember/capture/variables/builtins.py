@@ -571,8 +571,8 @@ def _callable(tx, obj):
     class's ``__getattr__``)."""
     if unpinned_number(obj):
         return ConstantVariable(False)
-    if obj.is_constant():
-        return NotImplemented
+    if obj.is_constant() and isinstance(obj, ConstantVariable):
+        return NotImplemented  # (a container of constants is answered by its type: its numbers unread)
     try:
         t = obj.python_type()
     except Exception:
