@@ -4,7 +4,7 @@ and again by the guard re-reading the attribute on every call: a read counter ke
 descriptor stood at 2 after the first call (eager: 1)."""
 import torch
 
-from ember_test_helpers import CompileCounter, assert_same, compile
+from ember_test_helpers import REFERENCE, CompileCounter, assert_same, compile
 
 
 class Counting:
@@ -66,3 +66,29 @@ def test_counting_descriptor_count_returned():
 
 def test_lazy_attribute_descriptor():
     _run(lambda obj, cls, x: x + obj.table + obj.table)
+
+
+class _Refusing:
+    def __get__(self, obj, typ=None):
+        raise AttributeError("not here")
+
+
+class _WithFallback:
+    value = _Refusing()
+
+    def __getattr__(self, name):
+        return 5.0 if name == "value" else super().__getattribute__(name)
+
+
+def test_descriptor_refusing_falls_back_to_getattr():
+    """An AttributeError from __get__ hands the read to the class's __getattr__ (as ScriptModule's
+    `forward` does)."""
+    obj = _WithFallback()
+
+    def fn(x):
+        return x * obj.value
+
+    counter = CompileCounter()
+    x = torch.randn(3)
+    assert_same(compile(fn, backend=counter)(x), fn(x))
+    assert counter.frame_count == (0 if REFERENCE else 1)  # (Dynamo 2.13 runs the frame eagerly)

@@ -199,13 +199,16 @@ def _class_attribute(tx, obj_vt, obj, name):
         return member
     getter = _static_lookup(attr, "__get__")
     if isinstance(getter, types.FunctionType) and obj_vt.source is not None and \
-            (tx.side_effects or not isinstance(attr, functools.cached_property)):
+            (tx.side_effects or not (isinstance(attr, functools.cached_property)
+                                     or isinstance(_static_lookup(obj, "__getattr__"), types.FunctionType))):
         # a descriptor class written in Python: its __get__(desc, obj, type) runs inlined, so it
         # sees the frame's pending writes, and what it does (a counter, a cache) happens once per
         # read, as in eager (read for real, it ran while tracing and again in the guard re-reading
         # it on every call). functools.cached_property with nothing pending is read for real
         # below (its lock is not traceable): it runs its function once, and the instance dict,
-        # which it fills, answers every later read.
+        # which it fills, answers every later read. So is a descriptor of a class with a
+        # __getattr__, which an AttributeError from __get__ falls back to (ScriptModule's
+        # `forward` descriptor raises there by design).
         return UserFunctionVariable(getter).call(
             tx, [_class_attribute_raw(tx, obj_vt, obj, name), obj_vt, ClassVariable(type(obj), class_source(type(obj)))], {})
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, type(None))):
