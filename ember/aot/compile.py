@@ -407,6 +407,10 @@ class AOTCallable:
                 self.primary, self.meta, self.graphs = variant, meta, {}
                 self.variants[key] = [variant]
                 return
+        if prog.static_inputs and variant.signature is None:
+            # compiled for this call's sizes (flatten_program): other sizes compile a variant of their own
+            variant.signature = _signature(args)
+            self.check_aliasing = True
         self.variants[key] = [variant]
         self.primary = variant
         self.meta = variant.compiled.meta

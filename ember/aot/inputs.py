@@ -41,6 +41,9 @@ class FlatProgram:
     out_spec: Any = None
     #: indices (in flat args) of parameters: static inputs for Inductor
     static_input_indices: list[int] | None = None
+    #: some input the graph has symbolic sizes for was faked with this call's sizes (its fake in the
+    #: graph went stale): the graphs serve calls with these very shapes only
+    static_inputs: bool = False
 
 
 def placeholders(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
@@ -82,6 +85,21 @@ def _describes(fake, real: torch.Tensor) -> bool:
             and _agree(fake.shape, tuple(real.shape))
             and _agree(fake.stride(), real.stride())
             and _agree((fake.storage_offset(),), (real.storage_offset(),)))
+
+
+def _symbolic(fake) -> bool:
+    return any(isinstance(d, torch.SymInt) and not d.node.is_constant() for d in (*fake.shape, *fake.stride()))
+
+
+def _static_stand_ins(phs, fakes) -> bool:
+    """Whether some input the graph has symbolic sizes for got a fake with this call's sizes (its
+    placeholder's fake went stale: `t[1] = y` made it require grad; see _fakeify)."""
+    for n, fake in zip(phs, fakes):
+        meta_val = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(meta_val, FakeTensor) and fake is not meta_val and isinstance(fake, torch.Tensor) \
+                and _symbolic(meta_val) and not _symbolic(fake):
+            return True
+    return False
 
 
 def _fakeify(gm: torch.fx.GraphModule, flat_args: list, num_lifted: int, fake_mode: FakeTensorMode) -> list | None:
@@ -188,5 +206,6 @@ def flatten_program(gm: torch.fx.GraphModule, example_inputs: list,
     static = [i for i, a in enumerate(flat_args) if isinstance(a, torch.nn.Parameter)]
     prog = FlatProgram(fn=fn, lifted=lifted, num_user_inputs=num_user, fake_args=fake_args,
                        fake_mode=fake_mode, static_input_indices=static)
+    prog.static_inputs = _static_stand_ins(phs, fake_args[num_lifted:])
     prog._spec_box = spec_box  # filled by the first run of fn
     return prog
