@@ -7,8 +7,11 @@ goes on along the other side; the tensor becomes an extra graph output, and the 
 it after the graph. If it does not hold, the frame runs again eagerly from its start
 (capture/rerun.py: nothing was done that a rerun would repeat; side effects are replayed after
 the graph, so were not), which raises eager's very exception. The graph therefore may hold no
-in-place write from before the assumption (else the branch breaks, as before), and one after it
-breaks the graph there (``OutputGraph._call``), except writes into tensors the graph made itself
+in-place write from before the assumption (else the branch breaks, as before); one after it stays
+in the graph when the entry can undo it before the rerun (capture/write_snapshots.py: the written
+inputs copied before the call; ``clip_grad_norm_(error_if_nonfinite=True)``'s clipping), else it
+breaks the graph there (``OutputGraph._call``, the frame traced again: ``CatchRetry``). Writes into
+tensors the graph made itself need neither
 (``torch.empty(n).normal_()`` in ``rsample``: a rerun makes them anew, capture/rerun.py); random
 draws are kept, the entry then keeps torch's RNG state before the graph and puts it back before a
 rerun (``rng_lines``).

@@ -394,8 +394,7 @@ class OutputGraph:
             if not _only_draws(kind, target, kwargs):
                 from ember.capture.rerun import only_local_write
                 local, draws = only_local_write(self.graph, kind, target, args, kwargs)
-                if not local and self.__dict__.get("caught_ops") and not self.__dict__.get("assumptions") \
-                        and self.frame_sizes is not None and not self.frame_sizes.catch_breaks:
+                if not local and self.frame_sizes is not None and not self.frame_sizes.catch_breaks:
                     self.undo_required = True  # (the entry undoes it before a rerun: capture/caught_ops.py)
                 elif not local:
                     # a rerun after a failed check would repeat it (capture/assumptions.py): the graph ends here

@@ -243,3 +243,30 @@ def test_training_step_inside_try():
         torch.testing.assert_close(bn2.running_mean, bn.running_mean)
         torch.testing.assert_close(bn2.running_var, bn.running_var)
     assert counter.frame_count == 1  # (torch.compile: 1; the write used to end the graph: 3)
+
+
+def test_write_after_an_assumed_data_dependent_check():
+    # clip_grad_norm_(error_if_nonfinite=True): `if total_norm is not finite: raise` is assumed
+    # false and tested after the graph (capture/assumptions.py); the clipping writes the grads.
+    # The graph keeps both; a failed check puts the grads back and reruns eagerly (eager's error).
+    def clip(params):
+        n = torch.nn.utils.clip_grad_norm_(params, 0.5, error_if_nonfinite=True, foreach=True)
+        return n, [p.grad.clone() for p in params]
+
+    ember.reset()
+    counter = CompileCounter()
+    compiled = ember.compile(clip, backend=counter)
+    for scale in (1.0, float("inf"), 3.0):
+        params = []
+        for fn in (clip, compiled):
+            ps = [torch.nn.Parameter(torch.ones(3)), torch.nn.Parameter(torch.ones(2))]
+            for i, p in enumerate(ps):
+                p.grad = torch.arange(p.numel(), dtype=torch.float32) * scale + i
+            out, err = _run(fn, ps)
+            params.append((out, type(err), [p.grad.clone() for p in ps]))
+        (want, want_err, want_grads), (got, got_err, got_grads) = params
+        assert got_err is want_err
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_grads, want_grads, equal_nan=True)
+    assert counter.frame_count == 1
