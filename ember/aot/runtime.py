@@ -169,6 +169,11 @@ def restrided(base: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     if base.is_neg():
         base = base._neg_view()
     if base.dtype != like.dtype:
+        # (the whole storage in base's dtype first: base itself may be a strided piece that no
+        # dtype view takes, ``c.imag`` of a complex ``c`` whose saved self is ``c``)
+        whole, size = base.untyped_storage().nbytes(), like.element_size()
+        if whole % base.element_size() == 0 and whole % size == 0:
+            base = base.as_strided((whole // base.element_size(),), (1,), 0)
         base = base.view(like.dtype)
     out = base.as_strided(like.size(), like.stride(), like.storage_offset())
     if like.is_conj():

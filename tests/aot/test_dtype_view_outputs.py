@@ -2,7 +2,8 @@
 tensor the backward saves: the saved tensor is re-made as a view of the returned output
 (ember/aot/runtime.py, ``restrided``) in its own dtype, so the backward reads the right values
 and still sees in-place changes of the output (eager's version check); a lazy conjugate view
-keeps its conj bit."""
+keeps its conj bit; an output that is a strided real piece of the saved complex tensor (``z.imag``)
+is viewed whole first."""
 import pytest
 import torch
 
@@ -18,6 +19,11 @@ PROGRAMS = {
                                                      (torch.polar(r, th) * torch.polar(r, th).conj()).real), True),
     "view_as_real_and_angle_abs": (lambda r, th: (torch.view_as_real(z := torch.polar(r, th)), z.angle(), z.abs(),
                                                   (z * z.conj()).real), True),
+    # the output is a strided float piece (z.imag, z.real) of the complex tensor abs saves: the saved
+    # z is re-made from the whole storage (a dtype view of the piece itself fails)
+    "imag_and_abs": (lambda r, th: ((z := torch.complex(r, th * 2)).abs(), z.imag), True),
+    "real_and_abs": (lambda r, th: ((z := torch.complex(r, th * 2)).abs(), z.real), True),
+    "conj_imag_and_abs": (lambda r, th: ((z := torch.complex(r, th * 2)).abs(), z.conj().imag), True),
 }
 
 
@@ -61,6 +67,23 @@ def test_in_place_change_of_the_output_still_raises_in_backward():
             out.mul_(2)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
             out.sum().backward()
+
+    run(f)
+    run(ember.compile(f, backend="aot_eager"))
+
+
+def test_in_place_change_of_an_imag_output_still_raises_in_backward():
+    def f(r, th):
+        z = torch.complex(r, th)
+        return z.abs(), z.imag
+
+    def run(fn):
+        r = torch.rand(3, requires_grad=True)
+        a, im = fn(r, torch.randn(3))
+        with torch.no_grad():
+            im.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            a.sum().backward()
 
     run(f)
     run(ember.compile(f, backend="aot_eager"))
