@@ -123,10 +123,6 @@ def check_call(output, args, kwargs, describe: str) -> None:
     here, in_finally = handlers_around(frame) if frame is not None else (False, False)
     if in_finally:
         output.under_finally = True  # (capture/write_snapshots.py: a failure must run the finally body)
-        # A finally body observes the state too: if this op raises after the graph wrote its inputs
-        # and the graph cannot run again, the frame must still reach that body from eager's state
-        # (else it never runs: the exception leaves from the graph call), as an except would.
-        here = True
     if not here and not caught:
         return
     subclass = _subclass_argument([*args, *kwargs.values()]) or any(
