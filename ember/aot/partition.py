@@ -224,6 +224,10 @@ def _symbol_binders(parts: JointParts, bw_inputs: list, bw_body: set) -> list:
     made = []
     for p in parts.primals:
         val = p.meta.get("val")
+        if isinstance(val, torch.SymInt) and val.node.expr in missing:
+            missing.discard(val.node.expr)  # an int input that is the symbol itself (a saved `2*s4`'s)
+            made.append(p)
+            continue
         if not isinstance(val, torch.Tensor):
             continue
         for d, size in enumerate(val.shape):

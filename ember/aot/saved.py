@@ -321,6 +321,9 @@ def pruned_backward(plan: SavedPlan, present: int):
     for n in bw.graph.nodes:
         if n.op == "placeholder":
             wanted = (dep[n] & present) if n in dep else use.get(n, 0)
+            val = n.meta.get("val")
+            if isinstance(val, torch.SymInt) and val.node.expr.is_Symbol:
+                wanted = True  # (a size symbol: it binds the symbol in other inputs' expressions)
             if wanted:
                 p = g.placeholder(n.name)
                 p.meta = dict(n.meta)
