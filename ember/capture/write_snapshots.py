@@ -13,7 +13,8 @@ before the failing op, a ``finally`` body. Eager::
 For such a graph (deferred effects, or ops under a ``finally``), the entry copies the inputs the
 graph writes before calling it, and when the graph raises puts their values back and runs the
 frame again eagerly (as for a graph that changed nothing). Only where that is exact: every written
-tensor is a graph input (or a view of one) that does not require grad and is written by value
+tensor is a graph input (or a view of one) with no autograd history a write could rebase (it does
+not require grad, or it is a leaf — written under no_grad, a parameter update) and is written by value
 (no ``resize_``/``t_``-style metadata change), and the copies stay small (``MAX_BYTES``: a
 compiled optimizer step is not doubled in memory traffic for an error path). Otherwise the
 exception propagates as before (the effects are lost, as with torch.compile).
@@ -85,9 +86,10 @@ def plan(gm: torch.fx.GraphModule, compiled, example_inputs, random_restored: bo
     total, seen = 0, set()
     for i in chosen:
         real = example_inputs[i]
-        if type(real) not in (torch.Tensor, torch.nn.Parameter) or real.requires_grad or real.layout != torch.strided \
-                or real._base is not None and real._base.requires_grad:
-            return None
+        root = real._base if real._base is not None else real
+        if type(real) not in (torch.Tensor, torch.nn.Parameter) or real.layout != torch.strided \
+                or root.requires_grad and not root.is_leaf:
+            return None  # (a write rebased a non-leaf's autograd history: copying values back cannot undo it)
         storage = real.untyped_storage()
         if storage.data_ptr() not in seen:
             seen.add(storage.data_ptr())

@@ -270,3 +270,33 @@ def test_write_after_an_assumed_data_dependent_check():
             torch.testing.assert_close(got, want)
         torch.testing.assert_close(got_grads, want_grads, equal_nan=True)
     assert counter.frame_count == 1
+
+
+def test_parameter_updated_under_no_grad_then_finally():
+    # a leaf that requires grad, written under no_grad (an update), then an op that raises inside
+    # try/finally: the write is undone and the frame rerun, so the finally body runs as in eager
+    log = []
+
+    def fn(p, a):
+        try:
+            with torch.no_grad():
+                p.mul_(2)
+            y = torch.linalg.cholesky(a)
+        finally:
+            log.append(p.sum().item())
+        return y + p.sum()
+
+    ember.reset()
+    compiled = ember.compile(fn, backend="eager")
+    for a in (torch.eye(3) * 2, -torch.eye(3)):
+        results = []
+        for f in (fn, compiled):
+            log.clear()
+            p = torch.ones(3, requires_grad=True)
+            out, err = _run(f, p, a)
+            results.append((out, type(err), list(log), p.detach().clone(), p.is_leaf))
+        (want, want_err, want_log, want_p, want_leaf), (got, got_err, got_log, got_p, got_leaf) = results
+        assert got_err is want_err and got_log == want_log and got_leaf == want_leaf
+        torch.testing.assert_close(got_p, want_p)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
