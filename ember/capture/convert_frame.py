@@ -448,17 +448,10 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
         rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not runs_subclass_code(example_inputs)
-        undo = None
         if not rerunnable and (effect_lines or output.under_finally or output.undo_required) \
-                and not runs_subclass_code(example_inputs):
-            undo = write_snapshots.plan(gm, compiled, example_inputs, bool(rng_save))  # (its docstring)
-            if undo is None and output.undo_required:
-                raise CatchRetry(f"{label}: the graph's input writes cannot be undone")
-            if undo is not None:
-                rerunnable = True
-                scope["___take"], scope["___restore"] = write_snapshots.take, write_snapshots.restore
-                body.append(f"___undo = ___take(({''.join(input_sources[i].expr(scope) + ', ' for i in undo)}))")
-                restore_draws = [*restore_draws, "___restore(___undo)"]  # (before a rerun only)
+                and not runs_subclass_code(example_inputs):  # (write_snapshots: undo the writes, rerun)
+            rerunnable = write_snapshots.entry_lines(gm, compiled, example_inputs, input_sources, output, label,
+                                                     scope, body, restore_draws, bool(rng_save))
         if assumed is not None and not rerunnable:
             raise _NotBreakable("a data-dependent check assumed by a graph that cannot run again", id="EB0016")
         if rerunnable:

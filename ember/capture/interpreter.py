@@ -34,7 +34,7 @@ from ember.capture.variables.base import (NULL, ConstantVariable, NullVariable, 
 from ember.capture.variables.builtins import BuiltinVariable
 from ember.capture.variables.containers import DictVariable, TupleVariable
 from ember.capture.variables.functions import (CellVariable, NestedFunctionVariable, RealCellVariable,
-                                               UserFunctionVariable, bind_arguments)
+                                               UserFunctionVariable, bind_arguments, passed_cell_argument)
 from ember.capture.variables.objects import ClassVariable
 from ember.exc import ForbiddenCallable, PythonException, Unsupported, forbidden_to_trace, raise_to_caller
 from ember.fake.symbolic import data_dependent_reason, is_data_dependent_guard
@@ -243,16 +243,7 @@ class Translator(ExceptionStateMixin, OpcodeMixin, Py312OpcodeMixin):
             # a resume function's cells, passed as the cell objects (make_resume_code): a nested
             # break's chain inlines it (nested_breaks.py)
             if name in bound:
-                passed = bound[name]
-                if not isinstance(passed, (CellVariable, RealCellVariable)):
-                    real = getattr(passed, "obj", None)
-                    if type(real) is not types.CellType or passed.source is None:
-                        raise unsupported("EB0009", f"resume function argument {name!r} is not a cell")
-                    # a real cell object read from outside (a chain's closure that an earlier break
-                    # made passes it on): its contents are read and written through its source
-                    bound[name] = RealCellVariable(real, AttrSource(passed.source, "cell_contents"))
-                    bound[name].cell_source = passed.source
-                cells[name] = bound.pop(name)
+                cells[name] = passed_cell_argument(bound.pop(name), name)
         child = Translator(code, globals_dict, bound, cells, self.output, self.guards, parent=self,
                            top_globals=self.top_globals)
         child.direct_call = self._direct_code is code

@@ -99,6 +99,23 @@ def plan(gm: torch.fx.GraphModule, compiled, example_inputs, random_restored: bo
     return sorted(chosen)
 
 
+def entry_lines(gm, compiled, example_inputs, input_sources, output, label, scope, body, restore_draws,
+                random_restored: bool) -> bool:
+    """Add to the entry's ``body`` the copies of the written inputs, and to ``restore_draws`` (run
+    before a rerun) putting them back; whether the graph can now run again. A graph that must be
+    undone (``output.undo_required``: ops a try may catch) and cannot be raises ``CatchRetry``."""
+    from ember.capture.caught_ops import CatchRetry
+    undo = plan(gm, compiled, example_inputs, random_restored)
+    if undo is None:
+        if output.undo_required:
+            raise CatchRetry(f"{label}: the graph's input writes cannot be undone")
+        return False
+    scope["___take"], scope["___restore"] = take, restore
+    body.append(f"___undo = ___take(({''.join(input_sources[i].expr(scope) + ', ' for i in undo)}))")
+    restore_draws.append("___restore(___undo)")
+    return True
+
+
 def _running_stats(node: torch.fx.Node) -> list | None:
     """The running-statistics arguments a batch / instance norm call updates (None: unknown)."""
     import inspect

@@ -49,6 +49,21 @@ def _cell_source(contents_source):
     return None
 
 
+def passed_cell_argument(passed: VariableTracker, name: str) -> VariableTracker:
+    """The tracker a resume function's cell parameter gets (``__ember_cell_args__``): a cell, or a
+    real cell object read from outside (a nested-break chain's closure that an earlier break made
+    passes it on), whose contents are then read and written through its source."""
+    if isinstance(passed, (CellVariable, RealCellVariable)):
+        return passed
+    real = getattr(passed, "obj", None)
+    if type(real) is not types.CellType or passed.source is None:
+        raise unsupported("EB0009", f"resume function argument {name!r} is not a cell")
+    from ember.capture.sources import AttrSource
+    cell = RealCellVariable(real, AttrSource(passed.source, "cell_contents"))
+    cell.cell_source = passed.source
+    return cell
+
+
 def _binding_error(code: types.CodeType, name: str, defaults: tuple, kwdefaults: dict | None, args: list,
                    kwargs: dict, qualname: str | None = None) -> Exception:
     """Eager's own TypeError for a call whose arguments do not fit ``code``'s parameters: a stub with
