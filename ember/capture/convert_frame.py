@@ -379,8 +379,7 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
     compiled = None
     if assumed is not None and not output.has_compute():  # (no graph, nothing to test the check after)
         raise _NotBreakable("a data-dependent check on an input with no graph to test it after", id="EB0016")
-    if output.undo_required and write_snapshots.plan(gm, None, example_inputs, bool(output.__dict__.get("assumed_draws"))) is None:
-        raise CatchRetry(f"{label}: the graph's input writes cannot be undone")  # (before compiling it)
+    write_snapshots.check_undoable(gm, example_inputs, output, label)  # (before compiling the graph)
     if output.has_compute() or branch_graph:
         trace_hooks.output_graph(gm)
         with metrics.timed("backend"):
@@ -447,9 +446,9 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             body.append("___ac = ___autocast_states()")
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
-        rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not runs_subclass_code(example_inputs)
-        if not rerunnable and (effect_lines or output.under_finally or output.undo_required) \
-                and not runs_subclass_code(example_inputs):  # (write_snapshots: undo the writes, rerun)
+        subclass_code = runs_subclass_code(example_inputs)
+        rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not subclass_code
+        if not rerunnable and not subclass_code and (effect_lines or output.under_finally or output.undo_required):
             rerunnable = write_snapshots.entry_lines(gm, compiled, example_inputs, input_sources, output, label,
                                                      scope, body, restore_draws, bool(rng_save))
         if assumed is not None and not rerunnable:

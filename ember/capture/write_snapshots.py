@@ -44,7 +44,7 @@ def plan(gm: torch.fx.GraphModule, compiled, example_inputs, random_restored: bo
         return None
     storages: dict = {}
     try:
-        for i, (node, real) in enumerate(zip(placeholders, example_inputs)):
+        for i, node in enumerate(placeholders):
             fake = node.meta.get("example_value")
             if isinstance(fake, torch.Tensor) and type(fake) is torch._subclasses.fake_tensor.FakeTensor:
                 storages.setdefault(StorageWeakRef(fake.untyped_storage()), []).append(i)
@@ -97,6 +97,14 @@ def plan(gm: torch.fx.GraphModule, compiled, example_inputs, random_restored: bo
     if not chosen or total > MAX_BYTES:
         return None
     return sorted(chosen)
+
+
+def check_undoable(gm, example_inputs, output, label) -> None:
+    """Raise ``CatchRetry`` when the trace kept ops a try may catch after writes
+    (``output.undo_required``) that no entry could undo: traced again before any compile."""
+    from ember.capture.caught_ops import CatchRetry
+    if output.undo_required and plan(gm, None, example_inputs, bool(output.__dict__.get("assumed_draws"))) is None:
+        raise CatchRetry(f"{label}: the graph's input writes cannot be undone")
 
 
 def entry_lines(gm, compiled, example_inputs, input_sources, output, label, scope, body, restore_draws,
