@@ -13,6 +13,7 @@ import contextlib
 from typing import Callable
 
 import torch
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch._subclasses.functional_tensor import FunctionalTensor, FunctionalTensorMode
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -212,7 +213,12 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
     shape_env = fake_mode.shape_env
     quiet = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else contextlib.nullcontext()
     grad_at_entry = torch.is_grad_enabled()
-    with fake_mode, functionalization_guard(), FunctionalTensorMode(), quiet:
+    # Under the Python dispatcher, as the trace (`trace._make_fx`): torch registers Python kernels
+    # on the Autograd key that turn ops whose schema hides an input write into ops that declare
+    # it (CUDA's `cudnn_batch_norm` -> `_native_batch_norm_legit`, writing the running stats).
+    # Without them here, this pass saw no write, and the traced graph's new running stats were
+    # dropped: BatchNorm's buffers never updated on CUDA.
+    with fake_mode, enable_python_dispatcher(), functionalization_guard(), FunctionalTensorMode(), quiet:
         f_args = [to_functional(a) for a in fake_args]
         with program_grad_mode():
             f_outs = fn(*f_args)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import itertools
+import logging
 from typing import Callable
 
 import torch
@@ -24,6 +25,8 @@ from ember.backends.registry import register_backend
 from ember.config import config
 from ember.locking import compile_lock
 from ember.exc import BackendCompilerFailed, SpecializeFloats
+
+log = logging.getLogger("ember.backends")
 
 
 def aot_autograd(*, fw_compiler: Callable = nop, bw_compiler: Callable | None = None,
@@ -198,6 +201,19 @@ class _InductorCompilers:
         return min_cut_partition(joint, num_primals=num_primals, num_fw_returns=num_fw_returns)
 
 
+def _warm_compile_workers() -> None:
+    """Start Inductor's pool of kernel-compiling worker processes now, before the AOT trace and
+    the lowering, as torch's own inductor backend does: a pool first asked for at the first kernel
+    is not ready yet, and the graph's Triton kernels then compile one by one in this process (the
+    cold compile of a GPU model took seconds longer). Inductor decides whether a pool is used at
+    all (Triton installed, more than one compile thread); a failure here only loses the head start."""
+    try:
+        from torch._inductor.async_compile import maybe_warm_pool
+        maybe_warm_pool()
+    except Exception as e:  # noqa: BLE001 - an optimisation: compiling goes on without the pool
+        log.debug("Inductor's compile workers were not started early: %s", e)
+
+
 @register_backend("inductor")
 def inductor(gm: torch.fx.GraphModule, example_inputs: list, *, mode: str | None = None,
              options: dict | None = None, **_ignored):
@@ -206,6 +222,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list, *, mode: str | None
            for v in (n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder"))):
         # (Inductor's kernels would reference the float's symbol without taking it as an argument)
         raise SpecializeFloats("Inductor takes no symbolic float inputs")
+    _warm_compile_workers()
     compilers = _InductorCompilers(mode, options)
 
     def fw_compiler(fw_gm, fw_inputs):
