@@ -249,14 +249,24 @@ class UserFunctionVariable(VariableTracker):
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name == "__get__":
             return FunctionGetVariable(self)
-        if name in self.fn.__dict__:
-            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source else None)
+        if name in self.fn.__dict__:  # (guarded: `f.marked = 2` after the compile is seen)
+            return wrap(tx, self.fn.__dict__[name], AttrSource(function_source(self.fn, self.source), name))
         if name in ("__dict__", "__annotations__") and self.source is not None:
             return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name))
         if hasattr(self.fn, name):  # (never "missing": `getattr(f, name, default)` would take the default)
             raise unsupported("EB0031", f"attribute {name!r} of {self.describe()}")
-        from ember.capture.variables.objects import MissingAttribute
+        from ember.capture.variables.objects import MissingAttribute, _guard_absent
+        _guard_absent(tx, function_source(self.fn, self.source), self.fn, name)  # (`f.marked = 1` later)
         raise MissingAttribute(f"'{type(self.fn).__name__}' object has no attribute '{name}'")
+
+
+def function_source(fn, source):
+    """Where a guard reads a function from: its source, or (a function reached with none, such as
+    a method found on an object's class) the function object itself, held by the guard."""
+    if source is not None:
+        return source
+    from ember.capture.sources import ConstSource
+    return ConstSource(fn, f"<function {getattr(fn, '__qualname__', fn)}>")
 
 
 # attributes a function keeps outside its __dict__, assignable

@@ -192,7 +192,13 @@ class TorchFunctionVariable(VariableTracker):
         try:
             return wrap(tx, getattr(self.fn, name), None)
         except AttributeError:
-            return super().getattr(tx, name)
+            if type(self.fn) is not types.FunctionType:
+                return super().getattr(tx, name)
+        # torch's Python function without it (`inspect.unwrap(Adam.step)` asks for `__wrapped__`)
+        from ember.capture.variables.functions import function_source
+        from ember.capture.variables.objects import MissingAttribute, _guard_absent
+        _guard_absent(tx, function_source(self.fn, self.source), self.fn, name)
+        raise MissingAttribute(f"'function' object has no attribute '{name}'")
 
     def call(self, tx, args, kwargs):
         fn = self.fn
