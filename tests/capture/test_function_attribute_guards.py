@@ -130,3 +130,23 @@ def test_unwrap_optimizer_step_in_frame(opt_cls):
     torch.testing.assert_close(p1, p2)
     torch.testing.assert_close(o1.state_dict(), o2.state_dict())
     assert cnt.frame_count >= 1
+
+
+def test_attribute_set_on_torch_python_function_is_guarded():
+    relu = torch.nn.functional.relu  # torch's own Python function, not traced into
+
+    def fn(x):
+        return x + getattr(relu, "_test_mark", 3)
+
+    cf = compile(fn)
+    x = torch.zeros(2)
+    try:
+        torch.testing.assert_close(cf(x), x + 3)
+        relu._test_mark = 1
+        torch.testing.assert_close(cf(x), x + 1)
+        relu._test_mark = 10
+        torch.testing.assert_close(cf(x), x + 10)
+        del relu._test_mark
+        torch.testing.assert_close(cf(x), x + 3)
+    finally:
+        relu.__dict__.pop("_test_mark", None)

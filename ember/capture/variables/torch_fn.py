@@ -189,6 +189,12 @@ class TorchFunctionVariable(VariableTracker):
             # (the lr scheduler's `func.__get__(opt, type(opt))` of an optimizer's step)
             from ember.capture.variables.functions import FunctionGetVariable, UserFunctionVariable
             return FunctionGetVariable(UserFunctionVariable(self.fn, self.source))
+        if type(self.fn) is types.FunctionType and name in self.fn.__dict__:
+            # set on the function object (a decorator's mark, `__wrapped__`): guarded, as a user
+            # function's (`relu.marked = 10` after the compile is seen)
+            from ember.capture.sources import AttrSource
+            from ember.capture.variables.functions import function_source
+            return wrap(tx, self.fn.__dict__[name], AttrSource(function_source(self.fn, self.source), name))
         try:
             return wrap(tx, getattr(self.fn, name), None)
         except AttributeError:
