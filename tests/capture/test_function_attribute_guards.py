@@ -150,3 +150,51 @@ def test_attribute_set_on_torch_python_function_is_guarded():
         torch.testing.assert_close(cf(x), x + 3)
     finally:
         relu.__dict__.pop("_test_mark", None)
+
+
+class _ScaledList(list):
+    def scaled(self, x, k=1):
+        return x * k
+
+
+class _ScaledTuple(tuple):
+    def scaled(self, x, *, k=1):
+        return x * k
+
+
+@pytest.mark.parametrize("cls, attr", [(_ScaledList, "__defaults__"), (_ScaledTuple, "__kwdefaults__")])
+def test_defaults_of_container_subclass_method_are_guarded(cls, attr):
+    # the method is reached without a source (looked up on the container's class by the tracker)
+    obj = cls([1])
+    fn = cls.scaled
+    orig = getattr(fn, attr)
+
+    def f(x):
+        return obj.scaled(x)
+
+    cf = compile(f)
+    x = torch.ones(2)
+    try:
+        torch.testing.assert_close(cf(x), x)
+        setattr(fn, attr, (7,) if attr == "__defaults__" else {"k": 7})
+        torch.testing.assert_close(cf(x), x * 7)
+    finally:
+        setattr(fn, attr, orig)
+    torch.testing.assert_close(cf(x), x)
+
+
+def test_code_of_container_subclass_method_is_guarded():
+    class L(list):
+        def scaled(self, x):
+            return x * 1
+
+    obj = L([1])
+
+    def f(x):
+        return obj.scaled(x)
+
+    cf = compile(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), x)
+    L.scaled.__code__ = (lambda self, x: x * 100).__code__
+    torch.testing.assert_close(cf(x), x * 100)

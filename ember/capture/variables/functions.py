@@ -154,11 +154,21 @@ class UserFunctionVariable(VariableTracker):
     def truth(self, tx):
         return True
 
+    def guard_source(self):
+        """Where guards read this function from: its source, or the function object itself for one
+        reached without a source (a method of a list subclass); None for ember's own (polyfills)."""
+        if self.source is not None:
+            return self.source
+        if (getattr(self.fn, "__module__", None) or "").startswith("ember."):
+            return None
+        return function_source(self.fn, None)
+
     def defaults(self, tx) -> tuple[tuple, dict]:
         from ember.capture.builder import wrap
         fn = self.fn
-        dsrc = AttrSource(self.source, "__defaults__") if self.source else None
-        ksrc = AttrSource(self.source, "__kwdefaults__") if self.source else None
+        src = self.guard_source()
+        dsrc = AttrSource(src, "__defaults__") if src else None
+        ksrc = AttrSource(src, "__kwdefaults__") if src else None
         if dsrc is not None and fn.__defaults__:
             # Each default guarded as it is read (by value, or automatic dynamic for numbers), not
             # the tuple's identity: a function made anew on every call (`lambda y, k=k: ...`) has a
@@ -223,6 +233,9 @@ class UserFunctionVariable(VariableTracker):
             result = call_deprecated(tx, self, found, args, kwargs) if found is not None else None
             if result is not None:
                 return result
+        if self.source is None and self.guard_source() is not None:
+            # (one with a source had its code guarded when it was wrapped: builder.py)
+            tx.guards.function_code(self.guard_source(), self.fn)
         defaults, kwdefaults = self.defaults(tx)
         return tx.inline_call(self.fn.__code__, self.fn.__globals__, self.fn.__name__, defaults, kwdefaults,
                               self.closure(tx), args, kwargs, fn_vt=self)
