@@ -299,8 +299,11 @@ def _wrap(tx, value, source) -> VariableTracker:
             # the items with their types (1, 1.0 and True are equal) and the order they iterate in
             from ember.capture.sources import CallSource as _Call
             guards.equals(_Call(_typed_set_items, source, ()), _typed_set_items(value))
+        # An object item is the very object the set guard pins: what the trace reads from it (an
+        # attribute) is guarded through it (`for o in S: x * o.scale`, o.scale changed later).
         return SetVariable([ConstantVariable(v) if type(v) in (str, int, float, bool, type(None), complex, bytes)
-                            else wrap(tx, v, None) for v in value], source, frozen=t is frozenset)
+                            else wrap(tx, v, ConstSource(v, f"<set item {type(v).__qualname__}>"))
+                            for v in value], source, frozen=t is frozenset)
 
     if isinstance(value, torch.nn.Module):
         # By type, not identity: the modules of one class (the layers of a model) share compiled

@@ -80,6 +80,7 @@ class OutputGraph:
         self.input_sources: list = []       # source per placeholder, in order
         self.input_values: list = []        # the real tensors (example inputs)
         self.placeholders: list[fx.Node] = []
+        self._placeholder_names: set[str] = set()  # (their targets: the forward's argument names)
         self._by_tensor: dict[int, TensorVariable] = {}
         self._tracker_by_source: dict = {}  # source -> TensorVariable of a tensor input
         self.source_memo: dict = {}
@@ -156,6 +157,13 @@ class OutputGraph:
     def _placeholder(self, source, real, example) -> fx.Node:
         """A new graph input, fed from ``source`` on every call."""
         name = _placeholder_name(source)
+        if name in self._placeholder_names:
+            # Two sources that spell the same (two modules' `weight`, reached as dict keys): fx
+            # names the node uniquely, but its target is the forward's argument: one per input.
+            base, n = name, 1
+            while name in self._placeholder_names:
+                name, n = f"{base}_{n}", n + 1
+        self._placeholder_names.add(name)
         if self.placeholders:
             with self.graph.inserting_after(self.placeholders[-1]):
                 node = self.graph.placeholder(name)

@@ -18,7 +18,7 @@ import enum
 
 import torch
 
-from ember.capture.sources import AttrSource, CallSource, ItemSource
+from ember.capture.sources import AttrSource, CallSource, ConstSource, ItemSource
 from ember.capture.variables.base import ConstantVariable, unsupported
 from ember.capture.variables.containers import DictVariable
 from ember.capture.variables.lazy import _wrap as wrap
@@ -67,7 +67,10 @@ def wrap_dict(tx, value, source, t, wrapped: dict | None = None):
             continue
         # keys as the trace hashes them (an object, a module: by identity), with their trackers
         by_identity = _identity_object(k) or (isinstance(k, tuple) and not _plain_constant(k))
-        key_vt = wrap(tx, k, None) if by_identity else ConstantVariable(k)
+        # (an object key: what the trace reads from it, an attribute, is guarded through the object
+        # itself, the one the dict's key guards pin)
+        key_vt = wrap(tx, k, ConstSource(k, f"<dict key {type(k).__qualname__}>")) if by_identity \
+            else ConstantVariable(k)
         hk = key_vt.hash_key() if by_identity else k
         if wrapped is not None and k in wrapped:
             items[hk] = wrapped[k]
