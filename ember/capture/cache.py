@@ -224,6 +224,10 @@ class FrameCache:
     def _miss(self, args, kwargs):
         if config.disable:
             return self.fn(*args, **kwargs)
+        if _python_dispatch_excluded(_PYTHON_KEY):
+            # Called under `no_dispatch()` (torch._C._DisableTorchDispatch: a resume function after
+            # a break at that `with`): fake tensors cannot be made there; this call runs as it is.
+            return self.fn(*args, **kwargs)
         if self.run_eagerly_reason is not None:
             return (self.skipped or self.fn)(*args, **kwargs)
         bound = self.binder(*args, **kwargs)  # raises eager's TypeError for bad arguments
@@ -536,6 +540,8 @@ def live_caches() -> list[FrameCache]:
 
 
 _len_torch_function_stack = torch._C._len_torch_function_stack
+_python_dispatch_excluded = torch._C._dispatch_tls_is_dispatch_key_excluded
+_PYTHON_KEY = torch._C.DispatchKey.Python
 
 
 def _record_sizes(sizes, name: str, value, depth: int = 0) -> None:
