@@ -102,3 +102,84 @@ def test_nbytes_of_a_dynamic_input():
     # (the frame ran eagerly from its second size on)
     ember.reset()
     assert _run_sizes(nbytes_of_input, [(2, 3), (3, 3), (4, 3)], grad=True) == 2
+
+
+# A user class whose dunders answer with a size (a KV cache's __len__ is its key tensor's length):
+# the builtin that called the dunder kept the size as a symbol only for a tensor; for the object it
+# read the value, so a cache growing by one each step compiled a graph per step.
+class SizedBy:
+    def __init__(self, t, less=0):
+        self.t, self.less = t, less
+
+    def __len__(self):
+        return self.t.shape[0] - self.less
+
+    def __index__(self):
+        return self.t.shape[0] - self.less
+
+    def __int__(self):
+        return self.t.shape[0] * 2
+
+    def __float__(self):
+        return self.t.shape[0] / 2
+
+
+def len_of_object(x):
+    return x * len(SizedBy(x))
+
+
+def index_of_object(x):
+    import operator
+    return x[:operator.index(SizedBy(x, 1))] * int(SizedBy(x)) + float(SizedBy(x))
+
+
+def max_of_one_size(x):
+    return x * max(s for s in x.shape) + min([x.shape[-1]])
+
+
+def real_part_of_a_size(x):
+    return x * x.shape[0].real + x.shape[0].numerator + x.shape[0].imag + x.shape[0].denominator
+
+
+@pytest.mark.parametrize("fn", [len_of_object, index_of_object, max_of_one_size, real_part_of_a_size])
+def test_a_size_through_a_user_dunder_or_one_item_stays_dynamic(fn):
+    assert _run_sizes(fn, [(4,), (6,), (8,), (5,)], grad=True) == 2
+
+
+def test_len_of_object_going_negative_raises_as_eager():
+    def f(x):
+        try:
+            return x * len(SizedBy(x, 3))
+        except ValueError as e:
+            return x - 1, str(e)
+    # 4 static; 6 dynamic with len >= 0; 2 fails that guard (a graph that raises); 8 reuses the
+    # dynamic one; 1 is always a static size
+    assert _run_sizes(f, [(4,), (6,), (2,), (8,), (1,)], backend="eager") == 4
+
+
+def test_kv_cache_len_in_a_decode_loop_compiles_twice():
+    class Cache:
+        def __init__(self):
+            self.k = None
+
+        def update(self, k):
+            self.k = k if self.k is None else torch.cat([self.k, k], -2)
+            return self.k
+
+        def __len__(self):
+            return 0 if self.k is None else self.k.shape[-2]
+
+    def attend(cache, x):
+        k = cache.update(x)
+        return (x @ k.transpose(-1, -2)).softmax(-1) @ k, len(cache)
+
+    ember.reset()
+    torch.manual_seed(0)
+    xs = [torch.randn(1, 1, 4) for _ in range(6)]
+    cache_c, cache_e = Cache(), Cache()
+    compiled = ember.compile(attend, backend="eager")
+    for x in xs:
+        assert_same(compiled(cache_c, x), attend(cache_e, x))
+    assert_same(cache_c.k, cache_e.k)
+    # static (no cache), static length 2, then one graph for every later length (torch.compile: 3)
+    assert stats()["graphs"] == 3

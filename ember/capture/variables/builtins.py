@@ -293,6 +293,12 @@ def _len(tx, obj):
         # not pin the batch size, as x.shape[0] does not)
         return obj.call_method(tx, "__len__", [], {})
     result = obj.call_method(tx, "__len__", [], {})
+    if dynamic_number(result) and result.python_type() is int:
+        # a user class's __len__ returning a dynamic size (self.k.shape[-2]): the size itself, with
+        # a guard on its sign, not on its value (the cache length must not pin the graph)
+        if not bool(result.sym >= 0):
+            raise PythonException(ValueError("__len__() should return >= 0"))
+        return result
     if result.is_constant():
         # what len() checks of a __len__'s answer (a user class can return anything)
         n = result.as_constant()
@@ -462,6 +468,8 @@ def _minmax(pick):
                 raise PythonException(ValueError(f"{pick.__name__}() arg is an empty sequence"))
             best = ordered(lambda: pick(range(len(items)), key=keys.__getitem__), f"{pick.__name__}()")
             return items[best]
+        if len(items) == 1 and set(kwargs) <= {"default"}:
+            return items[0]  # (one item: nothing is compared, its value is not needed)
         if not kwargs and len(items) > 1 and any(isinstance(i, SymNodeVariable) for i in items) \
                 and all(is_number(i) for i in items) \
                 and len({i.python_type() for i in items}) == 1 and items[0].python_type() in (int, float):

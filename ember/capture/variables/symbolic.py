@@ -45,6 +45,10 @@ class SymNodeVariable(ConstantVariable):
     def getattr(self, tx, name):
         if name in _SAME_NUMBER_METHODS.get(self.python_type(), ()) and dynamic_number(self):
             return _SameNumberMethod(self, name)  # n.__index__(), v.__float__(): n, v themselves
+        if name in _SAME_NUMBER_ATTRIBUTES.get(self.python_type(), ()) and dynamic_number(self):
+            return self  # n.real, n.numerator: n itself
+        if name in _FIXED_NUMBER_ATTRIBUTES.get(self.python_type(), {}) and dynamic_number(self):
+            return ConstantVariable(_FIXED_NUMBER_ATTRIBUTES[self.python_type()][name])  # n.imag: 0
         if name in ("__str__", "__repr__", "__format__") and dynamic_number(self):
             from ember.capture.variables.base import unsupported
             raise unsupported("EB0036", f"{name} of a dynamic size needs its exact value")  # (as str(n))
@@ -59,6 +63,11 @@ class SymNodeVariable(ConstantVariable):
 _SAME_NUMBER_METHODS = {int: frozenset({"__index__", "__int__", "__trunc__", "__floor__", "__ceil__", "__round__",
                                         "__pos__", "conjugate"}),
                         float: frozenset({"__float__", "__pos__", "conjugate"})}
+
+
+# attributes of an int / float that are the number itself, or a fixed value whatever the number
+_SAME_NUMBER_ATTRIBUTES = {int: frozenset({"real", "numerator"}), float: frozenset({"real"})}
+_FIXED_NUMBER_ATTRIBUTES = {int: {"imag": 0, "denominator": 1}, float: {"imag": 0.0}}
 
 
 class _SameNumberMethod(VariableTracker):

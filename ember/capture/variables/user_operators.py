@@ -172,9 +172,12 @@ def user_number(tx, kind: type, v: VariableTracker):
             return None  # defined another way (a builtin base): not modelled here
     else:
         return None
+    from ember.capture.variables.symbolic import dynamic_number
     result = v.call_method(tx, name, [], {})
-    value = result.as_constant() if result.is_constant() else None
     want = float if name == "__float__" else int
+    if dynamic_number(result) and result.python_type() is want and not (kind is float and want is int):
+        return result  # (a dynamic size the method returned stays a symbol, not pinned to its value)
+    value = result.as_constant() if result.is_constant() else None
     if not isinstance(value, want) or isinstance(value, bool) and want is float:
         got = result.python_type().__name__
         if name == "__float__":
