@@ -85,8 +85,12 @@ class IteratorBase(VariableTracker):
         """The items left, if they can be known without running anything (else None)."""
         return None
 
-    def _reconstruct_items(self, plan):
-        """A tuple iterator over the remaining items (which the resumed frame can trace), or None."""
+    def _reconstruct_items(self, plan, typed: bool = False):
+        """A tuple iterator over the remaining items (which the resumed frame can trace), or None.
+        ``typed``: a builtin iterator type the program can see (zip, enumerate), kept as that type
+        where the value is returned rather than handed to a break (see _typed_items)."""
+        if typed and not plan.at_break:
+            return None
         rest = self.remaining()
         if rest is None:
             return None
@@ -441,7 +445,7 @@ class ZipIterator(IteratorBase):
         return [TupleVariable(list(t)) for t in zip(*rests)]
 
     def reconstruct(self, plan) -> str:
-        items = self._reconstruct_items(plan)
+        items = self._reconstruct_items(plan, typed=True)
         if items is not None:
             return items
         inner = ", ".join(plan.expr(i) for i in self.iterators)
@@ -481,7 +485,7 @@ class EnumerateIterator(IteratorBase):
         return [TupleVariable([ConstantVariable(self.count + i), v]) for i, v in enumerate(rest)]
 
     def reconstruct(self, plan) -> str:
-        items = self._reconstruct_items(plan)
+        items = self._reconstruct_items(plan, typed=True)
         if items is not None:
             return items
         count = self.count if isinstance(self.count, int) else plan.expr(self.count)
@@ -663,6 +667,9 @@ class ChainIterator(IteratorBase):
         items = self._reconstruct_items(plan)
         if items is None:
             raise unsupported("EB0006", "an itertools.chain over lazy iterators live across a graph break")
+        if not plan.at_break:  # returned: a chain still (over the items left)
+            import itertools
+            return f"{_bind(plan, itertools.chain, 'chain')}({items})"
         return items
 
 
@@ -703,6 +710,8 @@ class IsliceIterator(IteratorBase):
         start = self.next_index - self.seen
         stop = None if self.stop is None else max(self.stop - self.seen, start)
         items = list(itertools.islice(rest, start, stop, self.step))
+        if not plan.at_break:  # returned: an islice still (over the items left)
+            return f"{_bind(plan, itertools.islice, 'islice')}(({''.join(plan.expr(i) + ', ' for i in items)}), None)"
         return f"{_bind(plan, iter, 'iter')}(({''.join(plan.expr(i) + ', ' for i in items)}))"
 
 
@@ -725,6 +734,10 @@ class RepeatIterator(IteratorBase):
         return None if self.times is None else [self.value] * max(self.times, 0)
 
     def reconstruct(self, plan) -> str:
+        if not plan.at_break:  # returned: a repeat still
+            import itertools
+            times = "" if self.times is None else f", {max(self.times, 0)}"
+            return f"{_bind(plan, itertools.repeat, 'repeat')}({plan.expr(self.value)}{times})"
         items = self._reconstruct_items(plan)
         if items is None:
             raise unsupported("EB0006", "an endless itertools.repeat live across a graph break")
