@@ -261,3 +261,28 @@ def test_signed_zero_stays_a_constant():
         actual, expected = compiled(torch.ones(2), a), fn(torch.ones(2), a)
         assert_same(actual, expected)
         assert math.copysign(1.0, actual[1]) == math.copysign(1.0, expected[1])
+
+
+def test_joining_a_dict_reads_only_its_keys():
+    # ",".join(d) iterates the keys; the whole dict was read as a constant, pinning the float value
+    # stored in it (a graph per value)
+    import collections
+
+    def f(x, a):
+        od = collections.OrderedDict(z=a, b=1)
+        od.move_to_end("z")
+        return x * a, ",".join({"lr": a, "wd": 2}), "".join(od), "-".join(od.keys()), \
+            frozenset("q").union({"r": a})
+
+    ember.reset()
+    _run(f)
+    assert stats()["graphs"] == 2
+
+
+def test_joining_a_dict_with_non_str_keys_raises_as_eager():
+    def f(x, a):
+        return x * a, ",".join({1: a})
+
+    for fn in (f, compile(f, backend="eager")):
+        with pytest.raises(TypeError, match="expected str instance, int found"):
+            fn(torch.ones(2), 0.5)

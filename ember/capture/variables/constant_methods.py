@@ -23,6 +23,17 @@ _ITERABLE_ARG_METHODS = {"join", "union", "intersection", "difference", "symmetr
                          "issuperset", "isdisjoint", "update", "extend"}
 
 
+def _dict_like(vt) -> bool:
+    """A dict or a keys view (iterating either gives the keys alone)."""
+    from ember.capture.variables.containers import DictVariable
+    from ember.capture.variables.dict_views import DictViewVariable
+    if isinstance(vt, DictViewVariable):
+        return getattr(vt, "kind", None) == "keys"
+    import collections
+    return isinstance(vt, DictVariable) and vt.python_type() in (dict, collections.OrderedDict,
+                                                                collections.defaultdict, collections.Counter)
+
+
 class ConstantMethodVariable(VariableTracker):
     def __init__(self, value, name):
         self.value = value
@@ -52,6 +63,10 @@ class ConstantMethodVariable(VariableTracker):
         from ember.capture.variables.generators import IteratorBase
         if self.name in _ITERABLE_ARG_METHODS and args and isinstance(args[0], IteratorBase):
             args = [TupleVariable(args[0].unpack(tx)), *args[1:]]  # str.join(generator) consumes it
+        elif self.name in _ITERABLE_ARG_METHODS and args and _dict_like(args[0]):
+            # ",".join(d) / frozenset.union(d.keys()): only the keys are read (the values, a float
+            # argument, must not be pinned by reading the whole dict as a constant)
+            args = [TupleVariable(args[0].iter(tx).unpack(tx)), *args[1:]]
         if isinstance(self.value, str) and self.name in ("format", "__mod__") \
                 and any(dynamic_number(a) for a in (*args, *kwargs.values())):
             # "{}".format(x.size(0)): a break as torch.compile's (the size stays dynamic)
