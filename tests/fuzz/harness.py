@@ -74,8 +74,9 @@ def _tensor_snap(t: torch.Tensor, labels: dict, own: str | None = None):
     alias = labels.get(key)
     if alias is None and own is not None:
         labels[key] = own
-    vals = t.detach().clone() if not t.is_meta else None
-    return ("T", tuple(t.shape), t.dtype, t.requires_grad, vals, alias)
+    vals = t.detach().as_subclass(torch.Tensor).clone() if not t.is_meta else None
+    dtype = t.dtype if type(t) is torch.Tensor else (t.dtype, type(t).__name__)  # (a subclass's type)
+    return ("T", tuple(t.shape), dtype, t.requires_grad, vals, alias)
 
 
 def snapshot(value: Any, labels: dict, path: str = "out") -> Any:
@@ -172,6 +173,7 @@ def _module_state(mod) -> dict:
     """An nn.Module global's state (gen_extra.py's MOD): parameters, buffers, plain attributes."""
     state = {k: v for k, v in mod.state_dict(keep_vars=True).items()}
     state.update({k: v for k, v in sorted(vars(mod).items()) if not k.startswith("_") and k != "training"})
+    state["training"] = mod.training
     return state
 
 
@@ -194,6 +196,9 @@ def run_program(src: str, name: str, *, backend: str | None, grad: bool, strict:
     rec = RunRecord()
     with contextlib.ExitStack() as stack:
         stack.enter_context(ember.config.patch(strict=strict))
+        if backend == "inductor":  # (Inductor's own random numbers differ from eager's by design)
+            import torch._inductor.config as inductor_config
+            stack.enter_context(inductor_config.patch(fallback_random=True))
         caught = stack.enter_context(warnings.catch_warnings(record=True))
         warnings.simplefilter("always")
         for call in range(3 if VARY else calls):
@@ -223,8 +228,9 @@ def _one_call(fn, ns, call: int, grad: bool) -> CallRecord:
     cr.inputs_after = (snapshot(x, {}), snapshot(y, {}), tuple(x.stride()), tuple(y.stride()),
                        snapshot(list(lst), {}, "lst"), snapshot(dict(d), {}, "d"), type(obj).__name__,
                        snapshot(_obj_state(obj), {}, "obj"),
-                       snapshot(_module_state(ns["MOD"]), {}, "MOD") if "MOD" in ns else None)
-    params = list(ns["MOD"].parameters()) if "MOD" in ns else []
+                       snapshot(_module_state(ns["MOD"]), {}, "MOD") if "MOD" in ns else None,
+                       snapshot(_module_state(ns["BN"]), {}, "BN") if "BN" in ns else None)
+    params = [p for m in ("MOD", "BN") if m in ns for p in ns[m].parameters()]
     if grad and cr.exc is None:
         try:
             loss = None
