@@ -397,7 +397,9 @@ class OutputGraph:
 
     def _call(self, kind, target, args, kwargs):
         from ember.capture.caught_ops import check_call
+        from ember.capture.variables.override_purity import check_pure_override
         check_call(self, args, kwargs, _describe(kind, target))
+        check_pure_override([*args, *kwargs.values()], _describe(kind, target))  # (its override runs in the graph)
         if (self.__dict__.get("assumptions") or self.__dict__.get("caught_ops")) and _changes_state(kind, target, kwargs):
             if not _only_draws(kind, target, kwargs):
                 from ember.capture.rerun import only_local_write

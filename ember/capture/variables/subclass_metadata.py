@@ -77,6 +77,8 @@ def check_metadata_read(vt, func, rest=(), kwargs=None, what: str = "") -> None:
     check_certain(vt, label)
     if not overrides_torch_function(cls):
         return
+    from ember.capture.variables.override_purity import check_pure_override
+    check_pure_override([vt], label)  # (the probe below runs the override at trace time)
     probe = _stand_in(vt)
     if probe is None:
         raise unsupported("EB0031", f"{label} of a {cls.__name__} tensor (its __torch_function__ "
