@@ -107,3 +107,42 @@ def test_purity_scan():
     assert not torch_function_is_pure(Counts)
     assert not torch_function_is_pure(Prints)
     assert not torch_function_is_pure(Inherits)  # (the base's override is the one that runs)
+
+
+class LoggedDispatch(torch.Tensor):
+    """A wrapper subclass whose ``__torch_dispatch__`` logs each aten op (it runs when the graph runs)."""
+
+    @staticmethod
+    def __new__(cls, elem):
+        r = torch.Tensor._make_wrapper_subclass(cls, elem.size(), dtype=elem.dtype, device=elem.device)
+        r.elem = elem
+        return r
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        LOG.append(str(func))
+        args = [a.elem if isinstance(a, LoggedDispatch) else a for a in args]
+        out = func(*args, **(kwargs or {}))
+        return LoggedDispatch(out) if isinstance(out, torch.Tensor) else out
+
+
+def test_logging_dispatch_runs_in_program_order():
+    def f(t, s):
+        LOG.append("frame")
+        r = s + t
+        return r, len(LOG)
+    ember.reset()
+    compiled = ember.compile(f, backend="eager")
+    for call in range(2):
+        t, s = torch.ones(3), LoggedDispatch(torch.ones(3))
+        LOG.clear()
+        expected = f(t, s)
+        eager_log = list(LOG)
+        LOG.clear()
+        with ember.config.patch(strict=True):
+            actual = compiled(t, s)
+        assert LOG == eager_log, (call, LOG, eager_log)
+        assert actual[1] == expected[1]
+        torch.testing.assert_close(actual[0].elem, expected[0].elem)

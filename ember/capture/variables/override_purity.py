@@ -1,4 +1,5 @@
-"""Whether a tensor subclass's own ``__torch_function__`` may have Python side effects.
+"""Whether a tensor subclass's own ``__torch_function__`` (or ``__torch_dispatch__``) may have
+Python side effects.
 
 ember puts an op on such a subclass into the graph as it is: the override runs when the graph
 runs, not at trace time (variables/tensor.py, ``subclass_result_class``), and metadata reads
@@ -45,6 +46,8 @@ _READS_ATTR = frozenset({"LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR"})
 _DEREFS = frozenset({"LOAD_DEREF", "LOAD_CLASSDEREF", "LOAD_FROM_DICT_OR_DEREF", "STORE_DEREF",
                      "DELETE_DEREF", "LOAD_CLOSURE"})
 
+_DISABLED = (torch._C._disabled_torch_function_impl, torch._C._disabled_torch_dispatch_impl)
+
 _cache: "weakref.WeakKeyDictionary[type, bool]" = weakref.WeakKeyDictionary()
 
 
@@ -79,21 +82,25 @@ def _function_is_pure(fn) -> bool:
 
 
 def torch_function_is_pure(cls: type) -> bool:
-    """True when no ``__torch_function__`` defined on ``cls``'s MRO (above torch's own classes) may
-    have Python side effects (conservatively: see the module docstring). Cached per class."""
+    """True when no ``__torch_function__`` or ``__torch_dispatch__`` defined on ``cls``'s MRO (above
+    torch's own classes) may have Python side effects (conservatively: see the module docstring; a
+    ``__torch_dispatch__`` also runs when the graph runs, once per aten op). Cached per class."""
     try:
         return _cache[cls]
     except (KeyError, TypeError):
         pass
     pure = True
     for k in cls.__mro__:
-        own = k.__dict__.get("__torch_function__")
-        if own is None or (k.__module__ or "").split(".")[0] == "torch":
-            continue
-        if getattr(own, "__func__", own) is torch._C._disabled_torch_function_impl:
-            continue
-        if not _function_is_pure(own):
-            pure = False
+        if (k.__module__ or "").split(".")[0] == "torch":
+            continue  # (torch's own classes: Tensor, Parameter, DTensor...)
+        for name in ("__torch_function__", "__torch_dispatch__"):
+            own = k.__dict__.get(name)
+            if own is None or getattr(own, "__func__", own) in _DISABLED:
+                continue
+            if not _function_is_pure(own):
+                pure = False
+                break
+        if not pure:
             break
     try:
         _cache[cls] = pure
@@ -115,8 +122,8 @@ def check_pure_override(values, label: str) -> None:
             if c is torch.Tensor or c is torch.nn.Parameter:
                 continue
             if not torch_function_is_pure(c):
-                raise unsupported("EB0031", f"{label} on a {c.__name__} tensor: its __torch_function__ may have "
-                                  "Python side effects (it runs eagerly, in program order)")
+                raise unsupported("EB0031", f"{label} on a {c.__name__} tensor: its __torch_function__ or "
+                                  "__torch_dispatch__ may have Python side effects (it runs eagerly, in program order)")
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
         elif isinstance(v, dict):
