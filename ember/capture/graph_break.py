@@ -32,6 +32,7 @@ value on the stack cannot be rebuilt.
 """
 from __future__ import annotations
 
+import dis
 import functools
 import inspect
 import logging
@@ -375,7 +376,19 @@ class ResumeCache:
         same = lambda a, b: a == b or {a, b} == {"LOAD_FAST", "LOAD_FAST_CHECK"}  # noqa: E731
         if len(orig) != len(body) or any(not same(a.opname, b.opname) for a, b in zip(orig, body)):
             return None
-        return {b.offset: a.offset for a, b in zip(orig, body)}
+        mapping = {b.offset: a.offset for a, b in zip(orig, body)}
+        # The tracer's instructions keep EXTENDED_ARG prefixes (decode folds them): a prefix maps
+        # where the instruction it extends does. A jump the resume function's larger offsets gave a
+        # prefix the original lacks stopped a break before it with a KeyError (fuzz seed 3600037).
+        prefixes = []
+        for ins in dis.get_instructions(resume_code):
+            if ins.opname == "EXTENDED_ARG":
+                prefixes.append(ins.offset)
+                continue
+            if ins.offset in mapping:
+                mapping.update((p, mapping[ins.offset]) for p in prefixes)
+            prefixes = []
+        return mapping
 
 
 def _after_dead_store(resumes: "ResumeCache", offset: int) -> int | None:

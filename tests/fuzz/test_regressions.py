@@ -201,3 +201,15 @@ def test_backward_does_not_reach_a_mutated_input_the_loss_does_not_use():
     ref = run(_mutated_unused_then_input_mutated)
     got = run(ember.compile(_mutated_unused_then_input_mutated, backend="aot_eager"))
     assert torch.equal(ref[0], got[0]) and torch.equal(ref[1], got[1])
+
+
+def test_fuzz_seed3600037_break_before_extended_arg_in_resume():
+    # Without nested graph breaks, a break in a resume function right before a jump that needs an
+    # EXTENDED_ARG prefix there (its offsets are larger than the original's) looked the prefix up
+    # in the offset map to the original function (decode folds prefixes): KeyError, an internal
+    # error (strict), the frame run eagerly otherwise.
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    src = generate(3600037, extras3=True)
+    with ember.config.patch(nested_graph_breaks=False):
+        outcomes = check_program(src, "seed3600037", [("eager", False)])
+    assert [o.status for o in outcomes] == ["ok"], outcomes[0].detail[-2000:]
