@@ -198,3 +198,25 @@ def test_code_of_container_subclass_method_is_guarded():
     torch.testing.assert_close(cf(x), x)
     L.scaled.__code__ = (lambda self, x: x * 100).__code__
     torch.testing.assert_close(cf(x), x * 100)
+
+
+def test_name_and_doc_reads_are_guarded():
+    def g(x):
+        return x
+
+    class C:
+        def m(self):
+            pass
+
+    c = C()
+
+    def f(x):
+        return x * (2 if g.__name__ == "g" else 3) * (5 if c.m.__doc__ is None else 7)
+
+    cf = compile(f)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), x * 10)
+    g.__name__ = "h"
+    torch.testing.assert_close(cf(x), x * 15)
+    C.m.__doc__ = "documented"
+    torch.testing.assert_close(cf(x), x * 21)

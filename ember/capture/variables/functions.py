@@ -255,11 +255,20 @@ class UserFunctionVariable(VariableTracker):
                 return pending
         if name == "__dict__" and self.source is not None:
             tx.side_effects.read_instance_dict(self.fn)  # (refused after a write, and a write after it)
+        src = self.guard_source()
+        if name in ("__name__", "__qualname__", "__module__", "__doc__") and src is not None:
+            # assignable: guarded (`g.__name__ = "h"` after the compile is seen)
+            value = getattr(self.fn, name)
+            if isinstance(value, str) or value is None:
+                tx.guards.constant_match(AttrSource(src, name), value)
+            return ConstantVariable(value)
+        if name == "__code__" and src is not None:
+            tx.guards.function_code(src, self.fn)
         if name in ("__name__", "__qualname__", "__module__", "__doc__", "__code__") or \
                 name == "__type_params__" and hasattr(self.fn, name):  # (3.12+: functools.wraps reads it)
             return ConstantVariable(getattr(self.fn, name))
         if name in ("__defaults__", "__kwdefaults__"):
-            return wrap(tx, getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
+            return wrap(tx, getattr(self.fn, name), AttrSource(src, name) if src else None)
         if name == "__get__":
             return FunctionGetVariable(self)
         if name in self.fn.__dict__:  # (guarded: `f.marked = 2` after the compile is seen)
