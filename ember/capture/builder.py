@@ -677,20 +677,17 @@ def _item_of(source):
 def _argument_item(tx, source) -> bool:
     """An int that may become a symbol when it changes (torch's unspecialised ints): read from the
     frame's arguments or its own closure cells, directly or through items and attributes of
-    objects that are not modules. Ints from globals and from nn.Module attributes stay constants
-    (recompiling per value), as in torch.compile."""
+    objects that are not modules, and through the closure cells of functions reached that way
+    (``helper.__closure__[0].cell_contents`` of a helper the frame closes over, at any depth: in
+    torch.compile the frame's free variables are locals like its arguments). Ints from globals
+    and from nn.Module attributes stay constants (recompiling per value), as in torch.compile."""
     source = _item_of(source)
     modules = tx.output.module_sources
-    cells = 0
     while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
         if isinstance(source, FreeCellSource):  # the frame's own free variable (a closure twin's)
-            return cells == 0
-        if isinstance(source, CellContentsSource):
-            cells += 1
-            if isinstance(source.base, ConstSource) or cells > 1:
-                return cells == 1 and source.base.label == "FN"
-            # (a cell of a function passed in, ``fn.__closure__[0]`` of a lambda argument: local
-            # to the frame, as in torch.compile; cells of cells stay constants)
+            return True
+        if isinstance(source, CellContentsSource) and isinstance(source.base, ConstSource):
+            return source.base.label == "FN"  # a cell of the compiled function itself
         source = source.base
         if source in modules:
             return False
