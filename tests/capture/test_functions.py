@@ -450,4 +450,7 @@ def test_attribute_of_an_outside_function_assigned_in_the_frame():
         torch.testing.assert_close(a[0], e[0])
         assert a[1] == e[1]
     assert set(actual_attrs) == set(expected_attrs) and actual_attrs["calls"] == expected_attrs["calls"] == 6
-    assert counter.frame_count == 3  # inc.calls is a guarded constant, as in torch.compile
+    # inc.calls, an int reached through the frame's free variable (and the wrapper's own cell), is a
+    # symbol once it changed (automatic dynamic: torch.compile recompiles a read-only attribute of a
+    # closure's function the same way, tests/capture/test_closure_cell_ints.py)
+    assert counter.frame_count == 2
