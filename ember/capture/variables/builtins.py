@@ -314,6 +314,17 @@ def _len(tx, obj):
     return result
 
 
+def _length_hint(tx, obj, default=None):
+    """``operator.length_hint(obj[, default])``: len() of a sized object, the items left of a list
+    iterator (what its ``__length_hint__`` says); anything else is left to a break."""
+    from ember.capture.variables.iterators import ListIteratorVariable, ReversedListIterator
+    if isinstance(obj, (ListIteratorVariable, ReversedListIterator)):
+        return ConstantVariable(len(obj.remaining()))
+    if isinstance(obj, (ListVariable, TupleVariable, DictVariable, SetVariable)):
+        return _len(tx, obj)
+    return NotImplemented
+
+
 def _attribute_error(e) -> bool:
     """An AttributeError raised while reading an attribute (a missing one, or one a Python
     ``__getattr__`` / property raised), which getattr(default) and hasattr absorb."""
@@ -758,7 +769,7 @@ _HANDLERS = {
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
-    locals: frame_locals, dir: frame_dir, operator.index: _index_of,
+    locals: frame_locals, dir: frame_dir, operator.index: _index_of, operator.length_hint: _length_hint,
     math.prod: lambda tx, *a, **k: symbolic_prod(tx, _iter_items, a, k),
     sys.exc_info: frame_exc_info,
 }
