@@ -674,6 +674,7 @@ class _TraceState:
         self.checkpoints: list = []     # open speculation checkpoints (see capture/speculation.py)
         self.translators: list = []     # every frame traced (see trace_release.py)
         self.transform_depth = 0        # inside torch.func transforms' functions (functorch_calls.py)
+        self.transform_names: list = []  # those transforms, outermost first ("torch.func.grad", ...)
 
 
 class _CellHolder(VariableTracker):

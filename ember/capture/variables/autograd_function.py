@@ -460,7 +460,7 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
     grad_on = torch.is_grad_enabled()
     ctx = FunctionCtxVariable(fn_cls, tuple(isinstance(a, TensorVariable) and bool(a.fake.requires_grad)
                                             for a in args))
-    if "jvp" in vars(fn_cls):
+    if "jvp" in vars(fn_cls) and not tx.trace.transform_depth:  # (in one: function_in_transform.py)
         _check_no_forward_ad(tx, fn_cls, grad_on and any(ctx.needs_input_grad))
     tensor_args = [a for a in args if isinstance(a, TensorVariable)]
     layouts = [_layout(a.fake) for a in tensor_args]
@@ -503,6 +503,10 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
             raise unsupported("EB0046", "ctx.mark_non_differentiable of a tensor that is not an output")
         _mark_body(output, body, grad_on)
         return TupleVariable(out_items) if out_is_tuple else out
+    if tx.trace.transform_depth:  # inside a torch.func transform's function: the user's own apply
+        from ember.capture.variables.function_in_transform import apply_in_transform
+        return apply_in_transform(tx, cls_vt, fn_cls, backward_fn, ctx, args, out_items, body, region,
+                                  dirty_args, uses_setup_context)
     checks: list = []
     attr_refs = {name: _ctx_attr_ref(tx, name, value, region._birth, checks)
                  for name, value in ctx.attrs.items() if not isinstance(value, TensorVariable)}

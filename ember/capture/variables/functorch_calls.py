@@ -357,6 +357,7 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
     if kind in ("grad", "vjp"):
         torch._C._set_grad_enabled(True)  # (the transform turns it on inside; no node: it does so at run time)
     tx.trace.transform_depth += 1
+    tx.trace.transform_names.append(name if kind != "forward" else f"{name} (forward mode)")
     try:
         out = func.call(tx, list(_rebuild(in_template, stand_ins).items), dict(kwargs or {}))
     except PythonException as e:
@@ -364,6 +365,7 @@ def _trace_in_region(tx, name, kind, func, in_template, kwargs, stand_ins, regio
     finally:
         torch._C._set_grad_enabled(prior)
         tx.trace.transform_depth -= 1
+        tx.trace.transform_names.pop()
     region.check_pure(f"{name}'s function")
     body = region.nodes()
     out_leaves: list = []
