@@ -679,13 +679,16 @@ def _argument_item(tx, source) -> bool:
     frame's arguments or its own closure cells, directly or through items and attributes of
     objects that are not modules, and through the closure cells of functions reached that way
     (``helper.__closure__[0].cell_contents`` of a helper the frame closes over, at any depth: in
-    torch.compile the frame's free variables are locals like its arguments). Ints from globals
-    and from nn.Module attributes stay constants (recompiling per value), as in torch.compile."""
+    torch.compile the frame's free variables are locals like its arguments). Ints from globals,
+    from nn.Module attributes and from the defaults of a function the frame calls stay constants
+    (recompiling per value), as in torch.compile."""
     source = _item_of(source)
     modules = tx.output.module_sources
     while isinstance(source, (ItemSource, AttrSource, CellContentsSource)):
         if isinstance(source, FreeCellSource):  # the frame's own free variable (a closure twin's)
             return True
+        if isinstance(source, AttrSource) and source.attr in ("__defaults__", "__kwdefaults__"):
+            return False
         if isinstance(source, CellContentsSource) and isinstance(source.base, ConstSource):
             return source.base.label == "FN"  # a cell of the compiled function itself
         source = source.base
