@@ -92,6 +92,12 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     if type(value).__module__ == "numpy":  # a NumPy scalar or dtype: see numpy_arrays.constant_attribute
         from ember.capture.variables.numpy_callables import constant_attribute as numpy_attribute
         return numpy_attribute(tx, value, name)
+    method = _enum_method(value, name)
+    if method is not None:  # `red.apply(t)`: a method the program's Enum class defines, inlined
+        from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
+        if isinstance(method, property):  # (its getter, run as eager runs it: on every read)
+            return UserFunctionVariable(method.fget).call(tx, [cvt], {})
+        return UserMethodVariable(UserFunctionVariable(method), cvt)
     try:
         attr = getattr(value, name)
     except AttributeError as e:
@@ -102,3 +108,22 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
     return wrap_constant(attr)
 
 
+
+
+def _enum_method(value, name: str):
+    """The Python function (or property with a Python getter) ``name`` an Enum member's own class
+    (or a mixin of the program's) defines, or None (enum's own members and attributes, builtins:
+    read as constants)."""
+    import enum
+    import types
+    if not isinstance(value, enum.Enum):
+        return None
+    for klass in type(value).__mro__:
+        if name in vars(klass):
+            attr = vars(klass)[name]
+            if klass.__module__ == "enum":
+                return None
+            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+                return attr
+            return attr if isinstance(attr, types.FunctionType) else None
+    return None
