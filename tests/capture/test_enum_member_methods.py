@@ -82,3 +82,16 @@ def test_member_property_read_on_every_call():
     for _ in range(2):
         assert_same(compiled(x), f(x))
     assert reads == [1] * 4
+
+
+def test_staticmethod_read_through_a_member():
+    class Act(enum.Enum):
+        RELU = "relu"
+
+        @staticmethod
+        def run(t):
+            return torch.relu(t) * 2
+
+    def f(x):
+        return Act.RELU.run(x) + Act.run(x)
+    check_same(f, torch.randn(4, requires_grad=True), graphs=1)

@@ -97,6 +97,8 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
         from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
         if isinstance(method, property):  # (its getter, run as eager runs it: on every read)
             return UserFunctionVariable(method.fget).call(tx, [cvt], {})
+        if isinstance(method, staticmethod):
+            return UserFunctionVariable(method.__func__)
         return UserMethodVariable(UserFunctionVariable(method), cvt)
     try:
         attr = getattr(value, name)
@@ -111,7 +113,7 @@ def constant_attribute(tx, cvt: ConstantVariable, name: str) -> VariableTracker:
 
 
 def _enum_method(value, name: str):
-    """The Python function (or property with a Python getter) ``name`` an Enum member's own class
+    """The Python function (or property, staticmethod of one) ``name`` an Enum member's own class
     (or a mixin of the program's) defines, or None (enum's own members and attributes, builtins:
     read as constants)."""
     import enum
@@ -123,7 +125,8 @@ def _enum_method(value, name: str):
             attr = vars(klass)[name]
             if klass.__module__ == "enum":
                 return None
-            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType):
+            if isinstance(attr, property) and isinstance(attr.fget, types.FunctionType) or \
+                    isinstance(attr, staticmethod) and isinstance(attr.__func__, types.FunctionType):
                 return attr
             return attr if isinstance(attr, types.FunctionType) else None
     return None
