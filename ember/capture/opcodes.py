@@ -230,10 +230,11 @@ class OpcodeMixin:
         flags = inst.arg
         spec = self.pop().as_constant() if flags & 0x04 else ""
         value = self.pop()
+        from ember.capture.variables.user_operators import _python_method, _user_class, enum_text, user_str
+        if (text := enum_text(self, value, flags & 0x03, spec)) is not None:  # (an Enum's own __str__)
+            return self.push(text)
         if not value.is_constant() and flags & 0x03 != 3:
-            # a user object whose class formats through its Python __str__/__repr__
-            # (object.__format__ with an empty spec is str(self))
-            from ember.capture.variables.user_operators import _python_method, _user_class, user_str
+            # a user object whose class formats through its Python __str__/__repr__ (object.__format__, '': str())
             text = None
             try:
                 t = value.python_type()

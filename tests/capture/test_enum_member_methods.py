@@ -95,3 +95,34 @@ def test_staticmethod_read_through_a_member():
     def f(x):
         return Act.RELU.run(x) + Act.run(x)
     check_same(f, torch.randn(4, requires_grad=True), graphs=1)
+
+
+def test_user_str_repr_format_run_on_every_call():
+    calls = []
+
+    class Color(enum.Enum):
+        RED = 1
+
+        def __str__(self):
+            calls.append("str")
+            return f"C<{self.name}>"
+
+        def __repr__(self):
+            calls.append("repr")
+            return "Color.R"
+
+    class Size(enum.IntEnum):
+        BIG = 3
+
+        def __format__(self, spec):
+            calls.append("format")
+            return "big" + spec
+
+    def f(x):
+        s = str(Color.RED) + f"{Color.RED:>8}|{Color.RED!r}|{Size.BIG:x}" + repr(Color.RED)
+        return x * len(s), s
+    compiled = compile(f, backend=CompileCounter(), fullgraph=True)
+    x = torch.randn(3)
+    for _ in range(2):
+        assert_same(compiled(x), f(x))
+    assert calls == ["str", "str", "repr", "format", "repr"] * 4

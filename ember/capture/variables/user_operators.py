@@ -135,6 +135,9 @@ def user_unary_op(tx, fn, v: VariableTracker):
 def user_str(tx, kind: str, v: VariableTracker):
     """``str(v)`` / ``repr(v)`` of a user object with a Python ``__str__``/``__repr__`` (or of a plain
     tuple/list of such objects and constants), or None."""
+    text = enum_text(tx, v, 2 if kind == "repr" else 1, "")
+    if text is not None:
+        return text
     cls = _user_class(v)
     if cls is None:
         return _sequence_repr(tx, v)
@@ -155,6 +158,36 @@ def user_str(tx, kind: str, v: VariableTracker):
     if not (result.is_constant() and isinstance(result.as_constant(), str)):
         raise PythonException(TypeError(f"{name} returned non-string (type {result.python_type().__name__})"))
     return ConstantVariable(result.as_constant())
+
+
+def enum_text(tx, v: VariableTracker, conversion: int, spec: str):
+    """``f"{v!s:spec}"`` (``conversion`` 1; 2 ``!r``, 0 none) of an Enum member whose class (the
+    program's, not enum's) defines ``__str__`` / ``__repr__`` / ``__format__`` in Python: inlined as
+    eager runs it, on every call (not folded once at trace time), or None. Enum's own
+    ``__format__`` formats ``str(self)`` once the class overrides ``__str__``."""
+    import enum
+    if type(v) is not ConstantVariable or not isinstance(v.value, enum.Enum) or conversion == 3:
+        return None
+    from ember.capture.variables.functions import UserFunctionVariable
+
+    def own(name):
+        for klass in type(v.value).__mro__:
+            if name in vars(klass):
+                attr = vars(klass)[name]
+                return attr if klass.__module__ != "enum" and isinstance(attr, types.FunctionType) else None
+        return None
+    fmt = own("__format__") if conversion == 0 else None
+    name = "__format__" if fmt is not None else "__repr__" if conversion == 2 else "__str__"
+    meth = fmt or own(name)
+    if meth is None:
+        return None
+    result = UserFunctionVariable(meth).call(tx, [v, *([ConstantVariable(spec)] if fmt else [])], {})
+    if not (result.is_constant() and isinstance(result.as_constant(), str)):
+        raise PythonException(TypeError(f"{name} returned non-string (type {result.python_type().__name__})"))
+    try:
+        return ConstantVariable(result.as_constant() if fmt else format(result.as_constant(), spec))
+    except Exception as e:  # (a bad format spec) eager raises this very exception
+        raise PythonException(e) from None
 
 
 def user_number(tx, kind: type, v: VariableTracker):
