@@ -243,7 +243,8 @@ def wrap_constant(value) -> VariableTracker:
 # -- handlers for builtins with tracked arguments ------------------------------
 
 def _isinstance(tx, obj, classes):
-    cls = classes.as_constant()
+    from ember.capture.variables.classes import typing_origin
+    cls = typing_origin(classes) or classes.as_constant()
     if any(isinstance(c, abc.ABCMeta) for c in (cls if isinstance(cls, tuple) else (cls,))):
         # ABC.register() between calls changes the answer: guard on abc's registration counter
         tx.guards.global_state("abc_token", abc.get_cache_token, abc.get_cache_token(), "abc.get_cache_token()")
@@ -314,15 +315,9 @@ def _len(tx, obj):
     return result
 
 
-def _length_hint(tx, obj, default=None):
-    """``operator.length_hint(obj[, default])``: len() of a sized object, the items left of a list
-    iterator (what its ``__length_hint__`` says); anything else is left to a break."""
-    from ember.capture.variables.iterators import ListIteratorVariable, ReversedListIterator
-    if isinstance(obj, (ListIteratorVariable, ReversedListIterator)):
-        return ConstantVariable(len(obj.remaining()))
-    if isinstance(obj, (ListVariable, TupleVariable, DictVariable, SetVariable)):
-        return _len(tx, obj)
-    return NotImplemented
+def _iterators():
+    from ember.capture.variables import iterators
+    return iterators
 
 
 def _attribute_error(e) -> bool:
@@ -769,7 +764,7 @@ _HANDLERS = {
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
-    locals: frame_locals, dir: frame_dir, operator.index: _index_of, operator.length_hint: _length_hint,
+    locals: frame_locals, dir: frame_dir, operator.index: _index_of, operator.length_hint: lambda tx, *a: _iterators().length_hint(tx, *a),
     math.prod: lambda tx, *a, **k: symbolic_prod(tx, _iter_items, a, k),
     sys.exc_info: frame_exc_info,
 }

@@ -196,3 +196,17 @@ class SubclassesVariable(ConstantVariable):
         subclasses = type.__subclasses__(self.cls)
         tx.guards.equals(CallSource(type.__subclasses__, class_source(self.cls), ()), subclasses)
         return ListVariable([ClassVariable(c) for c in subclasses])
+
+
+def typing_origin(classes):
+    """The class(es) ``isinstance`` checks for an unsubscripted typing alias (``typing.Sequence``:
+    collections.abc.Sequence; read through its guarded module attribute), alone or in a tuple of
+    classes, else None."""
+    import typing
+    items = getattr(classes, "items", None)
+    if type(classes).__name__ == "TupleVariable" and any(typing_origin(i) is not None for i in items):
+        return tuple(typing_origin(i) or i.as_constant() for i in items)
+    alias = getattr(classes, "obj", None)
+    if isinstance(alias, typing._SpecialGenericAlias):
+        return alias.__origin__
+    return None

@@ -124,3 +124,15 @@ class ReversedListIterator(IteratorVariable):
         from ember.capture.sources import bind
         plan.finish_later(self, "{}.__setstate__(%d)" % self.index)
         return f"{bind(plan.scope, reversed, 'reversed')}({plan.expr(self.seq)})"
+
+
+def length_hint(tx, obj, default=None):
+    """``operator.length_hint(obj[, default])``: len() of a list, tuple, dict or set, the items left
+    of a list iterator (what its ``__length_hint__`` says); anything else is left to a break."""
+    from ember.capture.variables.containers import DictVariable, ListVariable, SetVariable, TupleVariable
+    from ember.capture.variables.base import ConstantVariable
+    if isinstance(obj, (ListIteratorVariable, ReversedListIterator)):
+        return ConstantVariable(len(obj.remaining()))
+    if isinstance(obj, (ListVariable, TupleVariable, DictVariable, SetVariable)):
+        return obj.call_method(tx, "__len__", [], {})
+    return NotImplemented
