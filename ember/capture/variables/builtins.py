@@ -24,6 +24,8 @@ from ember.fake.symbolic import has_symbols, has_unbacked
 from ember.capture.variables.base import is_none, unpinned_number, derived_lazy
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.frame_builtins import frame_dir, frame_exc_info, frame_exception, frame_locals, frame_vars
+from ember.capture.variables.iterators import length_hint
+from ember.capture.variables.user_operators import _user_hash, _user_text
 from ember.capture.variables.containers import (DictVariable, IteratorVariable, ListVariable, SetVariable,
                                                 TupleVariable)
 from ember.capture.variables.ordering import _key_values, comparable, order_by_keys, ordered
@@ -313,11 +315,6 @@ def _len(tx, obj):
         if type(result.as_constant()) is not int:
             return ConstantVariable(n)
     return result
-
-
-def _iterators():
-    from ember.capture.variables import iterators
-    return iterators
 
 
 def _attribute_error(e) -> bool:
@@ -764,7 +761,7 @@ _HANDLERS = {
         _iter_items(tx, it) if it is not None else [], frozen=True),
     str: lambda tx, *a, **k: _user_text(tx, "str", a, k), repr: lambda tx, *a, **k: _user_text(tx, "repr", a, k),
     hash: lambda tx, *a, **k: _user_hash(tx, a, k), pow: _pow, functools.reduce: _reduce, vars: frame_vars,
-    locals: frame_locals, dir: frame_dir, operator.index: _index_of, operator.length_hint: lambda tx, *a: _iterators().length_hint(tx, *a),
+    locals: frame_locals, dir: frame_dir, operator.index: _index_of, operator.length_hint: length_hint,
     math.prod: lambda tx, *a, **k: symbolic_prod(tx, _iter_items, a, k),
     sys.exc_info: frame_exc_info,
 }
@@ -773,32 +770,6 @@ if hasattr(sys, "exception"):  # (3.11+)
 # sys functions answered from the trace's exception state (see frame_builtins.py), never folded
 _FRAME_STATE_SYS = frozenset(f for f in (sys.exc_info, getattr(sys, "exception", None)) if f is not None)
 
-
-
-def _user_hash(tx, args, kwargs):
-    """``hash(obj)`` of a user object with a Python ``__hash__`` (e.g. a frozen dataclass)."""
-    if len(args) != 1 or kwargs:
-        return NotImplemented
-    from ember.capture.variables.user_operators import user_hash
-    result = user_hash(tx, args[0])
-    return NotImplemented if result is None else result
-
-
-def _user_text(tx, kind, args, kwargs):
-    """``str(obj)`` / ``repr(obj)`` of a user object with its own ``__str__``/``__repr__``."""
-    if len(args) != 1 or kwargs:
-        return NotImplemented
-    fn_vt = args[0]
-    if type(fn_vt).__name__ == "UserFunctionVariable" and fn_vt.source is not None:
-        # `str(fn)`: "<function f at 0x...>" names the very object: pinned by identity
-        tx.guards.id_match(fn_vt.source, fn_vt.fn)
-        return ConstantVariable(str(fn_vt.fn) if kind == "str" else repr(fn_vt.fn))
-    builtin_text = getattr(fn_vt, "builtin_text", None)  # (an exception made in the frame: its args)
-    if builtin_text is not None and builtin_text(kind) is not None:
-        return builtin_text(kind)
-    from ember.capture.variables.user_operators import user_str
-    result = user_str(tx, kind, args[0])
-    return NotImplemented if result is None else result
 
 
 # -- constants' attributes (constant_methods.py; re-exported here) ---------------

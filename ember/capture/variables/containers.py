@@ -179,7 +179,8 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
                 equal = item.hash_key() == key[0]
                 if not equal and (isinstance(item, TensorVariable) or isinstance(needle, TensorVariable)) \
                         and not _never_equal_to_tensor(item, needle):
-                    _ambiguous_equal(item, needle)
+                    from ember.capture.variables.tensor_truth import raise_ambiguous_equal
+                    raise_ambiguous_equal(item, needle)
                     raise unsupported("EB0016", f"{what} compares a tensor with == (its truth depends on data)")
             if equal and not count:
                 return i
@@ -189,29 +190,6 @@ def _find(items, needle, what: str, tx=None, count: bool = False) -> int:
         raise
     except Exception:
         raise unsupported("EB0036", f"{what} on a container of non-constant values") from None
-
-
-def _ambiguous_equal(a, b) -> None:
-    """``a == b`` with a plain tensor against a plain tensor on the same device or a number: its
-    truth raises in eager when the broadcast result is known not to hold one element (``x in [y]``
-    of two 4-element tensors), whatever the data: raise that error in the trace."""
-    import torch
-    from ember.capture.variables.tensor import TensorVariable, raise_ambiguous_truth
-    plain = (torch.Tensor, torch.nn.Parameter)
-    tensors = [v for v in (a, b) if isinstance(v, TensorVariable)]
-    if any(t.python_type() not in plain for t in tensors):
-        return
-    others = [v for v in (a, b) if not isinstance(v, TensorVariable)]
-    if others and not (type(others[0]) is ConstantVariable and type(others[0].value) in (int, float, bool)):
-        return
-    fakes = [t.fake for t in tensors]
-    if len({f.device for f in fakes}) != 1:
-        return
-    try:
-        shape = torch.broadcast_shapes(*(f.shape for f in fakes))
-    except Exception:  # (eager raises the size mismatch of ==: left to a break)
-        return
-    raise_ambiguous_truth(fakes[0], shape)
 
 
 def _never_equal_to_tensor(a, b) -> bool:

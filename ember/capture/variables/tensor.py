@@ -145,6 +145,7 @@ class TensorVariable(VariableTracker):
         return f"Tensor({self._node.name}: {list(self._fake.shape)} {self._fake.dtype})"  # (not a use)
 
     def truth(self, tx):
+        from ember.capture.variables.tensor_truth import raise_ambiguous_truth
         raise_ambiguous_truth(self.fake if self.python_type() in (torch.Tensor, torch.nn.Parameter) else None)
         raise unsupported("EB0016", "data-dependent branch: the truth value of a tensor depends on its data")
 
@@ -614,29 +615,6 @@ class TensorMethodVariable(VariableTracker):
 
 
 _TORCH_TENSOR_CLASSES = (torch.Tensor, torch._C.TensorBase)
-
-
-def raise_ambiguous_truth(fake, shape=None) -> None:
-    """``bool()`` of a plain tensor (of ``shape``, by default ``fake``'s) whose element count is
-    known not to be one raises in eager whatever its data: raise that very error in the trace (a
-    ``try`` in the frame may catch it; under fullgraph=True it propagates), not a data-dependent
-    break (uncaught, the graph runs what came before and the instruction, run eagerly, raises it).
-    A count that is a symbol, or one, decides nothing here."""
-    if fake is None:
-        return
-    shape = tuple(fake.shape) if shape is None else tuple(shape)
-    if has_symbols(shape):
-        return
-    n = 1
-    for d in shape:
-        n *= int(d)
-    if n == 1:
-        return
-    from ember.exc import PythonException
-    what = "no values" if n == 0 else "more than one value"
-    failure = PythonException(RuntimeError(f"Boolean value of Tensor with {what} is ambiguous"))
-    failure.replayable = True  # (uncaught in the frame: a break there, where eager raises it again)
-    raise failure
 
 
 def user_defines(cls: type, name: str) -> bool:

@@ -410,3 +410,29 @@ def _guarded_repr(fn):
     if wrapped is None and "user_function" in fn.__code__.co_freevars:
         wrapped = fn.__closure__[fn.__code__.co_freevars.index("user_function")].cell_contents
     return wrapped if isinstance(wrapped, types.FunctionType) else None
+
+
+# -- the hash() / str() / repr() builtins' handlers (variables/builtins.py) --------------------
+
+def _user_hash(tx, args, kwargs):
+    """``hash(obj)`` of a user object with a Python ``__hash__`` (e.g. a frozen dataclass)."""
+    if len(args) != 1 or kwargs:
+        return NotImplemented
+    result = user_hash(tx, args[0])
+    return NotImplemented if result is None else result
+
+
+def _user_text(tx, kind, args, kwargs):
+    """``str(obj)`` / ``repr(obj)`` of a user object with its own ``__str__``/``__repr__``."""
+    if len(args) != 1 or kwargs:
+        return NotImplemented
+    fn_vt = args[0]
+    if type(fn_vt).__name__ == "UserFunctionVariable" and fn_vt.source is not None:
+        # `str(fn)`: "<function f at 0x...>" names the very object: pinned by identity
+        tx.guards.id_match(fn_vt.source, fn_vt.fn)
+        return ConstantVariable(str(fn_vt.fn) if kind == "str" else repr(fn_vt.fn))
+    builtin_text = getattr(fn_vt, "builtin_text", None)  # (an exception made in the frame: its args)
+    if builtin_text is not None and builtin_text(kind) is not None:
+        return builtin_text(kind)
+    result = user_str(tx, kind, args[0])
+    return NotImplemented if result is None else result
