@@ -261,6 +261,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             final_checks.append((i, bits, 1 if info.mutates_data and not info.mutations_hidden_from_autograd else 0))
 
     program = (eager_fn, n_ret)
+    detach_saved_views = any(info.mutates_metadata for info in meta.input_info)
     # the backward was planned (and may be compiled) with nondeterministic kernels: run under
     # use_deterministic_algorithms(True) it would silently break that promise, so it refuses (as torch)
     deterministic = torch.are_deterministic_algorithms_enabled()
@@ -272,12 +273,14 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     rebase = plan.rebase if plan is not None else ()
 
     def finish_forward(ctx, outs, owned=None):
-        # Saved views are detached: the epilogue may change the metadata of the
-        # input they view, which autograd forbids for views made under no_grad.
+        # Saved views are detached where the epilogue changes the metadata of an input (which
+        # autograd forbids for views made under no_grad); elsewhere a detach per saved view is
+        # only per-call cost (a transformer saves ~100 transposed weights).
         # (A kernel may return an undefined tensor, None here, for an optional output such as
         # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
-        saved = [t.detach() if t is not None and t._is_view() else t
-                 for t in outs[n_ret:n_ret + num_saved_tensors]]
+        saved = outs[n_ret:n_ret + num_saved_tensors]
+        if detach_saved_views:
+            saved = [t.detach() if t is not None and t._is_view() else t for t in saved]
         n_saved = n_ret + num_saved_tensors
         ctx.symints = outs[n_saved:len(outs) - num_unversioned]
         # inputs the backward graph mutates: no version check (the epilogue mutates them too)
