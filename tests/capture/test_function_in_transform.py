@@ -2,8 +2,9 @@
 transform (grad, grad_and_value, vjp, jacrev, vmap over grad with ``generate_vmap_rule``) is traced
 into one graph: the transform's body calls the user's own ``apply``, as eager does
 (capture/variables/function_in_transform.py). It used to run the whole frame eagerly. What eager
-refuses (the old ``forward(ctx, ...)`` form) or what would run untraced (forward mode, a
-hand-written vmap rule) stays a break with eager's result. Each case compares with eager, under
+refuses (the old ``forward(ctx, ...)`` form, forward mode without a jvp) or what would run
+untraced (a hand-written vmap rule) stays a break with eager's result; under forward mode (jvp,
+jacfwd, hessian) the user's jvp is traced once for its guards and runs inside the transform. Each case compares with eager, under
 the eager and aot_eager backends."""
 from __future__ import annotations
 
@@ -112,9 +113,54 @@ def test_the_old_forward_ctx_form_raises_as_eager():
     check_raises_same(f, torch.randn(3))
 
 
-def test_forward_mode_stays_a_break_with_eagers_result():
-    def f(x):
-        return torch.func.jvp(lambda a: Scale.apply(a, 2.0), (x,), (torch.ones_like(x),))
-    counter = CompileCounter()
-    x = torch.randn(3)
-    assert_same(compile(f, backend=counter)(x), f(x))
+class SinMul(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(x, w):
+        return x.sin() * w
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*inputs)
+        ctx.save_for_forward(*inputs)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        return g * w * x.cos(), g * x.sin()
+
+    @staticmethod
+    def jvp(ctx, tx, tw):
+        x, w = ctx.saved_tensors
+        return tx * w * x.cos() + tw * x.sin()
+
+
+def _jvp(x, w):
+    return torch.func.jvp(lambda a: SinMul.apply(a, w), (x,), (torch.ones_like(x),))
+
+
+def _jacfwd(x, w):
+    return torch.func.jacfwd(lambda a: SinMul.apply(a, w))(x)
+
+
+def _hessian(x, w):
+    return torch.func.hessian(lambda a: SinMul.apply(a, w).sum())(x)
+
+
+def _jvp_of_scale(x, w):
+    return torch.func.jvp(lambda a: Scale.apply(a, 2.0) * w, (x,), (torch.ones_like(x),))
+
+
+@pytest.mark.parametrize("fn", [_jvp, _jacfwd, _hessian, _jvp_of_scale], ids=lambda f: f.__name__)
+def test_forward_mode_runs_the_users_jvp(fn):
+    torch.manual_seed(0)
+    x, w = torch.randn(4), torch.randn(4)
+    check_same(fn, x, w, graphs=1)
+    assert_same(compile(fn, backend="aot_eager", fullgraph=True)(x, w), fn(x, w))
+
+
+def test_forward_mode_without_a_jvp_stays_a_break_with_eagers_error():
+    def f(x, w):
+        return torch.func.jvp(lambda a: MulSin.apply(a, w)[0], (x,), (torch.ones_like(x),))
+    check_raises_same(f, torch.randn(3), torch.randn(3))

@@ -61,6 +61,7 @@ class FunctionCtxVariable(VariableTracker):
         self.dirty: list[VariableTracker] = []
         self.materialize = True
         self.needs_input_grad = needs_input_grad
+        self.saved_forward: list | None = None  # (ctx.save_for_forward: what a jvp reads)
 
     def python_type(self):
         return self.fn_cls._backward_cls
@@ -123,9 +124,10 @@ class FunctionCtxVariable(VariableTracker):
                 raise unsupported("EB0047", "ctx.mark_dirty of a value that is not a tensor")
             self.dirty.extend(args)
             return ConstantVariable(None)
-        if name == "save_for_forward":  # (for jvp only, which a traced call never runs: _check_no_forward_ad)
+        if name == "save_for_forward":  # (for jvp only: traced for its guards in function_in_transform.py)
             if not all(isinstance(a, TensorVariable) or a.is_constant() and a.as_constant() is None for a in args):
                 raise unsupported("EB0046", f"ctx.{name} of a value that is not a tensor or None")
+            self.saved_forward = list(args)
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 

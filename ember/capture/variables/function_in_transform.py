@@ -6,9 +6,9 @@ Function: functorch requires the ``setup_context`` form, and calls ``forward``, 
 ``backward`` (or the vmap rule ``generate_vmap_rule`` makes) at its own levels. So the body graph
 calls ``MyFunction.apply`` itself, as eager does, rather than the Function ember generates
 (autograd_function.py). The call is still traced first: forward for its outputs, its purity and
-its guards, backward on stand-in gradients for the guards it needs; what functorch would refuse
-or what would run untraced (a ``jvp`` under forward mode, a hand-written ``vmap`` rule) stays a
-break, so the call runs eagerly.
+its guards, backward on stand-in gradients (and ``jvp`` on stand-in tangents under forward mode:
+jvp, jacfwd, hessian) for the guards they need; what functorch would refuse or what would run
+untraced (a hand-written ``vmap`` rule) stays a break, so the call runs eagerly.
 
     def f(x, w):
         return torch.func.grad(lambda a: Scale.apply(a, w).sum())(x)    # one graph
@@ -29,9 +29,10 @@ def apply_in_transform(tx, cls_vt, fn_cls, backward_fn, ctx, args, out_items, bo
     what = f"{fn_cls.__qualname__} under {names[-1] if names else 'a torch.func transform'}"
     if not uses_setup_context:
         raise unsupported("EB0048", f"{what} without setup_context (eager raises)")
-    if any("forward mode" in n or n.endswith("hessian") for n in names) or _forward_ad_level() != -1:
+    forward_mode = any("forward mode" in n or n.endswith("hessian") for n in names)
+    if _forward_ad_level() != -1 or forward_mode and not _defines(fn_cls, "jvp"):
         raise unsupported("EB0048", f"{what} (forward-mode AD)")
-    if any(n.endswith("vmap") for n in names) and not getattr(fn_cls, "generate_vmap_rule", False):
+    if any(n.endswith(("vmap", "jacfwd", "hessian")) for n in names) and not getattr(fn_cls, "generate_vmap_rule", False):
         raise unsupported("EB0048", f"{what}: its own vmap rule (or none) under vmap")
     if dirty_args:
         raise unsupported("EB0047", f"{what}: ctx.mark_dirty")
@@ -45,9 +46,50 @@ def apply_in_transform(tx, cls_vt, fn_cls, backward_fn, ctx, args, out_items, bo
     if torch.is_grad_enabled() and any(ctx.needs_input_grad):
         from ember.capture.variables.autograd_backward import check_backward
         check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
+    if forward_mode:
+        _check_jvp(tx, cls_vt, fn_cls, ctx, args)
     region.erase()  # (the user's forward runs again inside apply)
     call_args = [a if isinstance(a, TensorVariable) else ConstantVariable(a.as_constant()) for a in args]
     return tx.output.call_function(_user_apply(fn_cls), call_args, {})
+
+
+def _check_jvp(tx, cls_vt, fn_cls, ctx, args) -> None:
+    """The user's ``jvp`` inlined once on stand-in tangents, for its guards (it runs for real inside
+    the transform), then dropped: it may read only ctx and its tangents, and change nothing."""
+    import copy
+    from ember.capture.speculation import Checkpoint
+    from ember.capture.subgraph import GradDisabled, Region
+    from ember.capture.variables.autograd_backward import _check_backward_reads
+    from ember.exc import PythonException, Unsupported
+    jctx = copy.copy(ctx)
+    jctx.attrs = dict(ctx.attrs)
+    if ctx.saved_forward is not None:
+        jctx.saved = list(ctx.saved_forward)
+    inputs_before = len(tx.output.placeholders)
+    cp = Checkpoint(tx)
+    region = Region(tx, [])
+    try:
+        try:
+            with GradDisabled():
+                tangents = [tx.output.call_function(torch.zeros_like, [a], {}) if isinstance(a, TensorVariable)
+                            else ConstantVariable(None) for a in args]
+                tx.getattr(cls_vt, "jvp").call(tx, [jctx, *tangents], {})
+        except PythonException as e:
+            raise unsupported("EB0048", f"{fn_cls.__qualname__}.jvp raised {type(e.exc).__name__} "
+                              "while tracing") from None
+        region.check_pure(f"{fn_cls.__qualname__}.jvp")
+        _check_backward_reads(fn_cls, region, jctx, tangents)
+    except Unsupported:
+        cp.restore()
+        raise
+    if not cp.restore() or len(tx.output.placeholders) != inputs_before:
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.jvp reads tensors from outside the Function")
+
+
+def _defines(fn_cls, name: str) -> bool:
+    """Whether the user's Function class (not torch's base) defines ``name``."""
+    return any(name in vars(k) for k in fn_cls.__mro__
+               if k not in (torch.autograd.Function, *torch.autograd.Function.__mro__))
 
 
 _APPLIES: dict = {}
