@@ -220,3 +220,20 @@ def test_name_and_doc_reads_are_guarded():
     torch.testing.assert_close(cf(x), x * 15)
     C.m.__doc__ = "documented"
     torch.testing.assert_close(cf(x), x * 21)
+
+
+def test_method_code_replaced_in_place_is_seen():
+    # what IPython's autoreload does to a class's method: the same function object, new code
+    class Block(torch.nn.Module):
+        def act(self, x):
+            return x * 2
+
+        def forward(self, x):
+            return self.act(x) + 1
+
+    m = Block()
+    cf = compile(m)
+    x = torch.ones(2)
+    torch.testing.assert_close(cf(x), x * 2 + 1)
+    Block.act.__code__ = (lambda self, x: x * 100).__code__
+    torch.testing.assert_close(cf(x), x * 100 + 1)

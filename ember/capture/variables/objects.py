@@ -148,6 +148,10 @@ def class_member(tx, raw, lookup_src, self_vt, bind_cls, inst_src=None):
     from ember.capture.variables.functions import UserFunctionVariable, UserMethodVariable
     if isinstance(raw, types.FunctionType):
         tx.guards.id_match(lookup_src, raw)
+        # and its code, on the object itself (IPython's autoreload assigns a method's __code__ in
+        # place: the same function object, new code)
+        from ember.capture.variables.functions import function_source
+        tx.guards.function_code(function_source(raw, None), raw)
         return UserMethodVariable(UserFunctionVariable(raw, lookup_src), self_vt, inst_src)
     if isinstance(raw, property):
         if raw.fget is None:
