@@ -447,7 +447,7 @@ def _capture_frame(fn, bound, backend, label, break_at, resumes, handled, sizes,
             restore.append("    ___restore_autocast(___ac)")
             toggles = True
         subclass_code = runs_subclass_code(example_inputs)
-        rerunnable = rerun_safe(gm, compiled, bool(rng_save)) and not subclass_code
+        rerunnable = rerun_safe(gm, compiled, bool(rng_save), full_run=assumed is not None) and not subclass_code
         if not rerunnable and not subclass_code and (effect_lines or output.under_finally or output.undo_required):
             rerunnable = write_snapshots.entry_lines(gm, compiled, example_inputs, input_sources, output, label,
                                                      scope, body, restore_draws, bool(rng_save))

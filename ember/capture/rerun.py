@@ -144,11 +144,13 @@ def draws_random_numbers(graph: torch.fx.Graph) -> bool:
                for n in graph.nodes)
 
 
-def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False) -> bool:
+def rerun_safe(gm: torch.fx.GraphModule, compiled, random_restored: bool = False, full_run: bool = False) -> bool:
     """Whether running ``gm`` (as ``compiled``) partly, up to an op that raises, leaves nothing
     behind. ember's AOT backends apply input mutations after the graph (``mutations_after_graph``).
-    ``random_restored``: the entry puts torch's RNG state back before the rerun (random ops pass)."""
-    after = getattr(compiled, "mutations_after_graph", False) is True
+    ``random_restored``: the entry puts torch's RNG state back before the rerun (random ops pass).
+    ``full_run``: the rerun may also follow a whole run (a data-dependent check the trace assumed,
+    tested after the graph returned): the AOT epilogue has then written the inputs too."""
+    after = getattr(compiled, "mutations_after_graph", False) is True and not full_run
     if any(_changes_state(n, after) and not (random_restored and (_only_draws(n) or _local_draw(n)))
            for n in gm.graph.nodes):
         return False
