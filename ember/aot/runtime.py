@@ -273,9 +273,8 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     rebase = plan.rebase if plan is not None else ()
 
     def finish_forward(ctx, outs, owned=None):
-        # Saved views are detached where the epilogue changes the metadata of an input (which
-        # autograd forbids for views made under no_grad); elsewhere a detach per saved view is
-        # only per-call cost (a transformer saves ~100 transposed weights).
+        # Saved views are detached where the epilogue changes an input's metadata (autograd forbids
+        # it for views made under no_grad); elsewhere that is only per-call cost (~100 in bert).
         # (A kernel may return an undefined tensor, None here, for an optional output such as
         # mkldnn_rnn_layer's workspace; save_for_backward takes None as is.)
         saved = outs[n_ret:n_ret + num_saved_tensors]
