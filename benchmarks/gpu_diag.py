@@ -28,18 +28,15 @@ import warnings
 
 import torch
 
+from benchmarks.compilers import get_compiler
 from benchmarks.measure import _tensors, _to
 
 
 def _compile(kind: str, model):
     compiler, backend = kind.split(":")
-    if compiler == "ember":
-        import ember
-        ember.reset()
-        return ember.compile(model, backend=backend)
-    import torch._dynamo
-    torch._dynamo.reset()
-    return torch.compile(model, backend=backend)
+    c = get_compiler(compiler)
+    c.reset()
+    return c.compile(model, backend=backend)
 
 
 def _named_results(spec, model, fwd, inputs):

@@ -105,7 +105,7 @@ def construct(tx, cls: type, args: list, kwargs: dict) -> VariableTracker:
     if ctx is not None:
         return ctx
     if getattr(cls, "__module__", None) == "itertools":
-        from ember.capture.variables.generators import construct_itertool
+        from ember.capture.variables.itertools_iterators import construct_itertool
         it = construct_itertool(tx, cls, args, kwargs)
         if it is not None:
             return it

@@ -250,7 +250,7 @@ def class_attribute_override(cls, name):
         return DictFromKeysVariable(cls)  # dict's own classmethod, bound to cls
     import itertools
     if name == "from_iterable" and cls is itertools.chain:
-        from ember.capture.variables.generators import ChainFromIterable
+        from ember.capture.variables.itertools_iterators import ChainFromIterable
         return ChainFromIterable()
     return None
 

@@ -113,22 +113,11 @@ def check_pure_override(values, label: str) -> None:
     """Break before ``label`` (an op or a metadata read) when a tensor among ``values`` (trackers, in
     lists, tuples and dicts) is of a subclass whose ``__torch_function__`` may have side effects."""
     from ember.capture.variables.base import unsupported
-    from ember.capture.variables.tensor import TensorVariable
-    stack = list(values)
-    while stack:
-        v = stack.pop()
-        if isinstance(v, TensorVariable):
-            c = v.cls
-            if c is torch.Tensor or c is torch.nn.Parameter:
-                continue
-            if not torch_function_is_pure(c):
-                raise unsupported("EB0031", f"{label} on a {c.__name__} tensor: its __torch_function__ or "
-                                  "__torch_dispatch__ may have Python side effects (it runs eagerly, in program order)")
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif type(v).__name__ in ("ListVariable", "TupleVariable"):
-            stack.extend(v.items)
-        elif type(v).__name__ in ("DictVariable", "LazyDictVariable"):
-            stack.extend(v.items.values())
+    from ember.capture.variables.tensor import tensor_trackers
+    for v in tensor_trackers(values):
+        c = v.cls
+        if c is torch.Tensor or c is torch.nn.Parameter:
+            continue
+        if not torch_function_is_pure(c):
+            raise unsupported("EB0031", f"{label} on a {c.__name__} tensor: its __torch_function__ or "
+                              "__torch_dispatch__ may have Python side effects (it runs eagerly, in program order)")

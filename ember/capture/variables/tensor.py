@@ -8,6 +8,8 @@ tensor too, so later questions see the new metadata.
 """
 from __future__ import annotations
 
+import collections
+
 import functools
 import operator
 
@@ -630,6 +632,24 @@ def user_defines(cls: type, name: str) -> bool:
     return False
 
 
+def tensor_trackers(values):
+    """The tensor trackers among ``values`` and inside the lists, tuples and dicts (Python ones or
+    their trackers) they hold, outer ones first, left to right."""
+    queue = collections.deque(values)
+    while queue:
+        v = queue.popleft()
+        if isinstance(v, TensorVariable):
+            yield v
+        elif isinstance(v, (list, tuple)):
+            queue.extend(v)
+        elif isinstance(v, dict):
+            queue.extend(v.values())
+        elif type(v).__name__ in ("ListVariable", "TupleVariable"):
+            queue.extend(v.items)
+        elif type(v).__name__ in ("DictVariable", "LazyDictVariable"):
+            queue.extend(v.items.values())
+
+
 def subclass_result_class(values) -> tuple[type, bool] | None:
     """The class torch gives the tensors an op returns when its arguments (trackers, in lists,
     tuples and dicts) include a tensor subclass with a ``__torch_function__``, and whether that is
@@ -638,25 +658,14 @@ def subclass_result_class(values) -> tuple[type, bool] | None:
     subclass overrides it (the override decides at run time). None: plain tensors."""
     found: list[type] = []
     dispatching: type | None = None
-    stack = list(values)
-    while stack:
-        v = stack.pop(0)
-        if isinstance(v, TensorVariable):
-            c = v.cls
-            if c is torch.Tensor or c is torch.nn.Parameter or c in found:
-                continue
-            if getattr(c, "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
-                found.append(c)
-            elif getattr(c, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl:
-                dispatching = dispatching or c
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-        elif isinstance(v, dict):
-            stack.extend(v.values())
-        elif type(v).__name__ in ("ListVariable", "TupleVariable"):
-            stack.extend(v.items)
-        elif type(v).__name__ in ("DictVariable", "LazyDictVariable"):
-            stack.extend(v.items.values())
+    for v in tensor_trackers(values):
+        c = v.cls
+        if c is torch.Tensor or c is torch.nn.Parameter or c in found:
+            continue
+        if getattr(c, "__torch_function__", None) is not torch._C._disabled_torch_function_impl:
+            found.append(c)
+        elif getattr(c, "__torch_dispatch__", None) is not torch._C._disabled_torch_dispatch_impl:
+            dispatching = dispatching or c
     if dispatching is not None:
         # (a wrapper subclass's __torch_dispatch__ decides at run time what each aten op returns)
         return dispatching, False
