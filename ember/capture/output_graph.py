@@ -69,8 +69,21 @@ def _source_name(source) -> str:
 
 
 
-#: autograd's refusal to read the metadata of a no_grad-made view whose base changed in place
-_NO_GRAD_VIEW_REBASED = "A view was created in no_grad mode and its base or another view of its base has been modified"
+#: autograd's refusal to read the metadata of a view whose base changed in place since, when the view
+#: was made under no_grad, by a custom Function (or returned as-is by one), or as one of several views
+#: (unbind, split, chunk): torch raises it on any read of its grad_fn / is_leaf
+_VIEW_REBASED = "its base or another view of its base has been modified inplace"
+
+
+def autograd_refuses_metadata(t: torch.Tensor) -> bool:
+    """Whether autograd refuses to describe ``t`` (see `_VIEW_REBASED`): no fake tensor can be made."""
+    if not t._is_view():
+        return False
+    try:
+        t.is_leaf  # noqa: B018
+    except RuntimeError as e:
+        return _VIEW_REBASED in str(e)
+    return False
 
 class OutputGraph:
     def __init__(self, fake: FakeContext, guards):
@@ -126,11 +139,13 @@ class OutputGraph:
                 pending.append(functools.partial(self.guards.tensor_match, source, real))
                 fake = self.fake.fake(real)
         except Exception as e:
-            if isinstance(e, RuntimeError) and _NO_GRAD_VIEW_REBASED in str(e):
-                # a view made under no_grad whose base was written in place since: autograd refuses
-                # to read its metadata in any mode, so it runs where the program uses it, eagerly
-                raise unsupported("EB0020", "an input is a view made under no_grad whose base was written "
-                                  "in place since (autograd refuses to describe it)") from None
+            if isinstance(e, RuntimeError) and _VIEW_REBASED in str(e):
+                # a view (made under no_grad, by a custom Function, one of several) whose base was
+                # written in place since: autograd refuses to read its metadata in any mode, so it
+                # runs where the program uses it, eagerly
+                raise unsupported("EB0020", "an input is a view whose base was written in place since, made "
+                                  "under no_grad, by a custom autograd.Function or as one of several views "
+                                  "(autograd refuses to describe it)") from None
             if torch._C._functorch.is_functorch_wrapped_tensor(real):  # (jvp's dual views, grad's leaves)
                 raise unsupported("EB0020", "an input wrapped by the torch.func transform the compiled function "
                                   f"is called inside has no fake tensor ({type(e).__name__})") from None
