@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from .gen_extra import EXTRA_KINDS, EXTRA_PRELUDE, INPUT_MODES, ExtraStatements
 from .gen_extra2 import EXTRA2_KINDS, EXTRA2_PRELUDE, Extra2Statements
 from .gen_extra3 import EXTRA3_KINDS, EXTRA3_PRELUDE, Extra3Statements
+from .gen_extra4 import EXTRA4_KINDS, EXTRA4_PRELUDE, Extra4Statements
 
 PRELUDE = '''\
 import io
@@ -92,7 +93,7 @@ def _numel(shape):
     return n
 
 
-class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements):
+class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements, Extra4Statements):
     tvar = TVar
 
     def __init__(self, seed: int, max_stmts: int = 14, max_depth: int = 2):
@@ -106,6 +107,7 @@ class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements):
         self.extras = True            # the kinds of gen_extra.py
         self.extras2 = True           # the kinds of gen_extra2.py
         self.extras3 = True           # the kinds of gen_extra3.py
+        self.extras4 = True           # the kinds of gen_extra4.py
         self.extra_returns: list[str] = []
 
     # ------------------------------------------------------------------ names
@@ -228,7 +230,8 @@ class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements):
             ("obj", 3), ("closure", 3), ("generator", 3), ("break_print", 3),
             ("break_opaque", 2), ("break_item", 3), ("catch_torch", 2),
         ] + ([("helper", 3)] if self.helpers else []) + (EXTRA_KINDS if self.extras else []) \
-            + (EXTRA2_KINDS if self.extras2 else []) + (EXTRA3_KINDS if self.extras3 else [])
+            + (EXTRA2_KINDS if self.extras2 else []) + (EXTRA3_KINDS if self.extras3 else []) \
+            + (EXTRA4_KINDS if self.extras4 else [])
         if depth < self.max_depth:
             kinds += [("if_py", 3), ("if_tensor", 3), ("for", 4), ("while", 2), ("try", 3)]
         names, weights = zip(*kinds)
@@ -613,7 +616,8 @@ class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements):
                 a, b = r.sample(names, 2)
                 outs.append(r.choice([f"[{a}, {b}]", f"{{'p': {a}, 'q': ({b},)}}"]))
             prelude += EXTRA_PRELUDE + (EXTRA2_PRELUDE if self.extras2 else "") \
-                + (EXTRA3_PRELUDE if self.extras3 else "") + f"INPUT_MODE = {r.choice(INPUT_MODES) if self.chance(0.3) else 0}\n"
+                + (EXTRA3_PRELUDE if self.extras3 else "") + (EXTRA4_PRELUDE if self.extras4 else "") \
+                + f"INPUT_MODE = {r.choice(INPUT_MODES) if self.chance(0.3) else 0}\n"
         head = ["def f(x, y, lst, d, obj):", "    calls = 0"]
         ret = "    return " + ", ".join(outs + ["calls"]) + ("," if not outs else "")
         return prelude + "\n" + "\n".join(head + body + [ret]) + "\n"
@@ -621,18 +625,20 @@ class ProgramGenerator(ExtraStatements, Extra2Statements, Extra3Statements):
 
 def generate(seed: int, max_stmts: int = 14, max_depth: int = 2, helpers: bool = True,
              extras: bool | None = None, extras2: bool | None = None,
-             extras3: bool | None = None) -> str:
+             extras3: bool | None = None, extras4: bool | None = None) -> str:
     """``helpers=False``: without nested helper functions (``s_helper``, added later), the
     program an earlier generator made for ``seed`` (tests that pin a seed's program use it).
     ``extras=False`` (the default when ``helpers=False``): without the constructs of
     gen_extra.py, the program the generator made before them. ``extras2=False`` (the default when
     ``extras`` is False): without the constructs of gen_extra2.py; ``extras3=False`` (the default
-    when ``extras2`` is False): without those of gen_extra3.py."""
+    when ``extras2`` is False): without those of gen_extra3.py; ``extras4=False`` (the default when
+    ``extras3`` is False): without those of gen_extra4.py."""
     gen = ProgramGenerator(seed, max_stmts, max_depth)
     gen.helpers = helpers
     gen.extras = helpers if extras is None else extras
     gen.extras2 = gen.extras if extras2 is None else extras2
     gen.extras3 = gen.extras2 if extras3 is None else extras3
+    gen.extras4 = gen.extras3 if extras4 is None else extras4
     return gen.program()
 
 

@@ -209,7 +209,7 @@ def test_fuzz_seed3600037_break_before_extended_arg_in_resume():
     # in the offset map to the original function (decode folds prefixes): KeyError, an internal
     # error (strict), the frame run eagerly otherwise.
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    src = generate(3600037, extras3=True)
+    src = generate(3600037, extras3=True, extras4=False)
     with ember.config.patch(nested_graph_breaks=False):
         outcomes = check_program(src, "seed3600037", [("eager", False)])
     assert [o.status for o in outcomes] == ["ok"], outcomes[0].detail[-2000:]
