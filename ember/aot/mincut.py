@@ -134,6 +134,7 @@ def choose_saved(parts: JointParts) -> list:
         # what the forward computes from such an input is saved, never recomputed: recomputed, it would
         # read the input's later value (or check its version), where eager kept the forward's result
         pinned = _descendants([p for _, p in parts.live_reads])
+    live_pairs = set(parts.live_reads)  # (a live read takes its value from the live input, not the cut)
     g = nx.DiGraph()
     g.add_node("source")
     g.add_node("sink")
@@ -145,7 +146,7 @@ def choose_saved(parts: JointParts) -> list:
                 g.add_edge("source", n.name + "_in", capacity=math.inf)
             g.add_edge(n.name + "_in", n.name + "_out", capacity=_capacity(n))
         for a in n.all_input_nodes:
-            if parts.skip_edge(n, a):
+            if parts.skip_edge(n, a) or (n, a) in live_pairs:
                 continue
             g.add_edge(a.name + "_out", n.name + "_in", capacity=math.inf)
     cut_value, (reachable, _) = nx.minimum_cut(g, "source", "sink")

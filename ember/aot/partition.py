@@ -29,8 +29,8 @@ saved as a ``clone`` taken in the forward: the backward must see the value the
 forward read, not the one the mutation left. A primal that only the backward
 mutates is not saved at all: the backward reads it through its mutable input,
 as eager's backward reads a tensor kept on ``ctx`` when it runs (after an
-earlier call's backward wrote to it). So is a primal a custom Function's backward reads as a
-ctx attribute (``JointParts.live_reads``), after the mutable inputs.
+earlier call's backward wrote to it). So is a primal, or a forward value, that a custom Function's
+backward reads as a ctx attribute (``JointParts.live_reads``), after the mutable inputs.
 """
 from __future__ import annotations
 
@@ -116,7 +116,11 @@ def split_joint(joint: torch.fx.GraphModule, num_primals: int, num_fw_returns: i
     strip_live_markers(joint)
     primals = set(phs[:num_primals])
     live_reads = [(n, p) for n in joint.graph.nodes for p in n.meta.get(LIVE_FROM, ())
-                  if p in primals and p not in mutable and p in n.all_input_nodes]
+                  if p not in mutable and p in n.all_input_nodes]
+    if any(p not in primals for _, p in live_reads):  # (a forward value; never one made from a tangent)
+        from ember.aot.mincut import _descendants
+        after_tangents = _descendants(phs[num_primals:])
+        live_reads = [(n, p) for n, p in live_reads if p in primals or p not in after_tangents]
     return JointParts(joint, phs[:num_primals], phs[num_primals:], outs[:num_fw_returns], outs[num_fw_returns:],
                       fw_copies, bw_copies, mutable, live_reads)
 
@@ -127,12 +131,12 @@ LIVE_FROM = "ember_live_from"
 def strip_live_markers(joint: torch.fx.GraphModule) -> None:
     """A custom Function's backward reads an input kept as a ctx attribute through a same-shape
     ``aten.view`` annotated ``ember_live_read`` (capture/variables/generated_function.py). Each
-    marker goes (Inductor's joint passes would drop it as a no-op), its users read the primal
-    directly and record it in ``node.meta[LIVE_FROM]``. Run before any joint pass; idempotent."""
-    primals = set(joint.graph.find_nodes(op="placeholder"))
+    marker goes (Inductor's joint passes would drop it as a no-op), its users read the primal (or the
+    forward's value: a tensor forward made, ``ctx.y = y``) directly and record it in
+    ``node.meta[LIVE_FROM]``. Run before any joint pass; idempotent."""
     for n in list(joint.graph.nodes):
         if not (n.op == "call_function" and n.target is aten.view.default
-                and n.meta.get("custom", {}).get("ember_live_read") and n.args[0] in primals):
+                and n.meta.get("custom", {}).get("ember_live_read") and isinstance(n.args[0], torch.fx.Node)):
             continue
         if any(u.op == "output" for u in n.users):
             continue  # (returned as a gradient: left as a view, saved as any other read)
@@ -287,6 +291,11 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
     # other backward nodes need the forward's view of it
     markers = [(u, p) for u, p in parts.live_reads if u in bw_body]
     live_prims = list(dict.fromkeys(p for _, p in markers))
+    # (a forward value kept as a ctx attribute is returned by the forward, made there if nothing
+    # else needed it: eager's forward made it, and its backward reads it as it is then)
+    made = [p for p in live_prims if p not in fw_nodes]
+    if made:
+        fw_nodes = fw_nodes | _with_getitems(ancestors(made))
     live += [p for p in live_prims if all((u, p) in markers for u in p.users if u in bw_body)]
     override: dict = {c: (c.args[0],) for c in parts.bw_copies}
     for u, p in markers:
@@ -318,7 +327,9 @@ def assemble(parts: JointParts, fw_nodes: set, saved: list, bw_body: set) -> Par
 
 def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_returns: int) -> PartitionResult:
     parts = split_joint(joint, num_primals, num_fw_returns)
-    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + forward_random_ops(parts))
+    # (a forward value a custom Function's backward reads as a ctx attribute is made by the forward)
+    fw_nodes = _with_getitems(ancestors(parts.fw_returns + parts.fw_copies + forward_random_ops(parts)
+                                        + [p for _, p in parts.live_reads])
                               | set(parts.primals))
     leaked = fw_nodes & set(parts.tangents)
     if leaked:
@@ -329,8 +340,9 @@ def default_partition(joint: torch.fx.GraphModule, *, num_primals: int, num_fw_r
     bw_nodes = ancestors(parts.grads + parts.bw_copies, stop=kept, skip_edge=parts.skip_edge)
     bw_only = bw_nodes - kept
     returned_by_bw = {g for g in parts.grads if isinstance(g, torch.fx.Node) and g in kept}
+    live = set(parts.live_reads)  # (such a read takes the value live, not saved)
     saved = [n for n in joint.graph.nodes
              if n in kept and (n in returned_by_bw or any(
-                 u in bw_only and not parts.skip_edge(u, n) for u in n.users))]
+                 u in bw_only and not parts.skip_edge(u, n) and (u, n) not in live for u in n.users))]
     attrs = {n for n in saved if n.op == "get_attr"}  # a subgraph is not saved: the backward reads it too
     return assemble(parts, fw_nodes, [n for n in saved if n not in attrs], bw_only | attrs)

@@ -2,11 +2,15 @@
 ``autograd_function.py``): its forward runs the copied forward graph and stores on ``ctx`` what the
 user's forward stored; its backward calls the user's backward.
 
-A tensor argument the user's forward kept as a ctx *attribute* (``ctx.w = w``, not
-``save_for_backward``) is read by eager's backward live: no version check, the value it has
-when backward runs. When an AOT backend traces the backward, such a read is marked (an
-``aten.view`` node annotated ``ember_live_read``): the partitioner hands the input to the backward
-unversioned instead of saving it (``ember.aot.partition``)."""
+A tensor the user's forward kept as a ctx *attribute* (``ctx.w = w`` of an argument, or ``ctx.y = y``
+of a tensor forward made; not ``save_for_backward``) is read by eager's backward live: no version
+check, the value it has when backward runs (the program may have written to it in between: an
+argument, or an output that is that tensor). When an AOT backend traces the backward, such a read is
+marked (an ``aten.view`` node annotated ``ember_live_read``): the partitioner hands the tensor to the
+backward unversioned instead of saving it (``ember.aot.partition``). Under a trace by torch's own
+AOTAutograd (a backend built with ``aot_autograd``), the forward tags those tensors as torch's
+``autograd_function_apply`` does (``saved_tensor_with_no_vc_check``), and its partitioner saves them
+without a version check."""
 from __future__ import annotations
 
 import copy
@@ -59,8 +63,8 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
             ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
         for name, ref in attr_refs.items():
             setattr(ctx, name, _ref_value(ref, values))
-        ctx.ember_live = [name for name in attr_refs
-                          if any(getattr(ctx, name) is a for a in inputs[:n_args] if isinstance(a, torch.Tensor))]
+        ctx.ember_live = [name for name in attr_refs if isinstance(getattr(ctx, name), torch.Tensor)]
+        _tag_no_version_check([getattr(ctx, name) for name in ctx.ember_live])
         if non_diff:
             ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
         if not materialize:
@@ -86,6 +90,20 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
     return type(fn_cls.__name__, (torch.autograd.Function,),
                 {"forward": staticmethod(forward), "backward": staticmethod(backward),
                  "__module__": __name__, "__qualname__": f"ember.{fn_cls.__qualname__}"})
+
+
+def _tag_no_version_check(tensors) -> None:
+    """While torch's proxy tracing runs this forward (torch's AOTAutograd: ember's own AOT reads the
+    backward's markers instead), tag the nodes of ``tensors`` as saved without a version check."""
+    if not tensors or torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is None:
+        return
+    try:
+        from torch.fx.experimental.proxy_tensor import _get_proxies
+    except ImportError:  # (a torch without it: the tensors stay version-checked)
+        return
+    for t in tensors:
+        for proxy in _get_proxies(t):
+            proxy.node.meta["saved_tensor_with_no_vc_check"] = True
 
 
 def _mark_live_reads(ctx) -> None:
