@@ -239,3 +239,49 @@ def test_input_kept_on_ctx_with_torch_aot_autograd_backend():
     got = run(ember.compile(fn, backend=_torch_aot_backend()))
     for x, y in zip(got, expected):
         torch.testing.assert_close(x, y)
+
+
+def _stash_in(kind):
+    class F(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, z, w):
+            y = z * 2
+            ctx.ts = {"tuple": (y, w), "list": [y, w], "dict": {"y": y, "w": w}}[kind]
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            y, w = ctx.ts.values() if kind == "dict" else ctx.ts
+            return g * y * w, None
+    return F
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("kind", ["tuple", "list", "dict"])
+def test_tensors_in_a_container_kept_on_ctx_are_read_live(kind, backend):
+    # the output and the argument, both written in place before the backward: eager reads both live
+    F = _stash_in(kind)
+
+    def fn(z, w):
+        return F.apply(z, w)
+
+    def run(f):
+        z = torch.linspace(-1.0, 1.0, 3, requires_grad=True)
+        w = torch.full((3,), 3.0)
+        try:
+            out = f(z, w)
+            with torch.no_grad():
+                out.add_(10)
+                w.mul_(2)
+            out.sum().backward()
+        except RuntimeError as e:
+            return ("raised", str(e)[:60])
+        return z.grad
+
+    expected = run(fn)
+    ember.reset()
+    before = ember.stats()
+    got = run(ember.compile(fn, backend=backend))
+    assert ember.stats()["fallbacks"] == before["fallbacks"]
+    assert not isinstance(got, tuple), got
+    torch.testing.assert_close(got, expected)

@@ -63,8 +63,8 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
             ctx.save_for_backward(*[None if r is None else values[r[1]] for r in saved_refs])
         for name, ref in attr_refs.items():
             setattr(ctx, name, _ref_value(ref, values))
-        ctx.ember_live = [name for name in attr_refs if isinstance(getattr(ctx, name), torch.Tensor)]
-        _tag_no_version_check([getattr(ctx, name) for name in ctx.ember_live])
+        ctx.ember_live = [name for name in attr_refs if _tensors_of(getattr(ctx, name))]
+        _tag_no_version_check([t for name in ctx.ember_live for t in _tensors_of(getattr(ctx, name))])
         if non_diff:
             ctx.mark_non_differentiable(*[outs[i] for i in non_diff])
         if not materialize:
@@ -92,6 +92,32 @@ def _make_function(fn_cls, backward_fn, gm, n_out, out_is_tuple, saved_refs, att
                  "__module__": __name__, "__qualname__": f"ember.{fn_cls.__qualname__}"})
 
 
+def _tensors_of(value) -> list:
+    """The tensors of a ctx attribute read live: a tensor, or the items of a plain list, tuple or
+    dict of them (``ctx.ts = (y, w)``)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    items = value.values() if type(value) is dict else value if type(value) in (list, tuple) else ()
+    return [t for t in items if isinstance(t, torch.Tensor)]
+
+
+def _live_alias(value):
+    """``value`` with its functional tensors replaced by annotated aliases (``_mark_live_reads``)."""
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    def alias(t):
+        if not isinstance(t, FunctionalTensor):
+            return t
+        with torch.fx.traceback.annotate({LIVE_READ: True}):
+            return torch.ops.aten.view.default(t, t.shape)  # (alias decomposes away)
+
+    if isinstance(value, torch.Tensor):
+        return alias(value)
+    if type(value) is dict:
+        return {k: alias(v) for k, v in value.items()}
+    return type(value)(alias(v) for v in value)
+
+
 def _tag_no_version_check(tensors) -> None:
     """While torch's proxy tracing runs this forward (torch's AOTAutograd: ember's own AOT reads the
     backward's markers instead), tag the nodes of ``tensors`` as saved without a version check."""
@@ -107,17 +133,11 @@ def _tag_no_version_check(tensors) -> None:
 
 
 def _mark_live_reads(ctx) -> None:
-    """While an AOT backend traces the backward (functional tensors), give each input kept as a ctx
-    attribute to the user's backward through an annotated alias (see the module's docstring)."""
+    """While an AOT backend traces the backward (functional tensors), give each tensor kept as a ctx
+    attribute (or in a list, tuple or dict there) to the user's backward through an annotated alias
+    (see the module's docstring)."""
     names = getattr(ctx, "ember_live", ())
-    if not names:
-        return
-    from torch._subclasses.functional_tensor import FunctionalTensor
-    annotate = getattr(torch.fx.traceback, "annotate", None)
-    if annotate is None:
+    if not names or getattr(torch.fx.traceback, "annotate", None) is None:
         return
     for name in names:
-        t = getattr(ctx, name)
-        if isinstance(t, FunctionalTensor):
-            with annotate({LIVE_READ: True}):
-                setattr(ctx, name, torch.ops.aten.view.default(t, t.shape))  # (alias decomposes away)
+        setattr(ctx, name, _live_alias(getattr(ctx, name)))
