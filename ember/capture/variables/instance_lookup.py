@@ -26,23 +26,24 @@ def tracked_instance_dict(tx, source, obj):
     return None
 
 
-def written_instance_dict(tx, obj_vt, d: dict):
-    """``obj.__dict__`` after the frame assigned (or deleted) attributes of ``obj``: its keys and
-    values as they are now, with the writes (existing keys keep their place, new ones follow in
-    write order, deleted ones are gone). Read-only: writing through it, or another attribute write,
-    is a break."""
+def written_instance_dict(tx, obj_vt, d: dict, obj=None):
+    """``obj.__dict__`` after the frame assigned (or deleted) attributes of ``obj`` (default:
+    ``obj_vt.obj``): its keys and values as they are now, with the writes (existing keys keep their
+    place, new ones follow in write order, deleted ones are gone). Read-only: writing through it,
+    or another attribute write, is a break."""
     from ember.capture.builder import wrap
     from ember.capture.side_effects import DELETED
     from ember.capture.variables.base import ConstantVariable, unsupported
     from ember.capture.variables.containers import DictVariable
+    obj = obj_vt.obj if obj is None else obj
     base = wrap(tx, d, AttrSource(obj_vt.source, "__dict__"))
     if not isinstance(base, DictVariable):
-        raise unsupported("EB0032", f"reading the __dict__ of a {type(obj_vt.obj).__name__} object the frame "
+        raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object the frame "
                           "assigned attributes of")
     base._observe_order(tx)
     view = DictVariable(base.items, base.keys)
-    for name, value in tx.side_effects.pending_attrs(obj_vt.obj):
-        if value is DELETED or tx.side_effects.readded(obj_vt.obj, name):
+    for name, value in tx.side_effects.pending_attrs(obj):
+        if value is DELETED or tx.side_effects.readded(obj, name):
             # (`del obj.name`: it was present, checked at the delete; set again after it: at the end)
             view.items.pop(name, None)
             view.keys.pop(name, None)
@@ -52,7 +53,7 @@ def written_instance_dict(tx, obj_vt, d: dict):
     # live across a graph break it is the real __dict__ (the writes are replayed before the
     # code after the break runs); its order is already guarded through `base`
     view.source, view.order_source = base.source, None
-    tx.side_effects.read_instance_dict(obj_vt.obj, written_ok=True)
+    tx.side_effects.read_instance_dict(obj, written_ok=True)
     return view
 
 
@@ -69,3 +70,22 @@ def write_through_read_dict(tx, obj_vt, name: str, value) -> bool:
     from ember.capture.variables.base import ConstantVariable
     tracked.call_method(tx, "__setitem__", [ConstantVariable(name), value], {})
     return True
+
+
+def module_written_dict(tx, vt, d: dict):
+    """``module.__dict__`` after the frame assigned attributes of the module (``self.n = n`` and
+    then ``self.register_buffer(...)``, which checks ``"_buffers" in self.__dict__``): the
+    `written_instance_dict` view when every write lands in the instance dict; None (the read is
+    refused) when one lands in ``_parameters``, ``_buffers`` or ``_modules`` instead."""
+    import torch
+    from ember.capture.side_effects import DELETED
+    m = vt.module
+    if vt.source is None or type(d) is not dict:
+        return None
+    members = [d.get(kind) or {} for kind in ("_parameters", "_buffers", "_modules")]
+    for name, value in tx.side_effects.pending_attrs(m):
+        if any(name in ms for ms in members):
+            return None
+        if value is not DELETED and issubclass(value.python_type(), (torch.nn.Module, torch.nn.Parameter)):
+            return None
+    return written_instance_dict(tx, vt, d, m)

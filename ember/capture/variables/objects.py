@@ -18,7 +18,7 @@ from ember.capture.sources import AttrSource, ConstSource, ItemSource, ModuleMem
 from ember.capture.variables.base import ConstantVariable, VariableTracker, unsupported
 from ember.capture.variables.deferred_calls import deferred_call
 from ember.capture.variables.real_dicts import _DICT_READS, RealDictReadVariable
-from ember.capture.variables.instance_lookup import tracked_instance_dict, type_attribute
+from ember.capture.variables.instance_lookup import module_written_dict, tracked_instance_dict, type_attribute
 from ember.capture.variables.module_state import (MEMBER_DICTS, check_dicts, check_instance_dict,
                                                   check_members_written, check_tree, module_member_of)
 from ember.exc import PythonException
@@ -308,6 +308,9 @@ class NNModuleVariable(VariableTracker):
         if swapped is not None:
             return swapped
         if name == "__dict__":
+            view = module_written_dict(tx, self, d) if tx.side_effects.has_attrs(m) else None
+            if view is not None:
+                return view
             tx.side_effects.read_instance_dict(m)
         if name == "__class__":
             return ClassVariable(type(m), class_source(type(m)))
