@@ -360,6 +360,8 @@ class TensorVariable(VariableTracker):
                 or value.fake.device != self.fake.device or type(value.fake) is not type(self.fake):
             raise unsupported("EB0032", f"assigning {value.describe()} to the .data of {self.describe()}")
         if self.fake.requires_grad or self.real.requires_grad:
+            if _same_alias(self.fake, value.fake):
+                return  # `w.data += d`: `w.data = <w's own data alias>` changes nothing in eager
             if "rebound_from" in self.__dict__:
                 raise unsupported("EB0032", f"assigning the .data of {self.describe()} twice")
             tx.side_effects.store_attr(self, self.real, "data", value)
@@ -582,6 +584,17 @@ def assign_data(x: torch.Tensor, name: str, value: torch.Tensor, writes: int = 0
     x.data = value
     if writes:
         torch._C._autograd._unsafe_set_version_counter((x,), (x._version + writes,))
+
+
+def _same_alias(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``b`` views exactly what ``a`` does (same storage, dtype, offset, sizes, strides):
+    ``a.data = b`` then keeps ``a``'s values, metadata and version counter."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true as known
+    return (a.untyped_storage()._cdata == b.untyped_storage()._cdata and a.dtype == b.dtype
+            and a.dim() == b.dim() and known(a.storage_offset() == b.storage_offset())
+            and all(known(x == y) for x, y in zip(a.shape, b.shape))
+            and all(known(x == y) for x, y in zip(a.stride(), b.stride()))
+            and a.is_conj() == b.is_conj() and a.is_neg() == b.is_neg())
 
 
 def check_data_not_replaced(vt: TensorVariable) -> None:
