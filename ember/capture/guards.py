@@ -84,6 +84,39 @@ def sizes_now(pairs) -> str:
                      for name, v in pairs)
 
 
+# The attributes torch's mark_dynamic, maybe_mark_dynamic, mark_unbacked (and its strict form) and
+# mark_static set on a tensor (ember's own marking functions set the same ones), and their names.
+_MARK_ATTRS = ("_dynamo_dynamic_indices", "_dynamo_weak_dynamic_indices", "_dynamo_unbacked_indices",
+               "_dynamo_strict_unbacked_indices", "_dynamo_static_indices")
+_MARK_FUNCTIONS = ("mark_dynamic", "maybe_mark_dynamic", "mark_unbacked", "mark_unbacked(strict)", "mark_static")
+
+
+def dim_marks(t: torch.Tensor) -> tuple:
+    """Per kind of mark (``_MARK_ATTRS``), the dimensions ``t`` has marked, or None for none."""
+    out = []
+    for attr in _MARK_ATTRS:
+        m = getattr(t, attr, None)
+        out.append(frozenset(m) if m else None)
+    return tuple(out)
+
+
+def dim_marks_fit(t: torch.Tensor, symbolic: frozenset, compiled: tuple) -> bool:
+    """The guard of GuardSet.marked_dims (runs on every call: no allocation on the common path)."""
+    dyn = getattr(t, "_dynamo_dynamic_indices", None)
+    if dyn and not dyn <= symbolic:
+        return False
+    for attr, had in zip(_MARK_ATTRS, compiled):
+        now = getattr(t, attr, None)
+        if now and (had is None or not now <= had):
+            return False
+    return True
+
+
+def dim_marks_text(t: torch.Tensor) -> str:
+    marks = [f"{fn} {sorted(m)}" for fn, m in zip(_MARK_FUNCTIONS, dim_marks(t)) if m is not None]
+    return "marks " + ", ".join(marks) if marks else "no marks"
+
+
 class GuardSet:
     """Guards collected while tracing one frame, deduplicated."""
 
@@ -320,15 +353,26 @@ class GuardSet:
                 f"stride={list(meta[3])} requires_grad={meta[4]}")
         self._add(GuardKind.TENSOR_MATCH, source, None, text, f"___type({e}) is {tt} and {fn}({e}) == {m}")
 
-    def marked_dims(self, source: Source, dims: frozenset) -> None:
-        """The dimensions ``mark_dynamic`` marked on the tensor at ``source`` are among ``dims``
-        (the graph's symbolic ones): a tensor marked otherwise recompiles, as in torch.compile."""
+    def marked_dims(self, source: Source, t: torch.Tensor, dims: frozenset) -> None:
+        """The dimension marks (``mark_dynamic``, ``maybe_mark_dynamic``, ``mark_static``,
+        ``mark_unbacked``) of the tensor at ``source`` fit this graph, as torch.compile decides:
+        ``mark_dynamic`` dims are among ``dims`` (the graph's symbolic ones), and each kind of mark
+        a later tensor carries was on the compiled tensor too, with no dimension added (a kind the
+        compiled tensor had, absent now, is fine). ``mark_static`` on a tensor whose graph made that
+        dimension a symbol, or a first ``maybe_mark_dynamic`` on a tensor whose graph is static,
+        recompiles."""
         e = source.expr(self.scope)
-        self.scope.setdefault("___getattr", getattr)
-        empty = bind(self.scope, frozenset(), "no_dims")
+        compiled = dim_marks(t)
+        fits = bind(self.scope, dim_marks_fit, "dim_marks_fit")
+        args = f"{bind(self.scope, dims, 'dims')}, {bind(self.scope, compiled, 'marks')}"
+        had = ", ".join(f"{fn} {sorted(m)}" for fn, m in zip(_MARK_FUNCTIONS, compiled) if m is not None)
         self._add(GuardKind.TENSOR_MATCH, source, "marked_dims",
-                  f"mark_dynamic dims of {source.name()} within {sorted(dims)}",
-                  f"___getattr({e}, '_dynamo_dynamic_indices', {empty}) <= {bind(self.scope, dims, 'dims')}")
+                  f"dimension marks of {source.name()}: mark_dynamic within {sorted(dims)}, "
+                  f"{'no other marks than ' + had if had else 'no other marks'}",
+                  f"{fits}({e}, {args})")
+        key = (GuardKind.TENSOR_MATCH, source, "marked_dims")
+        self._guards[key] = dataclasses.replace(self._guards[key],
+                                                now=f"{bind(self.scope, dim_marks_text, 'dim_marks_text')}({e})")
 
     def shape_env(self, codes: list[str], names: list[tuple[str, str]], provenance: list | None = None) -> None:
         """The ShapeEnv's guards (Python over the inputs' expressions), shown with the inputs'

@@ -159,7 +159,7 @@ class OutputGraph:
             # (parameters, subclasses and other layouts stay static: dynamic_dims.py, their marks too)
             # (a marked dimension of size 0 or 1 is specialised, as torch does: its size guard decides)
             single = {d for d in getattr(real, "_dynamo_dynamic_indices", ()) if 0 <= d < real.dim() and real.shape[d] < 2}
-            pending.append(functools.partial(self.guards.marked_dims, source, dynamic_dims(fake) | single))
+            pending.append(functools.partial(self.guards.marked_dims, source, real, dynamic_dims(fake) | single))
         if self.observes_storage_offsets:
             self.guards.storage_offset(source, real)
         node = self._placeholder(source, real, fake)
