@@ -144,10 +144,10 @@ class GuardSet:
         return prov
 
     def _add(self, kind: GuardKind, source: Source | None, key: Any, text: str, code: str,
-             provenance=None) -> None:
+             provenance=None, now: str | None = None) -> None:
         k = (kind, source, key)
         if k not in self._guards:
-            self._guards[k] = Guard(kind, source, text, code, len(self._guards),
+            self._guards[k] = Guard(kind, source, text, code, len(self._guards), now=now,
                                     provenance=provenance if provenance is not None else self._where(source))
 
     def id_match(self, source: Source, obj: Any) -> None:
@@ -509,7 +509,7 @@ class GuardSet:
     def grad_mode(self, enabled: bool) -> None:
         name = bind(self.scope, torch.is_grad_enabled, "is_grad_enabled")
         self._add(GuardKind.GLOBAL_STATE, None, "grad_mode", f"torch.is_grad_enabled() is {enabled}",
-                  f"{name}() is {enabled}")
+                  f"{name}() is {enabled}", now=f"{name}()")
 
     def refresh_global_state(self, key: str) -> None:
         """Re-read a global-state guard's value (the backend's compile changed it: Inductor's first
@@ -526,7 +526,8 @@ class GuardSet:
         self._global_getters[key] = (getter, label)
         name = bind(self.scope, getter, key)
         vname = bind(self.scope, value, key + "_value")
-        self._add(GuardKind.GLOBAL_STATE, None, key, f"{label} == {value!r}", f"{name}() == {vname}")
+        self._add(GuardKind.GLOBAL_STATE, None, key, f"{label} == {value!r}", f"{name}() == {vname}",
+                  now=f"{name}()")
 
     def pins_type(self, source: Source) -> bool:
         """Whether a type or tensor guard on ``source`` is installed."""

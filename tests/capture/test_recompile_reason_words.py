@@ -38,3 +38,28 @@ def test_a_tensor_guard_failure_says_what_differs(second, words):
 def test_a_dynamic_input_names_its_rank_change():
     reasons = reasons_for([torch.ones(3), torch.ones(4), torch.ones(2, 2)])
     assert "tensor 'x' rank mismatch. expected 1, actual 2" in reasons[-1], reasons
+
+
+@pytest.mark.parametrize("state, words", [
+    ("grad", "torch.is_grad_enabled() is True (now: False)"),
+    ("deterministic", "deterministic algorithms, cuBLAS reduced-precision flags, number of threads == (False, "),
+])
+def test_a_global_state_guard_failure_says_the_new_state(state, words):
+    """The frame entry's global-state guards (grad mode, deterministic algorithms, autocast) name
+    the state the call came in with, not only the one the graph was compiled for."""
+    counter = CompileCounter()
+    compiled = compile(double, backend=counter)
+    compiled(torch.ones(3))
+    try:
+        if state == "grad":
+            with torch.no_grad():
+                assert_same(compiled(torch.ones(3)), double(torch.ones(3)))
+        else:
+            torch.use_deterministic_algorithms(True)
+            assert_same(compiled(torch.ones(3)), double(torch.ones(3)))
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert counter.frame_count == 2
+    (reason,) = compiled._cache.recompile_reasons
+    assert words in reason, reason
+    assert "(now: " in reason and ("(now: (True, " in reason if state == "deterministic" else True), reason
