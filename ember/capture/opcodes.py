@@ -28,7 +28,7 @@ from ember.capture.variables.mapping_proxy import proxy_operands
 from ember.capture.variables.deques import DequeVariable
 from ember.capture.variables.generators import IteratorBase
 from ember.capture.variables.tensor import TensorVariable, use_tensors
-from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable
+from ember.capture.variables.numpy_arrays import NumpyNdarrayVariable, index_of_scalar
 from ember.capture.variables.numpy_bridge import binary as numpy_binary, unary as numpy_unary
 
 _BINARY_OPS = {
@@ -135,6 +135,7 @@ class OpcodeMixin:
 
     def BUILD_SLICE(self, inst):
         parts = self.popn(inst.arg)
+        parts = [(index_of_scalar(self, p) or p) if isinstance(p, NumpyNdarrayVariable) else p for p in parts]
         if not all(p.is_constant() for p in parts):
             from ember.capture.scalar_inputs import known_int  # (a tensor of a size expression's value)
             parts = [known_int(p) if known_int(p) is not None else p for p in parts]
@@ -151,9 +152,8 @@ class OpcodeMixin:
         self.push(lazy if lazy is not None else ConstantVariable("".join(p.as_constant() for p in parts)))
 
     def _built_target(self, inst):
-        """The container a LIST_APPEND/MAP_ADD/..._UPDATE instruction fills. It is usually built
-        by the frame, but after a graph break it can be a resume function's argument (a real
-        object, `{**f()}` broken inside f): filling it is then a mutation to replay."""
+        """The container a LIST_APPEND/MAP_ADD/..._UPDATE instruction fills: built by the frame, or after a
+        break a resume function's argument (`{**f()}` broken inside f): filling it is a mutation to replay."""
         target = self.stack[-inst.arg]
         if getattr(target, "source", None) is not None:
             self.side_effects.mutated_container(target)

@@ -51,3 +51,39 @@ def test_a_python_int_argument_is_unchanged():
     for v in (2, 3, 4):
         assert_same(compiled(x, v), fn(x, v))
     assert cnt.frame_count == 2  # (automatic dynamic after the first change, as torch.compile)
+
+
+# A NumPy int used directly where Python reads its __index__: a slice bound was a constant
+# guarded by its bits (4 graphs for 4 values; torch.compile: 1); a list index was a graph break.
+DIRECT = {
+    "slice_stop": (lambda x, n: x[:n] * 2, 1),
+    "slice_start_stop": (lambda x, n: x[1:n].cos(), 1),
+    "slice_step": (lambda x, n: x[::n] + 1, 1),
+    "list_index": (lambda x, n: x * [1, 2, 3, 4, 5, 6, 7][n], 4),  # (specialised, as torch)
+}
+
+
+@pytest.mark.parametrize("name", sorted(DIRECT))
+def test_a_numpy_int_read_as_an_index(name):
+    fn, graphs = DIRECT[name]
+    cnt = CompileCounter()
+    compiled = compile(fn, backend=cnt)
+    x = torch.arange(12., requires_grad=True)
+    for v in (2, 3, 4, 6):
+        assert_same(compiled(x, np.int64(v)), fn(x, np.int64(v)))
+    assert cnt.frame_count == graphs
+
+
+def test_a_numpy_int_slice_bound_of_zero_and_one():
+    fn = DIRECT["slice_stop"][0]
+    compiled = compile(fn, backend=CompileCounter())
+    x = torch.arange(8.)
+    for v in (0, 1, 5, 1, 0, 8, 9):
+        assert_same(compiled(x, np.int64(v)), fn(x, np.int64(v)))
+
+
+def test_a_numpy_int_list_index_under_fullgraph():
+    fn = DIRECT["list_index"][0]
+    compiled = compile(fn, backend=CompileCounter(), fullgraph=True)
+    x = torch.arange(4.)
+    assert_same(compiled(x, np.int64(3)), fn(x, np.int64(3)))

@@ -29,6 +29,8 @@ def _all_constant(items) -> bool:
 
 def _index(tx, seq_vt, items: list, idx: VariableTracker, kind):
     key = idx.as_constant() if idx.is_constant() else None
+    if hasattr(key, "__index__") and type(key).__module__ == "numpy" and type(key).__name__ != "bool_":
+        key = key.__index__()  # a NumPy integer (its value guarded), as Python's list indexing reads it
     if isinstance(key, slice):
         return kind(items[key])
     if isinstance(key, int):

@@ -175,6 +175,16 @@ def symbolic_int_of_scalar(tx, v, kind=int):
     return symbolic_int_of_output(tx.output, v)
 
 
+def index_of_scalar(tx, v):
+    """``v.__index__()`` where Python needs an int of a NumPy integer argument (a slice bound:
+    ``x[:n]``): a symbolic int, as ``int(n)`` makes it, so a bound that changes every call does not
+    recompile; None for anything else (and where it stays a constant: 0 and 1, dynamic=False)."""
+    if isinstance(v, NumpyNdarrayVariable) and v.scalar and v._specialize is not None \
+            and v.np_dtype().kind in "iu":
+        return symbolic_int_of_scalar(tx, v)
+    return None
+
+
 def symbolic_int_of_output(output, v):
     """``symbolic_int_of_scalar`` given the output graph (a NumPy int passed to a torch function);
     a NumPy float there is a symbolic float, as a float argument that changed is."""
