@@ -59,3 +59,38 @@ def test_zip_and_enumerate_returned_unconsumed():
     assert [type(v) for v in actual] == [zip, enumerate]
     assert_same([list(v) for v in actual], [list(v) for v in expected])
     assert cnt.frame_count == 1
+
+
+def range_iterators(x, n):
+    ahead = iter(range(5))
+    next(ahead)
+    backwards = reversed(range(1, 8, 3))
+    sized = iter(range(n))
+    done = iter(range(10, 0, -2))
+    for _ in range(5):
+        next(done)
+    return x + sum(iter(range(4))), ahead, backwards, sized, done
+
+
+def range_iterator_across_break(x, n):
+    it = reversed(range(n))
+    first = next(it)
+    print("a graph break")
+    return x * first + next(it), it
+
+
+def _types_and_items(out):
+    return out[0], [type(v) for v in out[1:]], [list(v) for v in out[1:]]
+
+
+def test_returned_range_iterators_keep_their_type():
+    # (s37 probe: iter(range(3)) and reversed(range(3)) came back as tuple iterators)
+    for fn, graphs in ((range_iterators, 1), (range_iterator_across_break, 1)):
+        cnt = CompileCounter()
+        compiled = compile(fn, backend=cnt)
+        for n in (4, 6):
+            expected = _types_and_items(fn(torch.ones(2), n))
+            actual = _types_and_items(compiled(torch.ones(2), n))
+            assert all(t is type(iter(range(0))) for t in actual[1])
+            assert_same(actual, expected)
+        assert cnt.frame_count >= graphs

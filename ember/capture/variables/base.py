@@ -107,6 +107,9 @@ class VariableTracker:
 
     def iter(self, tx: "Translator") -> "VariableTracker":
         from ember.capture.variables.containers import IteratorVariable
+        if type(self) is ConstantVariable and type(self.value) is range:  # (not a lazily guarded one)
+            from ember.capture.variables.iterators import RangeIterator
+            return RangeIterator(self.as_constant())  # (returned: a range iterator still)
         return IteratorVariable(self.unpack(tx))
 
     def hash_key(self) -> Any:

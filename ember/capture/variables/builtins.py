@@ -236,6 +236,9 @@ def wrap_constant(value) -> VariableTracker:
     if isinstance(value, type):
         from ember.capture.variables.objects import ClassVariable
         return ClassVariable(value)
+    if type(value) is type(iter(range(0))):  # (`reversed(range(3))` folded: a range iterator still)
+        from ember.capture.variables.iterators import RangeIterator
+        return RangeIterator(list(value))
     if isinstance(value, (types.GeneratorType, zip, map, filter, enumerate, reversed)) or \
             type(value).__name__.endswith("iterator"):
         return IteratorVariable([wrap_constant(v) for v in value])

@@ -136,3 +136,23 @@ def length_hint(tx, obj, default=None):
     if isinstance(obj, (ListVariable, TupleVariable, DictVariable, SetVariable)):
         return obj.call_method(tx, "__len__", [], {})
     return NotImplemented
+
+
+RANGE_ITERATOR = type(iter(range(0)))
+
+
+class RangeIterator(IteratorVariable):
+    """``iter(range(...))`` or ``reversed(range(...))`` of constant ints: returned from the frame it
+    is a range iterator again, over the ints still to come (handed to a graph break, the tuple
+    iterator the resumed frame can trace)."""
+
+    def __init__(self, ints):
+        from ember.capture.variables.base import ConstantVariable
+        super().__init__([ConstantVariable(i) for i in ints], real_type=RANGE_ITERATOR)
+
+    def reconstruct(self, plan) -> str:
+        from ember.capture.sources import bind
+        rest = [item.as_constant() for item in self.items[self.pos:]]
+        step = rest[1] - rest[0] if len(rest) > 1 else 1
+        start, stop = (rest[0], rest[-1] + step) if rest else (0, 0)
+        return f"{bind(plan.scope, iter, 'iter')}({bind(plan.scope, range, 'range')}({start}, {stop}, {step}))"
