@@ -15,10 +15,11 @@ from ember.capture.subgraph import GradDisabled, Region
 from ember.capture.variables.base import is_none, ConstantVariable, unsupported
 from ember.capture.variables.tensor import TensorVariable
 from ember.exc import PythonException, Unsupported
+from ember.fake.snapshot import version_of
 from ember.fake.symbolic import has_symbols, plain
 
 
-def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
+def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=(), forward_nodes=frozenset()):
     from ember.capture.variables.functions import UserFunctionVariable
     # read through the class (as forward was): patching Fn.backward later must recompile
     name = "vjp" if backward_fn is fn_cls.vjp and backward_fn is not fn_cls.backward else "backward"
@@ -32,6 +33,8 @@ def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
     from ember.capture.speculation import Checkpoint
     cp = Checkpoint(tx)
     region = Region(tx, [])
+    watched = _ctx_tensors(ctx)
+    versions = [version_of(t) for _, t in watched]
     try:
         try:
             with GradDisabled():
@@ -47,6 +50,7 @@ def check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args=()):
             # check cannot be decided (capture/assumptions.py tests a forward's after the graph)
             raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward branches on a tensor's value")
         _check_backward_reads(fn_cls, region, ctx, grads)
+        _check_backward_writes(tx, fn_cls, watched, versions, forward_nodes, out_items)
     except Unsupported:
         cp.restore()
         raise
@@ -111,6 +115,44 @@ def _check_backward_reads(fn_cls, region, ctx, grads) -> None:
                 # a dynamic number read other than through ctx (a global float forward read too): AOT
                 # traces this backward with the value it has now, so the graph holds only for it
                 plain(value)
+
+
+def _ctx_tensors(ctx) -> list:
+    """(node, fake tensor) of the tensors ``ctx`` holds: saved, and as attributes (in containers and
+    objects too)."""
+    found = {}
+    for v in [*(ctx.saved or []), *ctx.attrs.values()]:
+        for n in _graph_nodes_in(v):
+            t = n.meta.get("example_value")
+            if isinstance(t, torch.Tensor):
+                found[id(t)] = (n, t)
+    return list(found.values())
+
+
+def _root(t):
+    return t._base if t._is_view() and t._base is not None else t
+
+
+def _check_backward_writes(tx, fn_cls, watched, versions, forward_nodes, out_items) -> None:
+    """Backward may write in place to what ctx holds of the frame's *inputs* (or their views): an AOT
+    backward hands those in and copies the writes back. And to a tensor forward made that the program
+    cannot reach (not returned, no view of it returned): no one sees the write. A write to a returned
+    tensor (``ctx.y.mul_(2)`` of a returned ``y``) or to one the frame computed before the call would
+    stay inside the functional backward graph, where eager's backward changed the tensor the program
+    holds: the call runs eagerly."""
+    inputs = {id(n.meta.get("example_value")) for n in tx.output.placeholders}
+    returned = {id(_root(n.meta["example_value"])) for o in out_items for n in _graph_nodes_in(o)
+                if isinstance(n.meta.get("example_value"), torch.Tensor)}
+    for (node, t), before in zip(watched, versions):
+        if version_of(t) == before:
+            continue
+        root = _root(t)
+        if id(root) in inputs or id(t) in inputs:
+            continue
+        if node in forward_nodes and id(root) not in returned:
+            continue
+        raise unsupported("EB0048", f"{fn_cls.__qualname__}.backward writes in place to a tensor the program holds "
+                          "(returned by forward, or computed by the frame) and kept on ctx")
 
 
 def _graph_nodes_in(vt, depth=0) -> list:

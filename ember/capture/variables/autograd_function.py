@@ -522,7 +522,7 @@ def _trace_apply(tx, cls_vt, args: list, kwargs: dict, cp) -> VariableTracker:
     # 2. backward, traced once for its guards, then dropped (not where eager records no node: no grad needed)
     if grad_on and any(ctx.needs_input_grad):
         from ember.capture.variables.autograd_backward import check_backward
-        check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
+        check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args, forward_nodes=set(body))
 
     # 3. the generated Function over a copy of the forward's nodes
     ctx_tensors = [v for v in (ctx.saved or []) if isinstance(v, TensorVariable)]

@@ -45,7 +45,7 @@ def apply_in_transform(tx, cls_vt, fn_cls, backward_fn, ctx, args, out_items, bo
         raise unsupported("EB0048", f"{what}: forward reads tensors from outside the Function")
     if torch.is_grad_enabled() and any(ctx.needs_input_grad):
         from ember.capture.variables.autograd_backward import check_backward
-        check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args)
+        check_backward(tx, cls_vt, fn_cls, backward_fn, ctx, out_items, args, forward_nodes=set(body))
     if forward_mode:
         _check_jvp(tx, cls_vt, fn_cls, ctx, args)
     region.erase()  # (the user's forward runs again inside apply)
