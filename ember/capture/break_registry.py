@@ -220,7 +220,8 @@ BREAKS: dict[str, BreakKind] = {k.id: k for k in (
     _k("EB0048", "autograd.Function backward",
        "A custom autograd.Function whose backward ember cannot trace (reads outside tensors, branches "
        "on a tensor's value, wrong number or shape of gradients, no backward, a jvp (forward-mode AD) "
-       "where a node is recorded, a saved tensor changed later).",
+       "where a node is recorded, a saved tensor changed later, an in-place write to a tensor on ctx "
+       "that the program holds).",
        "Make backward a function of ctx's saved tensors and grad outputs only, returning one "
        "gradient per forward input."),
     _k("EB0049", "activation checkpoint",
