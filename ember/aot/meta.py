@@ -28,6 +28,15 @@ def functionalization_guard():
     return torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Functionalize))
 
 
+def quiet_unbacked(fake_mode: FakeTensorMode):
+    """For a pass that runs the program under ``fake_mode`` outside the trace (its metadata, its
+    version check): an unbacked symbol it makes (``.item()`` under ``capture_scalar_outputs``) is
+    bound by no traced node, and left pending it failed the next trace (make_fx's
+    PendingUnbackedSymbolNotFound: an internal error, fuzz seed 4500009)."""
+    shape_env = fake_mode.shape_env
+    return shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else contextlib.nullcontext()
+
+
 def to_functional(x):
     return FunctionalTensor.to_functional(x) if isinstance(x, torch.Tensor) else x
 
@@ -103,7 +112,7 @@ def _eager_metadata_updates(fn: Callable, fake_args: list, fake_mode: FakeTensor
     import dataclasses
     grad_mode = torch.is_grad_enabled()
     try:
-        with fake_mode, torch.no_grad():
+        with fake_mode, torch.no_grad(), quiet_unbacked(fake_mode):
             aliases = [a.detach() if isinstance(a, torch.Tensor) else a for a in fake_args]
             fn(*aliases)
     except Exception:  # noqa: BLE001 — keep functionalization's answer
@@ -210,8 +219,7 @@ def collect_metadata(fn: Callable[..., list], fake_args: list, fake_mode: FakeTe
     epilogue. Decided by the caller after this run (it needs ``is_train``), so
     here it is only recorded.
     """
-    shape_env = fake_mode.shape_env
-    quiet = shape_env.ignore_fresh_unbacked_symbols() if shape_env is not None else contextlib.nullcontext()
+    quiet = quiet_unbacked(fake_mode)
     grad_at_entry = torch.is_grad_enabled()
     # Under the Python dispatcher, as the trace (`trace._make_fx`): torch registers Python kernels
     # on the Autograd key that turn ops whose schema hides an input write into ops that declare

@@ -58,7 +58,9 @@ def eager_backward_check(prog, meta) -> tuple[str | None, dict]:
     if not meta.is_train or not any((i.mutates_data or i.touches_metadata) and i.requires_grad
                                     for i in meta.input_info):
         return None, {}
-    with prog.fake_mode, torch.enable_grad(), torch.autograd.set_detect_anomaly(False):
+    from ember.aot.meta import quiet_unbacked
+    with prog.fake_mode, torch.enable_grad(), torch.autograd.set_detect_anomaly(False), \
+            quiet_unbacked(prog.fake_mode):
         leaves, args = [], []
         for a in prog.fake_args:
             if isinstance(a, torch.Tensor) and a.requires_grad:
