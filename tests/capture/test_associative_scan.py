@@ -103,3 +103,52 @@ def test_scan_over_a_dynamic_length_is_pinned_not_broken(backend):
         assert counter.frame_count == 3  # one graph per length (pinned: a guard on its value), no break
     if not REFERENCE:
         assert stats()["graph_breaks"] == 0
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length", [1, 2, 3, 4, 5, 8, 11, 16, 17])
+def test_graph_scan_equals_torch_scan_values_and_layout(length, reverse):
+    # run_associative_scan is ember's own pairwise scan: same values (same combination order:
+    # bitwise equal) and the same strides as torch's generic associative_scan
+    from ember.capture.variables.scan import run_associative_scan
+    g = torch.Generator().manual_seed(length)
+    a, b = torch.rand(3, length, 2, generator=g), torch.rand(3, length, 2, generator=g)
+
+    def combine(left, right):
+        return left[0] * right[0], right[0] * left[1] + right[1]
+
+    ref = associative_scan(combine, (a, b), 1, reverse=reverse, combine_mode="generic")
+    got = run_associative_scan(lambda al, bl, ar, br: combine((al, bl), (ar, br)), (a, b), 1, reverse, "tuple")
+    for x, y in zip(got, ref):
+        assert torch.equal(x, y)
+        assert x.stride() == y.stride()
+
+
+def test_symbolic_batch_stays_symbolic_around_the_scan():
+    # torch's generic scan calls torch.Size.numel(), which turns every symbol of the shape into a
+    # constant: HF falcon_mamba / jamba recompiled for every batch size (the scan length is pinned,
+    # the other sizes must not be)
+    counter = CompileCounter()
+    compiled = compile(selective_scan, backend=counter)
+    g = torch.Generator().manual_seed(1)
+    for batch in (2, 3, 4, 5):
+        args = [-torch.rand(batch, 3, 7, 4, generator=g) for _ in range(3)]
+        assert_same(compiled(*args), selective_scan(*args))
+    if not REFERENCE:
+        assert counter.frame_count == 2  # static, then one symbolic graph for every later batch
+
+
+def test_symbolic_batch_with_grads_on_aot():
+    compiled = compile(selective_scan, backend="aot_eager")
+    g = torch.Generator().manual_seed(2)
+    for batch in (2, 3, 4):
+        args = [(-torch.rand(batch, 3, 6, 4, generator=g)).requires_grad_() for _ in range(3)]
+        ref_args = [a.detach().clone().requires_grad_() for a in args]
+        out, ref = compiled(*args), selective_scan(*ref_args)
+        assert_same(out, ref)
+        out.pow(2).sum().backward()
+        ref.pow(2).sum().backward()
+        for a, r in zip(args, ref_args):
+            assert_same(a.grad, r.grad)
+    if not REFERENCE:
+        assert stats()["recompiles"] == 1

@@ -9,9 +9,10 @@
 Inlining ``associative_scan`` itself reaches ``torch.vmap``'s machinery (locks, C transforms) and
 breaks the graph a dozen times. Instead, as torch.compile does, ``combine_fn`` is traced once on
 one slice of each input along ``dim`` (the shapes it sees under the scan's vmap), checked to be
-pure, cut out into a GraphModule, and one graph node calls torch's own ``associative_scan`` with
-that GraphModule as the combine function: eager kernels run it as eager does, and the AOT layer
-traces through it (vmap included) like any other torch code. Only the ``generic`` mode is traced
+pure, cut out into a GraphModule, and one graph node runs the scan (``run_associative_scan``: the
+same pairwise algorithm, result and layout as torch's generic mode, with the GraphModule vmapped as
+the combine function): eager kernels run it, and the AOT layer traces through it (vmap included)
+like any other torch code. Only the ``generic`` mode is traced
 (``pointwise`` needs CUDA); anything else (closed-over tensors, side effects, a result that is not
 the inputs' structure) breaks the graph at the call, which then runs as in eager. A symbolic
 scan length is pinned (a guard on its value): the scan's steps depend on it.
@@ -28,19 +29,53 @@ from ember.exc import PythonException, Unsupported
 from ember.fake.symbolic import plain
 
 def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kind_name):
-    """The graph's call: torch's associative_scan over ``leaves`` (one tensor when ``kind_name`` is
-    None, else a "tuple" or "list" of them) with ``combine_gm(*left, *right)`` as the combine
-    function; a tuple."""
-    from torch._higher_order_ops.associative_scan import associative_scan
-    kind = None if kind_name is None else {"tuple": tuple, "list": list}[kind_name]
+    """The graph's call: the inclusive scan of ``leaves`` (one tensor when ``kind_name`` is None,
+    else a "tuple" or "list" of them) along ``dim``, combining with ``combine_gm(*left, *right)``
+    (traced on one slice; vmapped here over the scan dimension); a tuple.
 
-    def combine(left, right):
-        out = combine_gm(*([left] if kind is None else left), *([right] if kind is None else right))
-        return out[0] if kind is None else kind(out)
+    The same result and layout as torch's generic ``associative_scan``, but written so that
+    symbolic sizes of the other dimensions stay symbolic: torch's version tests
+    ``result.shape.numel() > 0``, and ``torch.Size.numel()`` turns every symbol of the shape
+    into a constant (a guard on each: a mamba model recompiled for every batch size)."""
+    n_leaves = len(leaves)
+    combine = torch.vmap(lambda *args: tuple(combine_gm(*args)))
 
-    xs = leaves[0] if kind is None else kind(leaves)
-    result = associative_scan(combine, xs, dim, reverse=reverse, combine_mode="generic")
-    return (result,) if kind is None else tuple(result)
+    def pairwise(left: list, right: list) -> list:
+        return list(combine(*left, *right))
+
+    xs = [torch.movedim(t, dim, 0) for t in leaves]
+    if reverse:
+        xs = [torch.flip(t, [0]) for t in xs]
+    out = _scan_dim0(pairwise, xs)
+    if reverse:
+        out = [torch.flip(t, [0]) for t in out]
+    out = [torch.movedim(t, 0, dim) for t in out]
+    assert len(out) == n_leaves
+    return tuple(out)
+
+
+def _scan_dim0(pairwise, xs: list) -> list:
+    """Inclusive scan along dimension 0 (a concrete length) by pairs: combine neighbours (0,1),
+    (2,3), ...; scan those sums (the prefixes ending at odd positions); the prefixes ending at even
+    positions > 0 are one more combination each; interleave the two."""
+    n = xs[0].shape[0]
+    if n < 2:
+        return xs
+    odd = _scan_dim0(pairwise, pairwise([t[0:n - 1:2] for t in xs], [t[1::2] for t in xs]))
+    rest = [t[2::2] for t in xs]
+    if rest[0].shape[0]:  # (prefix at 2k = prefix at 2k-1 combined with element 2k)
+        later = pairwise([o[:rest[0].shape[0]] for o in odd], rest)
+        even = [torch.cat([t[0:1], e]) for t, e in zip(xs, later)]
+    else:
+        even = [t[0:1] for t in xs]
+    return [_interleave0(e, o) for e, o in zip(even, odd)]
+
+
+def _interleave0(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a[0], b[0], a[1], b[1], ... along dimension 0 (a has as many items as b, or one more)."""
+    m = b.shape[0]
+    pairs = torch.stack([a[:m], b], dim=1).flatten(0, 1)
+    return torch.cat([pairs, a[m:]]) if a.shape[0] > m else pairs
 
 
 def _constant(vt, what):
@@ -86,6 +121,8 @@ def _trace(tx, args: list, kwargs: dict) -> VariableTracker:
     # (a symbolic length is pinned, a guard on its value: the scan's steps depend on it, and an AOT
     # backend tracing the call on symbolic sizes would otherwise specialise it unguarded)
     size = plain(leaves[0].fake.shape[dim])
+    if any(t.fake.layout != torch.strided for t in leaves):
+        raise unsupported("EB0055", "associative_scan over a sparse tensor (torch raises)")
     if size < 1 or any(plain(t.fake.shape[dim]) != size for t in leaves):
         raise unsupported("EB0055", "associative_scan over leaves of different (or zero) lengths")
 
