@@ -158,8 +158,6 @@ class NewObjectVariable(VariableTracker):
             return UserMethodVariable(UserFunctionVariable(custom), self).call(tx, [ConstantVariable(name)], {})
         return self.generic_getattr(tx, name)
 
-    def generic_setattr(self, tx, name, value):
-        self.object_setattr(name, value)
 
     def generic_getattr(self, tx, name):
         from ember.capture.builder import wrap
@@ -223,6 +221,19 @@ class NewObjectVariable(VariableTracker):
         return wrap(tx, attr, CallSource(_lookup, class_source(self.cls), (name,)))
 
     def setattr(self, tx, name, value):
+        """``obj.name = value``: the class's own Python ``__setattr__`` first (it decides, as in
+        Python: a property of the class is only reached through its ``object.__setattr__``), else
+        `generic_setattr`."""
+        custom = _lookup(self.cls, "__setattr__")
+        if isinstance(custom, types.FunctionType):
+            from ember.capture.variables.functions import UserFunctionVariable
+            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
+            return
+        self.generic_setattr(tx, name, value)
+
+    def generic_setattr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: a property's setter or a Python data descriptor's
+        ``__set__`` of the class runs; else the instance attribute is written."""
         if name in ("__class__", "__dict__"):
             raise unsupported("EB0032", f"assigning {name} of a {self.cls.__qualname__} object made in the frame")
         attr = _lookup(self.cls, name)
@@ -233,11 +244,6 @@ class NewObjectVariable(VariableTracker):
                 raise failure
             from ember.capture.variables.functions import UserFunctionVariable
             UserFunctionVariable(attr.fset).call(tx, [self, value], {})
-            return
-        custom = _lookup(self.cls, "__setattr__")
-        if isinstance(custom, types.FunctionType):
-            from ember.capture.variables.functions import UserFunctionVariable
-            UserFunctionVariable(custom).call(tx, [self, ConstantVariable(name), value], {})
             return
         descriptor = self._python_data_descriptor(tx, name, "__set__")
         if descriptor is not None:  # `obj.x = v` calls the class's descriptor: its __set__ decides
@@ -481,9 +487,7 @@ class ObjectSetattrFunction(VariableTracker):
 
     def call(self, tx, args, kwargs):
         obj, name, value = args
-        if isinstance(obj, NewObjectVariable):
-            obj.object_setattr(name.as_constant(), value)
-        elif hasattr(obj, "generic_setattr"):  # bypasses the class's own __setattr__, as in Python
+        if hasattr(obj, "generic_setattr"):  # bypasses the class's own __setattr__, as in Python
             obj.generic_setattr(tx, name.as_constant(), value)
         else:
             obj.setattr(tx, name.as_constant(), value)
