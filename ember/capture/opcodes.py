@@ -487,9 +487,9 @@ class OpcodeMixin:
         item = self.pop()
         if isinstance(container, TensorVariable):
             raise unsupported("EB0016", "`in` on a tensor reads its data")
-        if type(container) is ConstantVariable and (r := symbolic_contains(self, item, container.value)) is not None:
-            result = r  # `x.size(0) in (0, 1)`, `n in range(8)`: a guard per comparison made, not the value
-        elif isinstance(container, DictVariable) and container.dict_cls is dict:  # (keys only: a value may be a symbol)
+        if type(container) is ConstantVariable and (r := symbolic_contains(self, item, container.value, inst.arg)):
+            return self.push(r)  # `x.size(0) in (0, 1)`, `n in range(8)`: a symbolic bool, or guards per comparison
+        if isinstance(container, DictVariable) and container.dict_cls is dict:  # (keys only: a value may be a symbol)
             result = container.call_method(self, "__contains__", [item], {}).as_constant()
         elif container.is_constant() and item.is_constant() and not isinstance(container, (ListVariable,)) \
                 and not dynamic_number(item) \

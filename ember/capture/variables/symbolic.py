@@ -13,6 +13,7 @@ constant, guarded.
 """
 from __future__ import annotations
 
+import functools
 import math
 import operator
 
@@ -334,16 +335,33 @@ def symbolic_equal(tx, a, b):
     return None if result is None else bool(result.truth(tx))
 
 
-def symbolic_contains(tx, item, values):
-    """``n in values`` for a dynamic size ``n`` and a constant tuple/list/set of numbers or a range:
-    a guard per comparison made (``n != 0``, ``0 <= n < 100``), not on the size's value (None: not
-    such a pair)."""
+def symbolic_contains(tx, item, values, negate=False) -> VariableTracker | None:
+    """``n in values`` (``negate``: ``not in``) for a dynamic size ``n`` and a constant tuple/list/set
+    of numbers (a symbolic bool, as ``n == 4`` is: guarded only where its value is needed) or a range
+    (a guard per comparison made, ``0 <= n < 100``), never on the size's value (None: not such a pair)."""
+    found = _contains(tx, item, values)
+    if isinstance(found, VariableTracker):
+        return tx.output.call_function(torch.sym_not, [found], {}) if negate else found
+    return None if found is None else ConstantVariable(found != bool(negate))
+
+
+def _contains(tx, item, values):
     if not dynamic_number(item):
         return None
     def op(fn, a, b):
         return symbolic_operation(tx, fn, [a, ConstantVariable(b)] if not isinstance(a, int) else [ConstantVariable(a), b])
     if type(values) in (tuple, list, set, frozenset) and all(type(v) in (int, float, bool) for v in values):
-        return any(op(operator.eq, item, v).truth(tx) for v in values)
+        found = []
+        for v in values:
+            eq = op(operator.eq, item, v)
+            if not isinstance(eq, SymNodeVariable) or not has_symbols(eq.sym):
+                if eq.truth(tx):
+                    return True
+                continue
+            found.append(eq)
+        if not found:
+            return False
+        return functools.reduce(lambda a, b: tx.output.call_function(operator.or_, [a, b], {}), found)
     if type(values) is range and item.python_type() is int:
         r = values
         lo, hi = (r.start, r.stop) if r.step > 0 else (r.stop, r.start)
