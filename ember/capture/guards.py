@@ -369,7 +369,7 @@ class GuardSet:
         self._add(GuardKind.TENSOR_MATCH, source, "marked_dims",
                   f"dimension marks of {source.name()}: mark_dynamic within {sorted(dims)}, "
                   f"{'no other marks than ' + had if had else 'no other marks'}",
-                  f"{fits}({e}, {args})")
+                  f"(not ___getattr({e}, '__dict__', None) or {fits}({e}, {args}))")  # (no attributes: no marks)
         key = (GuardKind.TENSOR_MATCH, source, "marked_dims")
         self._guards[key] = dataclasses.replace(self._guards[key],
                                                 now=f"{bind(self.scope, dim_marks_text, 'dim_marks_text')}({e})")
