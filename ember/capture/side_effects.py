@@ -32,6 +32,11 @@ class SideEffects:
         # objects whose __dict__ the trace holds as a dict tracker: an attribute write after that
         # would not show in it (and one before it is not in the real dict it was read from)
         self._dict_read: set[int] = set()
+        # ... of which those read only as a view with the frame's writes (instance_lookup.
+        # written_instance_dict), by object id: a module's plain attribute written after such a
+        # read goes into every view handed out, as it goes into the real __dict__
+        self._dict_views: dict[int, list] = {}
+        self._dict_read_raw: set[int] = set()
         # the birth numbers (containers.BIRTHS) of the list/dict trackers written, in order
         self.container_writes: list[int] = []
         # hooks registered on input tensors, in program order (variables/tensor_hooks.py), and the
@@ -61,7 +66,7 @@ class SideEffects:
         target is a tensor the graph computes (no source: the replay sets it on that graph output)."""
         if target.source is None and not graph_value:
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} on an object ember cannot name")
-        if id(obj) in self._dict_read:
+        if id(obj) in self._dict_read and not self._write_into_views(obj, name, value, via):
             raise unsupported("EB0032", f"assigning {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         key = (id(obj), name)
         prev = self._attrs.get(key)
@@ -84,7 +89,7 @@ class SideEffects:
             raise unsupported("EB0008", f"deleting {type(obj).__name__}.{name} after reading its __dict__ in the frame")
         self.store_attr(target, obj, name, DELETED, raw=True)
 
-    def read_instance_dict(self, obj: Any, *, written_ok: bool = False) -> None:
+    def read_instance_dict(self, obj: Any, *, written_ok: bool = False, view=None) -> None:
         """The trace reads ``obj.__dict__`` (from now on, an attribute write is refused: the dict
         read would not see it). Refused once the frame wrote one of its attributes, unless the
         caller shows those writes (``written_ok``, see `pending_attrs`)."""
@@ -92,6 +97,27 @@ class SideEffects:
             raise unsupported("EB0032", f"reading the __dict__ of a {type(obj).__name__} object the frame assigned "
                               "attributes of")
         self._dict_read.add(id(obj))
+        if view is None:
+            self._dict_read_raw.add(id(obj))
+        else:
+            self._dict_views.setdefault(id(obj), []).append(view)
+
+    def _write_into_views(self, obj: Any, name: str, value, via) -> bool:
+        """``module.name = value`` after the trace read ``module.__dict__`` only as views with the
+        writes: a plain attribute (not a parameter, buffer or submodule, which Module.__setattr__
+        puts elsewhere) goes into those views too, as into the real dict. False: refused."""
+        import torch
+        if id(obj) in self._dict_read_raw or id(obj) not in self._dict_views or value is DELETED \
+                or not isinstance(obj, torch.nn.Module) or via is not torch.nn.Module.__setattr__:
+            return False
+        d = obj.__dict__
+        if any(name in (d.get(kind) or {}) for kind in ("_parameters", "_buffers", "_modules")) or \
+                issubclass(value.python_type(), (torch.nn.Module, torch.nn.Parameter)):
+            return False
+        from ember.capture.variables.base import ConstantVariable
+        for view in self._dict_views[id(obj)]:
+            view.set_item(ConstantVariable(name), value)
+        return True
 
     def instance_dict_read(self, obj: Any) -> bool:
         """Whether the trace holds ``obj.__dict__`` as a dict tracker (see `read_instance_dict`)."""

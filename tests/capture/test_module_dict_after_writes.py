@@ -94,3 +94,57 @@ def test_instance_dict_read_after_writes():
 
 def test_buffer_assigned_by_attribute_then_dict_read_breaks():
     _compare(BufferByAttribute, [(), ()], graphs=2, fullgraph=False)  # a graph each side of the break
+
+
+class RopeCache(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.max_seq_len_cached = 0
+
+    def forward(self, x, n):
+        if n > self.max_seq_len_cached:
+            self.max_seq_len_cached = n
+            self.register_buffer("cos", torch.arange(n, dtype=x.dtype).cos(), persistent=False)
+        return x * self.cos[:n].sum()
+
+
+class GenerateLoop(nn.Module):
+    """The cache grows at every step of one frame: a write after the previous step's dict read."""
+
+    def __init__(self):
+        super().__init__()
+        self.rope = RopeCache()
+
+    def forward(self, x, steps):
+        for i in range(steps):
+            x = self.rope(x, 3 + i)
+        return x, self.rope.max_seq_len_cached
+
+
+class HeldView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = 1
+
+    def forward(self, x):
+        self.a = 2
+        d = self.__dict__
+        self.b = 3  # into the view the frame holds, as into the real dict
+        self.a = 5
+        return x * d["a"] + d.get("b", 0), sorted(k for k in d if not k.startswith("_"))
+
+
+def test_cache_grown_at_every_step_of_a_loop_is_one_graph():
+    # (the second step's write after the first step's __dict__ read ran the whole frame eagerly)
+    eager_m, compiled_m = GenerateLoop(), GenerateLoop()
+    counter = CompileCounter()
+    compiled = compile(compiled_m, backend=counter, fullgraph=True)
+    for steps in (3, 2):
+        x = torch.randn(2)
+        assert_same(compiled(x.clone(), steps), eager_m(x.clone(), steps))
+        assert_same(dict(compiled_m.rope.named_buffers()), dict(eager_m.rope.named_buffers()))
+    assert counter.frame_count == 2
+
+
+def test_write_after_reading_the_dict_shows_in_the_held_view():
+    _compare(HeldView, [(), ()], graphs=2, fullgraph=True)

@@ -53,7 +53,7 @@ def written_instance_dict(tx, obj_vt, d: dict, obj=None):
     # live across a graph break it is the real __dict__ (the writes are replayed before the
     # code after the break runs); its order is already guarded through `base`
     view.source, view.order_source = base.source, None
-    tx.side_effects.read_instance_dict(obj, written_ok=True)
+    tx.side_effects.read_instance_dict(obj, written_ok=True, view=view)
     return view
 
 
