@@ -152,6 +152,24 @@ def _inductor_context(example_inputs, enter_fake_mode: bool = True, gm=None):
         yield
 
 
+def _distinct_returns(compiled, apart: list):
+    """Inductor lowers alias ops (``t.detach()``) to their input: two returns of different graph
+    nodes came back as one tensor object, and a later ``requires_grad_`` on the alias changed the
+    other too (fuzz seed 4400009). Such a repeat is returned as a new alias of it, as eager's is."""
+    boxed = getattr(compiled, "_boxed_call", False)
+
+    def run(*args):
+        outs = compiled(*args)
+        if any(outs[i] is outs[j] for i, j in apart):
+            outs = list(outs)
+            for i, j in apart:
+                if outs[i] is outs[j] and isinstance(outs[j], torch.Tensor):
+                    outs[j] = outs[j].detach() if not outs[j].requires_grad else outs[j].view_as(outs[j])
+        return outs
+    run._boxed_call = boxed
+    return run
+
+
 class _InductorCompilers:
     """fw/bw/inference compilers for one graph, sharing graph_id and the forward device box."""
 
@@ -180,11 +198,15 @@ class _InductorCompilers:
 
     def inference(self, gm, example_inputs):
         from torch._inductor.fx_passes.joint_graph import joint_graph_passes
+        returned = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
+        apart = [(i, j) for j, b in enumerate(returned) for i, a in enumerate(returned[:j])
+                 if isinstance(a, torch.fx.Node) and isinstance(b, torch.fx.Node) and a is not b]
         with _inductor_config(self.mode, self.options), _inductor_context(example_inputs, gm=gm):
             gm = joint_graph_passes(gm)
         _mark_user_visible_outputs(gm, self.num_mutated_returns, self.num_user_outputs)
-        return self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
-                           is_backward=False, is_inference=True)
+        compiled = self._inner(gm, example_inputs, static_input_idxs=self.static_input_indices,
+                               is_backward=False, is_inference=True)
+        return _distinct_returns(compiled, apart) if apart else compiled
 
     def backward(self, gm, example_inputs):
         out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
