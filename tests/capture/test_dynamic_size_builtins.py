@@ -183,3 +183,22 @@ def test_kv_cache_len_in_a_decode_loop_compiles_twice():
     assert_same(cache_c.k, cache_e.k)
     # static (no cache), static length 2, then one graph for every later length (torch.compile: 3)
     assert stats()["graphs"] == 3
+
+
+def attention_shape_asserts(q):
+    # HF fsmt's attention: `assert list(query.size()) == [tgt_len, bsz, embed_dim]` — a list
+    # compared with a list (item by item, no size fixed); a list never equals a tuple
+    tgt_len, bsz, embed_dim = q.size()
+    assert list(q.size()) == [tgt_len, bsz, embed_dim]
+    if list(q.shape) != (tgt_len, bsz, embed_dim) and [bsz] == [q.size(1)]:
+        q = q * 2
+    if list(q.shape[1:]) == [3, embed_dim]:
+        q = q + 1
+    return q.sin()
+
+
+def test_list_of_symbolic_sizes_compared_with_a_list():
+    # (fsmt recompiled at every new batch size: the lists were folded as constants, fixing sizes)
+    assert _run_sizes(attention_shape_asserts, [(2, 3, 4), (5, 3, 4), (7, 3, 4), (6, 3, 4)], grad=True) == 2
+    ember.reset()
+    assert _run_sizes(attention_shape_asserts, [(2, 3, 4), (2, 5, 4), (2, 6, 4)]) == 2

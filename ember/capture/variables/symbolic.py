@@ -20,7 +20,7 @@ import operator
 import torch
 
 from ember.capture.variables.base import ConstantVariable, VariableTracker
-from ember.capture.variables.containers import TupleVariable
+from ember.capture.variables.containers import ListVariable, TupleVariable
 from ember.fake.symbolic import has_symbols, plain
 
 
@@ -180,10 +180,10 @@ _SYM_MATH = {getattr(math, n): getattr(torch, "_sym_" + n) for n in (
 
 
 def holds_symbols(v) -> bool:
-    """A tuple with a symbolic size among its items, or in a tuple among them (folding it as a
-    constant would fix them)."""
-    return isinstance(v, TupleVariable) and any(isinstance(i, SymNodeVariable) and has_symbols(i.sym)
-                                                or holds_symbols(i) for i in v.items)
+    """A tuple or list with a symbolic size among its items, or in a tuple or list among them
+    (folding it as a constant would fix them)."""
+    return isinstance(v, (TupleVariable, ListVariable)) and any(
+        isinstance(i, SymNodeVariable) and has_symbols(i.sym) or holds_symbols(i) for i in v.items)
 
 
 def symbolic_prod(tx, iter_items, args, kwargs):
@@ -198,13 +198,18 @@ def symbolic_prod(tx, iter_items, args, kwargs):
     return acc
 
 
-def _tuple_items(v) -> list | None:
-    """The items of a tuple (a tracked one, or a constant tuple), None for anything else."""
-    if isinstance(v, TupleVariable):
+def _tuple_items(v, lists: bool = False) -> list | None:
+    """The items of a tuple (a tracked one, or a constant tuple) — or, with ``lists``, of a list —
+    None for anything else."""
+    if isinstance(v, TupleVariable) or lists and isinstance(v, ListVariable):
         return list(v.items)
-    if type(v) is ConstantVariable and type(v.value) in (tuple, torch.Size):
+    if type(v) is ConstantVariable and (type(v.value) in (tuple, torch.Size) or lists and type(v.value) is list):
         return [ConstantVariable(i) for i in v.value]
     return None
+
+
+def _is_list(v) -> bool:
+    return isinstance(v, ListVariable) or type(v) is ConstantVariable and type(v.value) is list
 
 
 def symbolic_sequence_operation(tx, fn, a, b) -> VariableTracker | None:
@@ -212,7 +217,15 @@ def symbolic_sequence_operation(tx, fn, a, b) -> VariableTracker | None:
     (folding them as constants would read, and so fix, every size). None: not such an operation."""
     if not (holds_symbols(a) or holds_symbols(b)):
         return None
-    ia, ib = _tuple_items(a), _tuple_items(b)
+    if fn in (operator.eq, operator.ne) and (_is_list(a) or _is_list(b)):
+        # `list(q.size()) == [t, b, e]`: lists compare item by item too; a list never equals a tuple
+        ia, ib = _tuple_items(a, lists=True), _tuple_items(b, lists=True)
+        if ia is None or ib is None:
+            return None
+        if _is_list(a) != _is_list(b):
+            return ConstantVariable(fn is operator.ne)
+    else:
+        ia, ib = _tuple_items(a), _tuple_items(b)
     if ia is None or ib is None:
         return None
     if fn in (operator.add, operator.iadd):
