@@ -241,13 +241,13 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
                           OutputKind.ALIAS_OF_INTERMEDIATE_BASE_IS_USER_OUTPUT) for o in meta.output_info]
     opaque += [False] * meta.num_intermediate_bases
     nondiff = [not m for m in mask]
-    unsafe_view = [False] * n_mut + [o.kind is OutputKind.UNSAFE_VIEW_ALIAS for o in meta.output_info] \
+    unsafe_view = [False] * n_mut + [o.kind is OutputKind.UNSAFE_VIEW_ALIAS or (  # ("view": see below)
+        "view" if o.kind is OutputKind.CUSTOM_FUNCTION_VIEW else False) for o in meta.output_info] \
         + [b in meta.unview_bases for b in range(meta.num_intermediate_bases)]
     post = [(i, opaque[i], nondiff[i], unsafe_view[i]) for i in range(n_ret)
             if opaque[i] or nondiff[i] or unsafe_view[i]]
 
-    # inputs whose final value an eager op saved (see ember.aot.version_check): their version after
-    # the epilogue's copy_ is checked when a gradient arrives that reaches that op
+    # inputs whose final value an eager op saved (ember.aot.version_check): version checked at backward
     final_checks = []
     for i, returns_ in meta.final_saves.items():
         bits = 0
@@ -265,8 +265,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
     # the backward was planned (and may be compiled) with nondeterministic kernels: run under
     # use_deterministic_algorithms(True) it would silently break that promise, so it refuses (as torch)
     deterministic = torch.are_deterministic_algorithms_enabled()
-    # A prunable plan defers every saved tensor (see ember.aot.saved): in deferred mode ``ctx.deferred``
-    # holds them all, by position, and nothing goes through save_for_backward.
+    # a prunable plan defers every saved tensor (ember.aot.saved): ``ctx.deferred`` holds them all
     deferred = plan.deferred if plan is not None else ()
     kept = () if deferred else None
     defers = plan is not None and bool(plan.dep)
@@ -297,7 +296,9 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             if is_opaque:
                 returns[i] = _Opaque(r)
                 continue
-            if is_unsafe_view:
+            if is_unsafe_view == "view":  # a custom Function's view output stays a view (a compiler may
+                r = returns[i] = r if r._is_view() else r.view(r.shape)  # return a fresh tensor): eager's
+            elif is_unsafe_view:  # autograd refuses in-place writes to it, and so it must here
                 r = returns[i] = torch.ops.aten._unsafe_view(r, r.shape)
             if is_nondiff and isinstance(r, torch.Tensor):
                 non_differentiable.append(r)
@@ -307,8 +308,7 @@ def make_autograd_function(meta: ViewAndMutationMeta, fw: Callable[[list], Any],
             s, r = saved[k], returns[i]
             if s is not None and s.untyped_storage().data_ptr() == r.untyped_storage().data_ptr():
                 saved[k] = restrided(r.detach(), s)
-        # (under saved-tensor hooks, e.g. activation checkpointing or offloading, every tensor goes
-        # through save_for_backward: the hooks must see them all)
+        # (under saved-tensor hooks, e.g. checkpointing or offloading, all go through save_for_backward)
         ctx.deferred_mode = defers and torch._C._autograd._top_saved_tensors_default_hooks(False) is None
         if ctx.deferred_mode:
             ctx.deferred = [saved[k] if saved[k] is None else saved[k].detach() for k in deferred]
