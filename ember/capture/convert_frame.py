@@ -697,7 +697,7 @@ class _ReturnPlan:
             return self._read(vt.source)  # unused by the trace: passed on as it is, not guarded by value
         if isinstance(vt, SymNodeVariable) and vt.node.op == "placeholder" and vt.source is not None:
             return self._read(vt.source)  # an int argument passed on as it is
-        if isinstance(vt, SymNodeVariable) and (isinstance(vt.sym, (torch.SymInt, torch.SymFloat))
+        if isinstance(vt, SymNodeVariable) and (isinstance(vt.sym, (torch.SymInt, torch.SymFloat, torch.SymBool))
                                                 or has_unbacked(vt.sym)):
             # a size, float or data-dependent value returned or passed on: the graph computes it
             return self._out(vt.node)
