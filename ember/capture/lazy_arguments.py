@@ -104,7 +104,7 @@ def lazy_argument(tx, value, source: LocalSource):
         return wrap(tx, value, source)
     if not isinstance(value, torch.Tensor):
         return UnreadArgument(value, source)
-    from ember.capture.output_graph import autograd_refuses_metadata
+    from ember.fake.convert import autograd_refuses_metadata
     if autograd_refuses_metadata(value):
         # no fake tensor can be made of it: it stays unread, and a read breaks the graph there
         # (a resume function handed a custom Function's view whose base the frame wrote, unused

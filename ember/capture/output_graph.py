@@ -29,7 +29,7 @@ from ember.config import config
 from ember.capture.dynamic_dims import StaticRetry, constraints, name_violation, named_dynamic, named_dynamic_dims, \
     unbacked_dims
 from ember.capture.variables.symbolic import SizeVariable, SymNodeVariable, symbolic_new_tensor, symbolic_tensor_literal
-from ember.fake.convert import FakeContext
+from ember.fake.convert import VIEW_REBASED, FakeContext
 from ember.torch_config import (force_nn_module_property_static_shapes, force_parameter_static_shapes,
                                 specialize_float, specialize_int)
 from ember.capture.sources import ModuleMemberSource
@@ -67,23 +67,6 @@ def _source_name(source) -> str:
     name = source.name  # (a property of torch's sources in 2.13, a method before)
     return name if isinstance(name, str) else name()
 
-
-
-#: autograd's refusal to read the metadata of a view whose base changed in place since, when the view
-#: was made under no_grad, by a custom Function (or returned as-is by one), or as one of several views
-#: (unbind, split, chunk): torch raises it on any read of its grad_fn / is_leaf
-_VIEW_REBASED = "its base or another view of its base has been modified inplace"
-
-
-def autograd_refuses_metadata(t: torch.Tensor) -> bool:
-    """Whether autograd refuses to describe ``t`` (see `_VIEW_REBASED`): no fake tensor can be made."""
-    if not t._is_view():
-        return False
-    try:
-        t.is_leaf  # noqa: B018
-    except RuntimeError as e:
-        return _VIEW_REBASED in str(e)
-    return False
 
 class OutputGraph:
     def __init__(self, fake: FakeContext, guards):
@@ -139,7 +122,7 @@ class OutputGraph:
                 pending.append(functools.partial(self.guards.tensor_match, source, real))
                 fake = self.fake.fake(real)
         except Exception as e:
-            if isinstance(e, RuntimeError) and _VIEW_REBASED in str(e):
+            if isinstance(e, RuntimeError) and VIEW_REBASED in str(e):
                 # a view (made under no_grad, by a custom Function, one of several) whose base was
                 # written in place since: autograd refuses to read its metadata in any mode, so it
                 # runs where the program uses it, eagerly

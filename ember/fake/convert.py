@@ -17,6 +17,23 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from ember.compat import fake_from_real
 
 
+#: autograd's refusal to read the metadata of a view whose base changed in place since, when the view
+#: was made under no_grad, by a custom Function (or returned as-is by one), or as one of several views
+#: (unbind, split, chunk): torch raises it on any read of its grad_fn / is_leaf
+VIEW_REBASED = "its base or another view of its base has been modified inplace"
+
+
+def autograd_refuses_metadata(t: torch.Tensor) -> bool:
+    """Whether autograd refuses to describe ``t`` (see `VIEW_REBASED`): no fake tensor can be made."""
+    if not t._is_view():
+        return False
+    try:
+        t.is_leaf  # noqa: B018
+    except RuntimeError as e:
+        return VIEW_REBASED in str(e)
+    return False
+
+
 class FakeContext:
     def __init__(self, static_shapes: bool = True) -> None:
         # (whether it is symbolic is `shape_env is not None`) A ShapeEnv is only needed for symbolic sizes; creating one imports Dynamo's package

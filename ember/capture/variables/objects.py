@@ -513,8 +513,8 @@ class NNModuleVariable(VariableTracker):
         with ``nn.Module.__setattr__`` itself (never the class's own ``__setattr__`` again)."""
         m = self.module
         if name in m.__dict__.get("_modules", {}) and isinstance(value, NNModuleVariable) and \
-                value.module is m._modules[name] and not _module_registration_hooks():
-            return  # `self.proj = self.proj.to(dtype)` (HF switch_transformers): the same module back, a no-op
+                value.module is m._modules[name] and not torch.nn.modules.module._global_module_registration_hooks:
+            return  # `self.proj = self.proj.to(dtype)`: the same module back (no registration hook to call)
         if name in m.__dict__.get("_parameters", {}) or name in m.__dict__.get("_modules", {}):
             raise unsupported("EB0032", f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")
         if name not in m.__dict__.get("_buffers", {}) and not isinstance(value, NNModuleVariable) \
@@ -536,13 +536,6 @@ class NNModuleVariable(VariableTracker):
         if _is_data_descriptor(_static_lookup(m, name)):
             raise unsupported("EB0032", f"assigning {type(m).__name__}.{name} through a descriptor/property")
         tx.side_effects.store_attr(self, m, name, value, raw=True)
-
-
-def _module_registration_hooks() -> bool:
-    """Whether torch's global module-registration hooks exist (Module.__setattr__ calls them even
-    when the module assigned is the one already there)."""
-    from torch.nn.modules import module as module_mod
-    return bool(getattr(module_mod, "_global_module_registration_hooks", None))
 
 
 class UserObjectVariable(VariableTracker):
