@@ -47,6 +47,17 @@ def _keep_node_hook_dict(d) -> None:
         pass
 
 
+def _tracing() -> bool:
+    """Whether a fake, functional or proxy dispatch mode is active: a hook registered then sits on
+    a Node of a traced graph (torch's AOTAutograd registers stack-trace hooks on its joint graph's
+    Nodes and keeps them), never on one a real backward will run."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    for mode in _get_current_dispatch_mode_stack():
+        if type(mode).__name__ in ("FakeTensorMode", "FunctionalTensorMode", "ProxyTorchDispatchMode"):
+            return True
+    return False
+
+
 def _note(t: torch.Tensor) -> None:
     fn = t.grad_fn
     if fn is None:
@@ -82,7 +93,8 @@ def install() -> None:
 
         def register_node_hook_noted(backward_hooks, hook):
             out = register_node_hook(backward_hooks, hook)
-            _keep_node_hook_dict(out[0])
+            if not _tracing():
+                _keep_node_hook_dict(out[0])
             return out
 
         mixin._register_hook = staticmethod(register_node_hook_noted)

@@ -575,3 +575,34 @@ def test_a_removed_or_dead_node_hook_does_not_stop_compiling():
     with ca.enable("eager"):
         (w * 2).sum().backward()
     assert ca.counters.backwards == before + 1  # compiled, not run eagerly
+
+
+def test_hooks_on_the_nodes_of_a_traced_graph_do_not_stop_compiling():
+    # torch's AOTAutograd (a backend built with aot_autograd) registers stack-trace hooks on the
+    # Nodes of its fake joint graph and keeps that graph: no real backward runs those Nodes, so
+    # they must not make every later compiled backward run eagerly (all of tests/autograd did,
+    # after a test using such a backend)
+    from functorch.compile import nop
+    from torch._dynamo.backends.common import aot_autograd
+    class Twice(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, z):
+            ctx.y = z * 2
+            return ctx.y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    f = ember.compile(lambda x: Twice.apply(x.sin()).sum(), backend=aot_autograd(fw_compiler=nop, bw_compiler=nop),
+                      dynamic=True)
+    for n in (3, 4):
+        x = torch.randn(n, requires_grad=True)
+        f(x).backward()
+    w = torch.randn(3, requires_grad=True)
+    before = ca.counters.backwards
+    with ca.enable("eager"):
+        (w * 2).sum().backward()
+    assert ca.counters.backwards == before + 1 and ca.counters.fallbacks == 0
+    assert torch.equal(w.grad, torch.full((3,), 2.0)) and torch.allclose(x.grad, 2 * x.detach().cos())
+    del f
