@@ -513,7 +513,7 @@ class NNModuleVariable(VariableTracker):
         with ``nn.Module.__setattr__`` itself (never the class's own ``__setattr__`` again)."""
         m = self.module
         if name in m.__dict__.get("_modules", {}) and isinstance(value, NNModuleVariable) and \
-                value.module is m._modules[name] and not torch.nn.modules.module._global_module_registration_hooks:
+                value.module is m._modules[name] and not getattr(torch.nn.modules.module, "_global_module_registration_hooks", 1):
             return  # `self.proj = self.proj.to(dtype)`: the same module back (no registration hook to call)
         if name in m.__dict__.get("_parameters", {}) or name in m.__dict__.get("_modules", {}):
             raise unsupported("EB0032", f"assigning parameter/submodule {type(m).__name__}.{name} inside the frame")

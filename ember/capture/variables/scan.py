@@ -37,7 +37,6 @@ def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kin
     symbolic sizes of the other dimensions stay symbolic: torch's version tests
     ``result.shape.numel() > 0``, and ``torch.Size.numel()`` turns every symbol of the shape
     into a constant (a guard on each: a mamba model recompiled for every batch size)."""
-    n_leaves = len(leaves)
     combine = torch.vmap(lambda *args: tuple(combine_gm(*args)))
 
     def pairwise(left: list, right: list) -> list:
@@ -49,9 +48,7 @@ def run_associative_scan(combine_gm, leaves: tuple, dim: int, reverse: bool, kin
     out = _scan_dim0(pairwise, xs)
     if reverse:
         out = [torch.flip(t, [0]) for t in out]
-    out = [torch.movedim(t, 0, dim) for t in out]
-    assert len(out) == n_leaves
-    return tuple(out)
+    return tuple(torch.movedim(t, 0, dim) for t in out)
 
 
 def _scan_dim0(pairwise, xs: list) -> list:
